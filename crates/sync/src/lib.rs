@@ -1,0 +1,33 @@
+//! # vfscale-sync
+//!
+//! The Linux kernel's scalable locking primitives behind the VFS, in
+//! userspace Rust: the pieces that five LKML threads (kernfs rwsem, dlock
+//! lists, rwsem spinning, /proc RCU revalidation, file-lock lists) used to
+//! stop the VFS from serializing.
+//!
+//! | primitive | kernel original | module |
+//! |---|---|---|
+//! | [`SeqCount`], [`SeqLock`] | `seqcount_t`, `seqlock_t` | [`seqcount`] |
+//! | [`LockRef`] | `struct lockref` (`lib/lockref.c`) | [`lockref`] |
+//! | [`spin::TasLock`], [`spin::TicketLock`], [`spin::McsLock`] | `arch_spinlock_t`, qspinlock | [`spin`] |
+//! | [`PerCpuList`], [`GlobalList`] | `lib/dlock-list.c`, `s_inode_list_lock` | [`dlock_list`] |
+//! | [`LgLock`] | `lglock` (3.13-4.8) | [`lglock`] |
+//! | [`PerCpuRwSem`] | `percpu_rw_semaphore` | [`percpu_rwsem`] |
+//! | [`RwSem`] with [`SpinPolicy`] | `rw_semaphore` + OSQ spinning | [`rwsem`] |
+//!
+//! Every primitive is model-checked with loom: build with
+//! `RUSTFLAGS="--cfg loom"` and run `cargo test -p vfscale-sync --release --lib`.
+
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod shim;
+
+pub mod cpu;
+pub mod dlock_list;
+pub mod futex;
+pub mod lglock;
+pub mod lockref;
+pub mod percpu_rwsem;
+pub mod rwsem;
+pub mod seqcount;
+pub mod spin;

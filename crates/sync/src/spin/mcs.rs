@@ -1,0 +1,1 @@
+//! Queued (MCS) spinlock. (in progress)

@@ -1,0 +1,39 @@
+//! Test-and-test-and-set spinlock: one flag, waiters spin on a plain load
+//! and only try the atomic swap when the flag looks free. Unfair; cheapest
+//! uncontended.
+
+use super::RawSpinLock;
+use crate::shim::{spin_loop, AtomicBool, Ordering};
+
+/// A test-and-test-and-set spinlock.
+#[derive(Debug, Default)]
+pub struct TasLock {
+    locked: AtomicBool,
+}
+
+// SAFETY: `locked` goes false -> true only through a successful swap, so one
+// holder at a time; acquire on success pairs with the release in `unlock`.
+unsafe impl RawSpinLock for TasLock {
+    const NAME: &'static str = "tas";
+
+    fn lock(&self) {
+        while !self.try_lock() {
+            while self.locked.load(Ordering::Relaxed) {
+                spin_loop();
+            }
+        }
+    }
+
+    fn try_lock(&self) -> bool {
+        !self.locked.load(Ordering::Relaxed) && !self.locked.swap(true, Ordering::Acquire)
+    }
+
+    unsafe fn unlock(&self) {
+        let was_locked = self.locked.swap(false, Ordering::Release);
+        debug_assert!(was_locked, "TasLock: unlock of an unlocked lock");
+    }
+
+    fn is_locked(&self) -> bool {
+        self.locked.load(Ordering::Relaxed)
+    }
+}

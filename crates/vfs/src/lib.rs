@@ -1,0 +1,1 @@
+//! The vfscale VFS core (in progress).
