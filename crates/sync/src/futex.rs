@@ -21,13 +21,7 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
     // SAFETY: `word` is a live, aligned u32 for the duration of the call and
     // `ts_ptr` is null or points to a timespec on this stack frame.
     unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            ts_ptr,
-        );
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, expected, ts_ptr);
     }
 }
 

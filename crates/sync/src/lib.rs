@@ -22,6 +22,7 @@
 
 mod shim;
 
+pub mod audit;
 pub mod cpu;
 pub mod dlock_list;
 pub mod futex;

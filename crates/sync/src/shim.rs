@@ -39,7 +39,6 @@ impl<T> UnsafeCell<T> {
     pub(crate) fn into_inner(self) -> T {
         self.0.into_inner()
     }
-
 }
 
 impl<T: ?Sized> UnsafeCell<T> {
@@ -58,7 +57,6 @@ impl<T: ?Sized> UnsafeCell<T> {
         #[cfg(not(loom))]
         return f(self.0.get());
     }
-
 }
 
 /// A point in time that loom can replay: under loom it is a step counter, so

@@ -7,8 +7,10 @@
 //! data it protects, so benchmarks can compare flavours (seed 004's lglock).
 //!
 //! Spinlocks suit short critical sections between threads that are running.
-//! When the holder can be preempted (more runnable threads than CPUs) a
-//! waiter burns its time slice: use [`crate::RwSem`] with a blocking policy.
+//! Unlike the kernel, userspace cannot stop the holder from being
+//! preempted, so a waiter that has spun [`SPINS_BEFORE_YIELD`] times yields
+//! its CPU (the holder may be waiting for one) before spinning again.
+//! Where holders may sleep or hold for long, use [`crate::rwsem::RwSem`].
 //!
 //! ```
 //! use vfscale_sync::spin::{SpinLock, TicketLock};
@@ -22,14 +24,29 @@ mod mcs;
 mod tas;
 mod ticket;
 
-
+pub use mcs::McsLock;
 pub use tas::TasLock;
 pub use ticket::TicketLock;
 
-use crate::shim::UnsafeCell;
+use crate::shim::{spin_loop, yield_now, UnsafeCell};
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
+
+/// Busy-wait rounds before a waiter yields its CPU once.
+pub const SPINS_BEFORE_YIELD: u32 = 128;
+
+/// One round of waiting: a CPU pause, and every
+/// [`SPINS_BEFORE_YIELD`] rounds a `sched_yield`.
+#[inline]
+pub(crate) fn relax(spins: &mut u32) {
+    *spins += 1;
+    if *spins % SPINS_BEFORE_YIELD == 0 {
+        yield_now();
+    } else {
+        spin_loop();
+    }
+}
 
 /// A raw spinlock: mutual exclusion on a word, with no data attached.
 ///

@@ -2,8 +2,8 @@
 //! and only try the atomic swap when the flag looks free. Unfair; cheapest
 //! uncontended.
 
-use super::RawSpinLock;
-use crate::shim::{spin_loop, AtomicBool, Ordering};
+use super::{relax, RawSpinLock};
+use crate::shim::{AtomicBool, Ordering};
 
 /// A test-and-test-and-set spinlock.
 #[derive(Debug, Default)]
@@ -17,15 +17,20 @@ unsafe impl RawSpinLock for TasLock {
     const NAME: &'static str = "tas";
 
     fn lock(&self) {
+        let mut spins = 0;
         while !self.try_lock() {
             while self.locked.load(Ordering::Relaxed) {
-                spin_loop();
+                relax(&mut spins);
             }
         }
     }
 
     fn try_lock(&self) -> bool {
-        !self.locked.load(Ordering::Relaxed) && !self.locked.swap(true, Ordering::Acquire)
+        let acquired = !self.locked.load(Ordering::Relaxed) && !self.locked.swap(true, Ordering::Acquire);
+        if acquired {
+            crate::audit::lock_acquired();
+        }
+        acquired
     }
 
     unsafe fn unlock(&self) {

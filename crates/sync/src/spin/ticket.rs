@@ -1,8 +1,8 @@
 //! Ticket spinlock: FIFO among waiters. Each locker takes the next ticket and
 //! spins until `now_serving` reaches it; all waiters spin on one word.
 
-use super::RawSpinLock;
-use crate::shim::{spin_loop, AtomicU32, Ordering};
+use super::{relax, RawSpinLock};
+use crate::shim::{AtomicU32, Ordering};
 
 /// A FIFO ticket spinlock.
 #[derive(Debug, Default)]
@@ -17,25 +17,29 @@ unsafe impl RawSpinLock for TicketLock {
     const NAME: &'static str = "ticket";
 
     fn lock(&self) {
+        crate::audit::lock_acquired();
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
+        let mut spins = 0;
         while self.now_serving.load(Ordering::Acquire) != ticket {
-            spin_loop();
+            relax(&mut spins);
         }
     }
 
     fn try_lock(&self) -> bool {
         let serving = self.now_serving.load(Ordering::Relaxed);
-        self.next_ticket
+        let acquired = self
+            .next_ticket
             .compare_exchange(serving, serving.wrapping_add(1), Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+            .is_ok();
+        if acquired {
+            crate::audit::lock_acquired();
+        }
+        acquired
     }
 
     unsafe fn unlock(&self) {
         let serving = self.now_serving.load(Ordering::Relaxed);
-        debug_assert!(
-            self.next_ticket.load(Ordering::Relaxed) != serving,
-            "TicketLock: unlock of an unlocked lock"
-        );
+        debug_assert!(self.next_ticket.load(Ordering::Relaxed) != serving, "TicketLock: unlock of an unlocked lock");
         self.now_serving.store(serving.wrapping_add(1), Ordering::Release);
     }
 

@@ -1,0 +1,192 @@
+//! Runs one benchmark cell — a (workload, variant, threads) triple — a number
+//! of times, each run behind a real start barrier, after one warm-up run.
+//!
+//! A run spawns its threads, waits until all of them are parked on the
+//! barrier, takes the start time as they are released, and stops the clock
+//! when the last one has finished its iterations. Every thread does the same
+//! number of operations, so `ops_per_sec` is `threads * iterations / elapsed`
+//! (the aggregate of all threads) and `per_op_ns` is `elapsed / iterations`
+//! (the time one thread saw per operation, like sysfs_benchmark's "per").
+
+use crate::stats::Summary;
+use crate::workloads::Subject;
+use serde::Serialize;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// How many runs of how many iterations each thread does.
+#[derive(Debug, Clone, Copy)]
+pub struct RunPlan {
+    /// Measured runs (the warm-up comes on top).
+    pub runs: usize,
+    /// Operations per thread per run.
+    pub iterations: u64,
+}
+
+/// The measured runs of one cell.
+#[derive(Debug, Clone)]
+pub struct CellRuns {
+    /// Threads that ran concurrently.
+    pub threads: usize,
+    /// Operations per thread per run.
+    pub iterations: u64,
+    /// Wall time of each measured run.
+    pub elapsed: Vec<Duration>,
+    /// CPU time the whole process spent in each measured run.
+    pub cpu: Vec<CpuTime>,
+}
+
+/// User and system CPU time, from `getrusage(RUSAGE_SELF)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuTime {
+    /// Seconds in user mode.
+    pub user: f64,
+    /// Seconds in the kernel.
+    pub system: f64,
+}
+
+impl CpuTime {
+    /// The process's CPU time so far.
+    pub fn now() -> CpuTime {
+        // SAFETY: getrusage fills the zeroed struct we own.
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+            usage
+        };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        CpuTime { user: secs(usage.ru_utime), system: secs(usage.ru_stime) }
+    }
+
+    fn since(self, earlier: CpuTime) -> CpuTime {
+        CpuTime { user: self.user - earlier.user, system: self.system - earlier.system }
+    }
+}
+
+/// A cell's runs reduced to the figures the table and JSON report.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellStats {
+    /// Aggregate operations per second over all threads.
+    pub ops_per_sec: Summary,
+    /// Wall nanoseconds per operation as one thread saw it.
+    pub per_op_ns: Summary,
+    /// Wall seconds per run.
+    pub elapsed_s: Summary,
+    /// User CPU seconds per run (all threads).
+    pub cpu_user_s: Summary,
+    /// System CPU seconds per run (all threads).
+    pub cpu_system_s: Summary,
+}
+
+impl CellRuns {
+    /// Summaries of throughput and per-op time over the runs.
+    pub fn stats(&self) -> CellStats {
+        let total_ops = self.threads as f64 * self.iterations as f64;
+        let secs: Vec<f64> = self.elapsed.iter().map(|d| d.as_secs_f64().max(1e-9)).collect();
+        let ops: Vec<f64> = secs.iter().map(|s| total_ops / s).collect();
+        let per_op: Vec<f64> = secs.iter().map(|s| s * 1e9 / self.iterations as f64).collect();
+        let summary = |values: &[f64]| Summary::of(values).expect("runs >= 1 and finite times");
+        let user: Vec<f64> = self.cpu.iter().map(|c| c.user).collect();
+        let system: Vec<f64> = self.cpu.iter().map(|c| c.system).collect();
+        CellStats {
+            ops_per_sec: summary(&ops),
+            per_op_ns: summary(&per_op),
+            elapsed_s: summary(&secs),
+            cpu_user_s: summary(&user),
+            cpu_system_s: summary(&system),
+        }
+    }
+}
+
+/// Runs `subject` with `threads` threads: one warm-up run of a tenth of the
+/// iterations, then `plan.runs` measured runs.
+pub fn run_cell(subject: &dyn Subject, threads: usize, plan: RunPlan) -> CellRuns {
+    assert!(threads > 0 && plan.runs > 0 && plan.iterations > 0, "validated by the caller");
+    one_run(subject, threads, (plan.iterations / 10).max(1));
+    let (elapsed, cpu) = (0..plan.runs).map(|_| one_run(subject, threads, plan.iterations)).unzip();
+    CellRuns { threads, iterations: plan.iterations, elapsed, cpu }
+}
+
+fn one_run(subject: &dyn Subject, threads: usize, iterations: u64) -> (Duration, CpuTime) {
+    subject.prepare_run(threads);
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|thread| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    barrier.wait();
+                    subject.run_thread(thread, iterations);
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let cpu_start = CpuTime::now();
+        for worker in workers {
+            if let Err(panic) = worker.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        (start.elapsed(), CpuTime::now().since(cpu_start))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    struct Counting {
+        ops: AtomicU64,
+        runs: AtomicU64,
+    }
+
+    impl Subject for Counting {
+        fn prepare_run(&self, _threads: usize) {
+            self.runs.fetch_add(1, Ordering::Relaxed);
+        }
+        fn run_thread(&self, _thread: usize, iterations: u64) {
+            self.ops.fetch_add(iterations, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn every_thread_runs_every_iteration_plus_warmup() {
+        let subject = Counting { ops: AtomicU64::new(0), runs: AtomicU64::new(0) };
+        let runs = run_cell(&subject, 3, RunPlan { runs: 4, iterations: 100 });
+        assert_eq!(runs.elapsed.len(), 4);
+        // 3 threads x (10 warm-up + 4 x 100 measured).
+        assert_eq!(subject.ops.load(Ordering::Relaxed), 3 * (10 + 400));
+        assert_eq!(subject.runs.load(Ordering::Relaxed), 5);
+    }
+
+    #[test]
+    fn stats_follow_from_elapsed_times() {
+        let runs = CellRuns {
+            threads: 2,
+            iterations: 1000,
+            elapsed: vec![Duration::from_millis(1), Duration::from_millis(2)],
+            cpu: vec![CpuTime { user: 0.5, system: 0.25 }, CpuTime { user: 1.5, system: 0.75 }],
+        };
+        let stats = runs.stats();
+        assert_eq!(stats.ops_per_sec.max, 2000.0 / 0.001);
+        assert_eq!(stats.ops_per_sec.min, 2000.0 / 0.002);
+        assert_eq!(stats.per_op_ns.min, 1000.0);
+        assert_eq!(stats.per_op_ns.max, 2000.0);
+        assert_eq!(stats.cpu_user_s.mean, 1.0);
+        assert_eq!(stats.cpu_system_s.mean, 0.5);
+        assert_eq!(stats.elapsed_s.max, 0.002);
+    }
+
+    #[test]
+    fn cpu_time_grows_with_work() {
+        let before = CpuTime::now();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = std::hint::black_box(x.wrapping_add(i));
+        }
+        let spent = CpuTime::now().since(before);
+        assert!(spent.user + spent.system > 0.0, "{spent:?}");
+    }
+}

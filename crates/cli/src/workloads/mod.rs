@@ -1,0 +1,102 @@
+//! The workloads `vfscale bench` runs. A workload is a name, its variants,
+//! and a constructor that builds the variant's [`Subject`] once per cell;
+//! variants are distinct types behind that trait, chosen at construction.
+
+mod busy;
+mod inode_exit;
+mod prim_list;
+mod prim_lockref;
+mod prim_mprotect;
+mod prim_read;
+mod walk;
+
+/// The thing being measured, shared by all threads of a run.
+pub trait Subject: Sync {
+    /// Called before each run (warm-up included) with the run's thread count.
+    fn prepare_run(&self, _threads: usize) {}
+    /// Does `iterations` operations as thread number `thread` of the run.
+    fn run_thread(&self, thread: usize, iterations: u64);
+}
+
+/// Knobs some workloads take; each workload says which it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    /// Microseconds of busy work while holding the lock (`prim-mprotect`).
+    pub hold_us: u64,
+    /// Microseconds of busy work after releasing it (`prim-mprotect`).
+    pub work_us: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self { hold_us: 1, work_us: 1 }
+    }
+}
+
+/// A benchmark workload and its selectable variants.
+#[derive(Debug)]
+pub struct Workload {
+    /// Name on the command line.
+    pub name: &'static str,
+    /// One line on what each operation does.
+    pub about: &'static str,
+    /// Every variant, ours first, then the "before" design, then peers.
+    pub variants: &'static [&'static str],
+    /// Iterations per thread when `--iterations` is not given.
+    pub default_iterations: fn(&Params) -> u64,
+    /// Whether `--hold-us` / `--work-us` mean anything to this workload.
+    pub takes_hold: bool,
+    /// Builds the subject of one variant (a name from `variants`).
+    pub build: fn(variant: &str, params: &Params) -> Box<dyn Subject>,
+}
+
+/// All workloads, in the order `bench --list` shows them.
+pub fn all() -> &'static [Workload] {
+    static ALL: [Workload; 7] = [
+        prim_list::WORKLOAD,
+        prim_read::WORKLOAD,
+        prim_mprotect::WORKLOAD,
+        prim_lockref::WORKLOAD,
+        walk::WALK,
+        walk::WALK_MISSING,
+        inode_exit::WORKLOAD,
+    ];
+    &ALL
+}
+
+/// The workload called `name`.
+pub fn find(name: &str) -> Option<&'static Workload> {
+    all().iter().find(|w| w.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::{run_cell, RunPlan};
+
+    #[test]
+    fn names_and_variants_are_unique() {
+        let mut names: Vec<_> = all().iter().map(|w| w.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), all().len());
+        for w in all() {
+            let mut v = w.variants.to_vec();
+            v.sort();
+            v.dedup();
+            assert_eq!(v.len(), w.variants.len(), "{}", w.name);
+        }
+    }
+
+    #[test]
+    fn every_variant_of_every_workload_runs() {
+        let params = Params { hold_us: 1, work_us: 1 };
+        for w in all() {
+            for variant in w.variants {
+                let subject = (w.build)(variant, &params);
+                let runs = run_cell(subject.as_ref(), 3, RunPlan { runs: 1, iterations: 200 });
+                assert_eq!(runs.elapsed.len(), 1, "{} {}", w.name, variant);
+            }
+        }
+    }
+}

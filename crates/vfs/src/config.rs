@@ -1,0 +1,87 @@
+//! The design variants of the VFS, chosen once when a [`crate::Vfs`] is
+//! built. Each "before" design of the seeds is a real, selectable variant;
+//! each field is consulted in exactly one place of the code.
+
+/// How path walks resolve components (kernel-notes §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WalkMode {
+    /// rcu-walk first: no lock taken, no reference count changed; falls back
+    /// to ref-walk when it cannot finish.
+    Rcu,
+    /// ref-walk only: every component takes a `LockRef` reference on its
+    /// dentry (the pre-RCU-walk VFS, and kernfs/procfs before the seeds).
+    RefOnly,
+}
+
+/// How directory operations are serialized (seed 000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DirLocking {
+    /// One `RwSem` per directory: changes take it for write, slow lookups
+    /// for read (kernfs after 5.15, and the ordinary VFS `i_rwsem`).
+    RwSem,
+    /// One superblock-wide mutex taken by every directory operation and by
+    /// every ref-walk step, the way `kernfs_mutex` was taken by
+    /// `->d_revalidate()` and `->permission()` before 5.15.
+    GlobalMutex,
+}
+
+/// Whether failed lookups are remembered (seed 000, kernel-notes §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NegativeDentries {
+    /// A miss leaves a negative dentry recording the directory's revision;
+    /// it answers ENOENT until the directory changes.
+    Cached,
+    /// Every miss goes to the slow lookup under the directory lock.
+    Uncached,
+}
+
+/// Which list the superblock keeps its inodes on (seed 001).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InodeListKind {
+    /// `vfscale_sync::PerCpuList`: one lock and list per CPU.
+    PerCpu,
+    /// `vfscale_sync::GlobalList`: one lock, one list (`s_inode_list_lock`).
+    Global,
+}
+
+/// Every design choice and limit of a VFS instance.
+///
+/// ```
+/// use vfscale::config::{VfsConfig, WalkMode};
+///
+/// let before = VfsConfig { walk: WalkMode::RefOnly, ..VfsConfig::default() };
+/// assert_ne!(before, VfsConfig::default());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VfsConfig {
+    /// Path walk mode.
+    pub walk: WalkMode,
+    /// Directory lock design.
+    pub dir_locking: DirLocking,
+    /// Negative dentry caching.
+    pub negative_dentries: NegativeDentries,
+    /// Inode list design.
+    pub inode_list: InodeListKind,
+    /// Most negative dentries kept; the oldest are dropped beyond it.
+    pub max_negative_dentries: usize,
+    /// Buckets of the dentry hash table (rounded up to a power of two).
+    pub dcache_buckets: usize,
+    /// Largest regular file, in bytes; writes beyond it fail with EFBIG.
+    pub max_file_size: u64,
+}
+
+impl Default for VfsConfig {
+    /// The scalable design: RCU walk, per-directory rwsems, cached negative
+    /// dentries, per-CPU inode list.
+    fn default() -> Self {
+        Self {
+            walk: WalkMode::Rcu,
+            dir_locking: DirLocking::RwSem,
+            negative_dentries: NegativeDentries::Cached,
+            inode_list: InodeListKind::PerCpu,
+            max_negative_dentries: 64 * 1024,
+            dcache_buckets: 1 << 16,
+            max_file_size: 1 << 30,
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The dentry cache: a fixed-size hash table of dentries keyed by
+//! (parent inode number, name), readable with no lock and no shared write.
+//!
+//! Invariant: every chain is a singly linked list whose links change only
+//! under the bucket's spinlock, by single pointer stores, so a reader
+//! walking it without the lock sees each link either before or after a
+//! change, never a torn one. A removed dentry keeps its `hash_next`, so a
+//! reader standing on it walks on; its memory is released through the
+//! epoch, after every reader pinned before the removal has unpinned.
+//!
+//! Reclamation uses crossbeam-epoch rather than seize: pinning writes only
+//! the calling thread's own epoch slot (no shared cache line), it is the
+//! most widely used Rust EBR, and its deferred functions let an `Arc`
+//! reference stand in for an RCU-delayed free.
+//!
+//! Negative dentries are bounded: they are queued in creation order and the
+//! oldest unused ones are evicted once there are more than the configured
+//! cap (a FIFO shrinker; hits do not reorder, so a hit writes nothing).
+
+use crate::dentry::Dentry;
+use crate::reclaim::Reclaim;
+use crossbeam_epoch::Guard;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use vfscale_sync::spin::{SpinLock, TasLock};
+
+/// Hash of a (parent, name) key: FNV-1a over the name, mixed with the
+/// parent inode number.
+pub(crate) fn hash_name(parent_ino: u64, name: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ parent_ino.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for &b in name {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^ (h >> 29)
+}
+
+struct Bucket {
+    lock: SpinLock<TasLock, ()>,
+    head: AtomicPtr<Dentry>,
+}
+
+/// The dentry hash table and its negative-dentry shrinker.
+pub(crate) struct Dcache {
+    buckets: Box<[Bucket]>,
+    mask: u64,
+    negatives: Mutex<VecDeque<Weak<Dentry>>>,
+    negative_count: AtomicUsize,
+    max_negatives: usize,
+    reclaim: Arc<Reclaim>,
+}
+
+impl Dcache {
+    pub fn new(buckets: usize, max_negatives: usize, reclaim: Arc<Reclaim>) -> Dcache {
+        let n = buckets.max(1).next_power_of_two();
+        Dcache {
+            buckets: (0..n).map(|_| Bucket { lock: SpinLock::new(()), head: AtomicPtr::default() }).collect(),
+            mask: n as u64 - 1,
+            negatives: Mutex::new(VecDeque::new()),
+            negative_count: AtomicUsize::new(0),
+            max_negatives,
+            reclaim,
+        }
+    }
+
+    fn bucket(&self, hash: u64) -> &Bucket {
+        &self.buckets[(hash & self.mask) as usize]
+    }
+
+    /// Finds the hashed dentry for (parent, name). Takes no lock and writes
+    /// nothing; the result may be unhashed concurrently (check `seq`).
+    pub fn lookup<'g>(&self, parent_ino: u64, name: &[u8], _guard: &'g Guard) -> Option<&'g Dentry> {
+        let hash = hash_name(parent_ino, name);
+        let mut p = self.bucket(hash).head.load(Ordering::Acquire);
+        while !p.is_null() {
+            // SAFETY: chain pointers are owned `Arc`s whose release is
+            // deferred through the epoch; the guard is pinned, so every node
+            // reachable now stays allocated for 'g.
+            let d = unsafe { &*p };
+            if d.hash == hash && d.parent_ino == parent_ino && *d.name == *name {
+                return Some(d);
+            }
+            p = d.hash_next.load(Ordering::Acquire);
+        }
+        None
+    }
+
+    /// An owned reference to a dentry found by [`lookup`](Self::lookup).
+    pub fn to_arc(dentry: &Dentry) -> Arc<Dentry> {
+        vfscale_sync::audit::shared_write();
+        let p: *const Dentry = dentry;
+        // SAFETY: `dentry` was reached through a chain under a pinned guard,
+        // so the chain's `Arc` (from `Arc::into_raw`) is not yet released and
+        // the strong count is at least one.
+        unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        }
+    }
+
+    /// Hashes `dentry`, replacing the dentry with the same key if there is
+    /// one (a negative, or a positive being renamed over); returns the
+    /// replaced one, now unhashed. The caller holds the parent's directory
+    /// lock for write, or for read when inserting a negative.
+    pub fn insert(&self, dentry: Arc<Dentry>, guard: &Guard) -> Option<Arc<Dentry>> {
+        let negative = dentry.inode.is_none();
+        let bucket = self.bucket(dentry.hash);
+        let new = Arc::into_raw(dentry).cast_mut();
+        // SAFETY: `new` is the pointer just made from an owned Arc.
+        let key = unsafe { &*new };
+        let _locked = bucket.lock.lock();
+        let mut link = &bucket.head;
+        loop {
+            let p = link.load(Ordering::Acquire);
+            if p.is_null() {
+                key.hash_next.store(std::ptr::null_mut(), Ordering::Relaxed);
+                link.store(new, Ordering::Release);
+                drop(_locked);
+                if negative {
+                    self.note_negative(key);
+                }
+                return None;
+            }
+            // SAFETY: under the bucket lock, chain nodes cannot be released.
+            let d = unsafe { &*p };
+            if d.hash == key.hash && d.parent_ino == key.parent_ino && d.name == key.name {
+                key.hash_next.store(d.hash_next.load(Ordering::Acquire), Ordering::Relaxed);
+                let old = self.unlink_locked(link, d, new, guard);
+                drop(_locked);
+                if negative {
+                    self.note_negative(key);
+                }
+                return Some(old);
+            }
+            link = &d.hash_next;
+        }
+    }
+
+    /// Removes `dentry` from its chain if it is still there; returns whether
+    /// it was. The caller holds the parent's directory lock for write (or
+    /// owns a dead negative).
+    pub fn remove(&self, dentry: &Dentry, guard: &Guard) -> bool {
+        let bucket = self.bucket(dentry.hash);
+        let _locked = bucket.lock.lock();
+        let mut link = &bucket.head;
+        loop {
+            let p = link.load(Ordering::Acquire);
+            if p.is_null() {
+                return false;
+            }
+            if std::ptr::eq(p, dentry) {
+                let next = dentry.hash_next.load(Ordering::Acquire);
+                drop(self.unlink_locked(link, dentry, next, guard));
+                return true;
+            }
+            // SAFETY: under the bucket lock, chain nodes cannot be released.
+            link = unsafe { &(*p).hash_next };
+        }
+    }
+
+    /// Replaces `old` (pointed to by `link`) with `next` and unhashes it;
+    /// the chain's reference to `old` is released through the epoch. Bucket
+    /// lock held.
+    fn unlink_locked(&self, link: &AtomicPtr<Dentry>, old: &Dentry, next: *mut Dentry, guard: &Guard) -> Arc<Dentry> {
+        let write = old.seq.write_begin();
+        link.store(next, Ordering::Release);
+        old.set_unhashed();
+        drop(write);
+        if old.inode.is_none() {
+            self.negative_count.fetch_sub(1, Ordering::Relaxed);
+        }
+        // SAFETY: the chain owned one strong count of `old` (from
+        // `Arc::into_raw`); it is no longer reachable from the chain.
+        let chain_ref = unsafe { Arc::from_raw(old as *const Dentry) };
+        let result = Arc::clone(&chain_ref);
+        self.reclaim.defer(guard, chain_ref);
+        result
+    }
+
+    fn note_negative(&self, dentry: &Dentry) {
+        let count = self.negative_count.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut queue = self.negatives.lock().unwrap_or_else(|e| e.into_inner());
+        queue.push_back(Arc::downgrade(&Self::to_arc(dentry)));
+        if count > self.max_negatives {
+            self.shrink_negatives(&mut queue, count - self.max_negatives);
+        }
+    }
+
+    /// Evicts up to `want` of the oldest unused negative dentries.
+    fn shrink_negatives(&self, queue: &mut VecDeque<Weak<Dentry>>, want: usize) {
+        let guard = crossbeam_epoch::pin();
+        let mut evicted = 0;
+        let mut busy = Vec::new();
+        while evicted < want {
+            let Some(weak) = queue.pop_front() else { break };
+            let Some(dentry) = weak.upgrade() else { continue };
+            if dentry.is_unhashed() {
+                continue;
+            }
+            let mut locked = dentry.lockref.lock();
+            if locked.count() > 0 {
+                drop(locked);
+                busy.push(weak);
+                continue;
+            }
+            locked.mark_dead();
+            drop(locked);
+            if self.remove(&dentry, &guard) {
+                evicted += 1;
+            }
+        }
+        for weak in busy.into_iter().rev() {
+            queue.push_front(weak);
+        }
+        queue.retain(|w| w.strong_count() > 0);
+    }
+
+    /// Evicts every negative dentry nobody holds.
+    pub fn evict_unused_negatives(&self) {
+        let mut queue = self.negatives.lock().unwrap_or_else(|e| e.into_inner());
+        let all = queue.len();
+        self.shrink_negatives(&mut queue, all);
+    }
+
+    /// Number of negative dentries now hashed.
+    pub fn negative_count(&self) -> usize {
+        self.negative_count.load(Ordering::Relaxed)
+    }
+
+    /// Number of hashed dentries (positive and negative); walks every
+    /// bucket, for tests and statistics.
+    pub fn len(&self) -> usize {
+        let _guard = crossbeam_epoch::pin();
+        let mut n = 0;
+        for bucket in self.buckets.iter() {
+            let mut p = bucket.head.load(Ordering::Acquire);
+            while !p.is_null() {
+                n += 1;
+                // SAFETY: as in `lookup`, the pinned guard keeps chain nodes
+                // allocated.
+                p = unsafe { &*p }.hash_next.load(Ordering::Acquire);
+            }
+        }
+        n
+    }
+}
+
+impl Drop for Dcache {
+    fn drop(&mut self) {
+        for bucket in self.buckets.iter_mut() {
+            let mut p = *bucket.head.get_mut();
+            while !p.is_null() {
+                // SAFETY: the table is being dropped, so no reader holds
+                // these nodes; each chain pointer owns one strong count.
+                let d = unsafe { Arc::from_raw(p) };
+                p = d.hash_next.load(Ordering::Acquire);
+            }
+        }
+    }
+}

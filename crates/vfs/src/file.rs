@@ -1,0 +1,400 @@
+//! Open file descriptions: what `open(2)` creates and file descriptors
+//! share — the inode, the access mode and flags, the offset and the
+//! directory-reading position.
+//!
+//! Invariant: a description's access mode never changes, so the checks
+//! `read`/`write` make against it need no lock; the offset changes under
+//! the description's own mutex and file contents under the inode's data
+//! lock (always taken after the offset), so `read` and `write` on one
+//! description are atomic with respect to each other, as Linux's
+//! `f_pos_lock` makes them.
+
+use crate::cred::Access;
+use crate::errno::{Errno, VfsResult};
+use crate::inode::{Body, FileType, Inode, Stat};
+use crate::mode::{S_ISGID, S_ISUID, S_IXGRP};
+use crate::time::Timespec;
+use crate::Credentials;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// `open(2)` flags, with Linux's bit values.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct OpenFlags(pub i32);
+
+impl OpenFlags {
+    /// Read only.
+    pub const RDONLY: OpenFlags = OpenFlags(libc::O_RDONLY);
+    /// Write only.
+    pub const WRONLY: OpenFlags = OpenFlags(libc::O_WRONLY);
+    /// Read and write.
+    pub const RDWR: OpenFlags = OpenFlags(libc::O_RDWR);
+    /// Create the file if it does not exist.
+    pub const CREAT: OpenFlags = OpenFlags(libc::O_CREAT);
+    /// With `CREAT`: fail with EEXIST if it exists.
+    pub const EXCL: OpenFlags = OpenFlags(libc::O_EXCL);
+    /// Truncate a regular file opened for writing.
+    pub const TRUNC: OpenFlags = OpenFlags(libc::O_TRUNC);
+    /// Every write appends.
+    pub const APPEND: OpenFlags = OpenFlags(libc::O_APPEND);
+    /// Fail with ENOTDIR unless it is a directory.
+    pub const DIRECTORY: OpenFlags = OpenFlags(libc::O_DIRECTORY);
+    /// Fail with ELOOP if the last component is a symlink.
+    pub const NOFOLLOW: OpenFlags = OpenFlags(libc::O_NOFOLLOW);
+    /// Do not block (lease breaks, locks).
+    pub const NONBLOCK: OpenFlags = OpenFlags(libc::O_NONBLOCK);
+
+    /// Whether all bits of `other` are set.
+    pub fn contains(self, other: OpenFlags) -> bool {
+        self.0 & other.0 == other.0 && (other.0 != 0 || self.0 & libc::O_ACCMODE == 0)
+    }
+
+    fn has(self, bit: OpenFlags) -> bool {
+        self.0 & bit.0 != 0
+    }
+
+    /// The permission `open` checks. Linux's special access mode 3 asks
+    /// for read and write permission but allows neither (for ioctls).
+    pub(crate) fn permission_needed(self) -> Access {
+        match self.0 & libc::O_ACCMODE {
+            libc::O_RDONLY => Access::READ,
+            libc::O_WRONLY => Access::WRITE,
+            _ => Access::READ | Access::WRITE,
+        }
+    }
+
+    fn may_read(self) -> bool {
+        matches!(self.0 & libc::O_ACCMODE, libc::O_RDONLY | libc::O_RDWR)
+    }
+
+    fn may_write(self) -> bool {
+        matches!(self.0 & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
+    }
+
+    pub(crate) fn creat(self) -> bool {
+        self.has(Self::CREAT)
+    }
+    pub(crate) fn excl(self) -> bool {
+        self.has(Self::EXCL)
+    }
+    pub(crate) fn trunc(self) -> bool {
+        self.has(Self::TRUNC)
+    }
+    pub(crate) fn directory(self) -> bool {
+        self.has(Self::DIRECTORY)
+    }
+    pub(crate) fn nofollow(self) -> bool {
+        self.has(Self::NOFOLLOW)
+    }
+    fn append(self) -> bool {
+        self.has(Self::APPEND)
+    }
+}
+
+impl std::ops::BitOr for OpenFlags {
+    type Output = OpenFlags;
+    fn bitor(self, other: OpenFlags) -> OpenFlags {
+        OpenFlags(self.0 | other.0)
+    }
+}
+
+impl fmt::Debug for OpenFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OpenFlags({:#o})", self.0)
+    }
+}
+
+/// `lseek` origins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Whence {
+    /// From the start (`SEEK_SET`).
+    Set,
+    /// From the current offset (`SEEK_CUR`).
+    Cur,
+    /// From the end (`SEEK_END`).
+    End,
+}
+
+/// One entry returned by `readdir`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The name (including `.` and `..`).
+    pub name: Vec<u8>,
+    /// Inode number.
+    pub ino: u64,
+    /// Type of the inode.
+    pub file_type: FileType,
+}
+
+/// Where the next `readdir` continues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DirPos {
+    Dot,
+    DotDot,
+    /// After this child name (children are listed in name order).
+    After(Option<Box<[u8]>>),
+}
+
+/// An open file description.
+pub struct OpenFile {
+    inode: Arc<Inode>,
+    flags: OpenFlags,
+    readable: bool,
+    writable: bool,
+    offset: Mutex<u64>,
+    dir_pos: Mutex<DirPos>,
+    max_file_size: u64,
+}
+
+impl fmt::Debug for OpenFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenFile").field("ino", &self.inode.ino()).field("flags", &self.flags).finish_non_exhaustive()
+    }
+}
+
+impl OpenFile {
+    pub(crate) fn new(inode: Arc<Inode>, flags: OpenFlags, max_file_size: u64) -> OpenFile {
+        OpenFile {
+            inode,
+            flags,
+            readable: flags.may_read(),
+            writable: flags.may_write(),
+            offset: Mutex::new(0),
+            dir_pos: Mutex::new(DirPos::Dot),
+            max_file_size,
+        }
+    }
+
+    /// The inode this description refers to.
+    pub fn inode(&self) -> &Arc<Inode> {
+        &self.inode
+    }
+
+    /// The flags given to `open`.
+    pub fn flags(&self) -> OpenFlags {
+        self.flags
+    }
+
+    /// Whether it was opened for writing.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Whether it was opened for reading.
+    pub fn is_readable(&self) -> bool {
+        self.readable
+    }
+
+    fn data(&self) -> VfsResult<&vfscale_sync::rwsem::RwSem<Vec<u8>>> {
+        match &self.inode.body {
+            Body::Regular(data) => Ok(data),
+            Body::Directory(_) => Err(Errno::EISDIR),
+            Body::Symlink(_) => Err(Errno::EINVAL),
+        }
+    }
+
+    /// Reads at the current offset and advances it.
+    pub fn read(&self, buf: &mut [u8]) -> VfsResult<usize> {
+        let mut offset = lock(&self.offset);
+        let n = self.pread(buf, *offset)?;
+        *offset += n as u64;
+        Ok(n)
+    }
+
+    /// Reads at `offset` without moving the file offset.
+    pub fn pread(&self, buf: &mut [u8], offset: u64) -> VfsResult<usize> {
+        if !self.readable {
+            return Err(Errno::EBADF);
+        }
+        let data = self.data()?.read();
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
+        let n = buf.len().min(data.len() - start);
+        buf[..n].copy_from_slice(&data[start..start + n]);
+        drop(data);
+        self.touch_atime();
+        Ok(n)
+    }
+
+    /// Linux `relatime`: update the access time only when it is older than
+    /// the last change or a day old, so repeated reads write nothing shared.
+    fn touch_atime(&self) {
+        let a = self.inode.attrs();
+        let now = Timespec::now();
+        if a.atime <= a.mtime || a.atime <= a.ctime || now.sec - a.atime.sec >= 24 * 3600 {
+            self.inode.update_attrs(|a| a.atime = now);
+        }
+    }
+
+    /// Writes at the current offset (at the end with `O_APPEND`) and
+    /// advances it.
+    pub fn write(&self, buf: &[u8], cred: &Credentials) -> VfsResult<usize> {
+        let mut offset = lock(&self.offset);
+        let (n, end) = self.write_at(buf, *offset, cred)?;
+        *offset = end;
+        Ok(n)
+    }
+
+    /// Writes at `offset` without moving the file offset (`O_APPEND` still
+    /// appends, as on Linux).
+    pub fn pwrite(&self, buf: &[u8], offset: u64, cred: &Credentials) -> VfsResult<usize> {
+        self.write_at(buf, offset, cred).map(|(n, _)| n)
+    }
+
+    /// Returns bytes written and the offset after them.
+    fn write_at(&self, buf: &[u8], offset: u64, cred: &Credentials) -> VfsResult<(usize, u64)> {
+        if !self.writable {
+            return Err(Errno::EBADF);
+        }
+        let mut data = self.data()?.write();
+        if buf.is_empty() {
+            return Ok((0, offset));
+        }
+        let start = if self.flags.append() { data.len() as u64 } else { offset };
+        if start >= self.max_file_size {
+            return Err(Errno::EFBIG);
+        }
+        let n = buf.len().min((self.max_file_size - start) as usize);
+        let start = start as usize;
+        if data.len() < start + n {
+            data.resize(start + n, 0);
+        }
+        data[start..start + n].copy_from_slice(&buf[..n]);
+        let size = data.len() as u64;
+        drop(data);
+        let now = Timespec::now();
+        self.inode.update_attrs(|a| {
+            a.size = size;
+            a.mtime = now;
+            a.ctime = now;
+            remove_privileges(a, cred);
+        });
+        Ok((n, (start + n) as u64))
+    }
+
+    /// `lseek`: moves the offset; EINVAL if it would become negative.
+    /// On a directory only a rewind (`Set` to 0) is supported.
+    pub fn lseek(&self, offset: i64, whence: Whence) -> VfsResult<u64> {
+        if self.inode.is_dir() {
+            if (whence, offset) != (Whence::Set, 0) {
+                return Err(Errno::EINVAL);
+            }
+            *lock(&self.dir_pos) = DirPos::Dot;
+            return Ok(0);
+        }
+        let mut current = lock(&self.offset);
+        let base = match whence {
+            Whence::Set => 0,
+            Whence::Cur => *current as i64,
+            Whence::End => self.inode.attrs().size as i64,
+        };
+        let new = base.checked_add(offset).ok_or(Errno::EOVERFLOW)?;
+        if new < 0 {
+            return Err(Errno::EINVAL);
+        }
+        *current = new as u64;
+        Ok(*current)
+    }
+
+    /// `ftruncate`: EINVAL unless a regular file open for writing.
+    pub fn truncate(&self, len: i64, cred: &Credentials) -> VfsResult<()> {
+        if len < 0 || !self.writable {
+            return Err(Errno::EINVAL);
+        }
+        let data = self.data().map_err(|_| Errno::EINVAL)?;
+        truncate_data(&self.inode, data, len as u64, self.max_file_size, cred)
+    }
+
+    /// `fstat`.
+    pub fn stat(&self) -> Stat {
+        self.inode.stat()
+    }
+
+    /// Up to `max` further directory entries; an empty result means the
+    /// end. Entries come in name order after `.` and `..`, so an entry that
+    /// exists for the whole listing is returned exactly once, even while
+    /// others are added and removed.
+    pub fn readdir(&self, max: usize) -> VfsResult<Vec<DirEntry>> {
+        let dir = self.inode.dir()?;
+        if dir.is_dead() {
+            return Err(Errno::ENOENT);
+        }
+        let mut pos = lock(&self.dir_pos);
+        let mut out = Vec::new();
+        while out.len() < max {
+            match &*pos {
+                DirPos::Dot => {
+                    out.push(DirEntry { name: b".".to_vec(), ino: self.inode.ino(), file_type: FileType::Directory });
+                    *pos = DirPos::DotDot;
+                }
+                DirPos::DotDot => {
+                    let guard = crossbeam_epoch::pin();
+                    let parent = dir.parent(&guard).map_or(self.inode.ino(), |p| p.ino());
+                    out.push(DirEntry { name: b"..".to_vec(), ino: parent, file_type: FileType::Directory });
+                    *pos = DirPos::After(None);
+                }
+                DirPos::After(last) => {
+                    let children = dir.children.read();
+                    let range = match last {
+                        None => children.range::<[u8], _>(..),
+                        Some(last) => {
+                            children.range::<[u8], _>((std::ops::Bound::Excluded(&**last), std::ops::Bound::Unbounded))
+                        }
+                    };
+                    let mut next = None;
+                    for (name, dentry) in range.take(max - out.len()) {
+                        let inode = dentry.inode.as_ref().expect("children are positive");
+                        out.push(DirEntry { name: name.to_vec(), ino: inode.ino(), file_type: inode.file_type() });
+                        next = Some(name.clone());
+                    }
+                    drop(children);
+                    match next {
+                        Some(name) => *pos = DirPos::After(Some(name)),
+                        None => break,
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Sets a regular file's size, zero-filling growth (truncate, `O_TRUNC`).
+pub(crate) fn truncate_data(
+    inode: &Inode,
+    data: &vfscale_sync::rwsem::RwSem<Vec<u8>>,
+    len: u64,
+    max_file_size: u64,
+    cred: &Credentials,
+) -> VfsResult<()> {
+    if len > max_file_size {
+        return Err(Errno::EFBIG);
+    }
+    let mut bytes = data.write();
+    bytes.resize(len as usize, 0);
+    bytes.shrink_to(len as usize);
+    drop(bytes);
+    let now = Timespec::now();
+    inode.update_attrs(|a| {
+        a.size = len;
+        a.mtime = now;
+        a.ctime = now;
+        remove_privileges(a, cred);
+    });
+    Ok(())
+}
+
+/// Linux `file_remove_privs` (6.2+): a write or truncate by anyone but
+/// root clears set-user-ID, and set-group-ID where it marks a program or
+/// the writer is not in the file's group.
+fn remove_privileges(a: &mut crate::inode::Attrs, cred: &Credentials) {
+    if !cred.is_root() {
+        a.mode &= !S_ISUID;
+        if a.mode & S_IXGRP != 0 || !cred.in_group(a.gid) {
+            a.mode &= !S_ISGID;
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,382 @@
+//! Inodes: the objects a name refers to — directories, regular files and
+//! symlinks — with their attributes and contents.
+//!
+//! Invariant: attributes live in a [`SeqLock`], so `stat` and the
+//! per-component permission checks of an rcu-walk read them without taking
+//! a lock or writing shared memory. Every live inode is on its superblock's
+//! inode list (a [`ConcurrentList`]) from creation until it is dropped.
+
+use crate::dentry::Dentry;
+use crate::reclaim::Reclaim;
+use crate::errno::{Errno, VfsResult};
+use crate::mode::{S_IFDIR, S_IFLNK, S_IFREG, S_IXUGO};
+use crate::time::Timespec;
+use bytemuck::{Pod, Zeroable};
+use crossbeam_epoch::{Atomic, Guard, Owned};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use vfscale_sync::dlock_list::{ConcurrentList, ListHandle};
+use vfscale_sync::rwsem::{RwSem, SpinPolicy};
+use vfscale_sync::seqcount::SeqLock;
+
+/// The attributes `stat` reports, kept together in one [`SeqLock`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub(crate) struct Attrs {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub size: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+}
+
+/// What `stat(2)` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// Inode number, unique within the process.
+    pub ino: u64,
+    /// File type and permission bits (`S_IFMT | 0o7777`).
+    pub mode: u32,
+    /// Hard links.
+    pub nlink: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Bytes (for symlinks, the target's length).
+    pub size: u64,
+    /// Last access.
+    pub atime: Timespec,
+    /// Last content change.
+    pub mtime: Timespec,
+    /// Last attribute change.
+    pub ctime: Timespec,
+}
+
+/// The kind of an inode, from its mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileType {
+    /// A directory.
+    Directory,
+    /// A regular file.
+    Regular,
+    /// A symbolic link.
+    Symlink,
+}
+
+impl FileType {
+    /// The `S_IFMT` bits of this type.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileType::Directory => S_IFDIR,
+            FileType::Regular => S_IFREG,
+            FileType::Symlink => S_IFLNK,
+        }
+    }
+}
+
+/// A directory's children by name: the authoritative contents, under the
+/// directory lock. The dcache holds the same dentries for lock-free lookup.
+pub(crate) type Children = BTreeMap<Box<[u8]>, Arc<Dentry>>;
+
+/// A directory's state beyond its attributes.
+pub(crate) struct Directory {
+    /// The directory lock (`i_rwsem`) and the children it protects.
+    pub children: RwSem<Children>,
+    /// Bumped under the write lock whenever the set of children changes;
+    /// a negative dentry is valid while this equals the revision it saw.
+    rev: AtomicU64,
+    /// The parent directory, swapped by rename and released through the
+    /// epoch; null for the root.
+    parent: Atomic<Arc<Inode>>,
+    /// Set by rmdir: nothing may be created in a removed directory.
+    dead: AtomicBool,
+}
+
+pub(crate) enum Body {
+    Regular(RwSem<Vec<u8>>),
+    Symlink(Box<[u8]>),
+    Directory(Directory),
+}
+
+/// The registry of live inodes: the superblock's inode list.
+pub(crate) struct InodeRegistry {
+    list: Box<dyn ConcurrentList<Weak<Inode>>>,
+}
+
+impl InodeRegistry {
+    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>) -> Self {
+        Self { list }
+    }
+
+    /// Number of live inodes.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Calls `f` with every live inode, one list head at a time.
+    pub fn for_each(&self, f: &mut dyn FnMut(&Arc<Inode>)) {
+        self.list.for_each(&mut |weak| {
+            if let Some(inode) = weak.upgrade() {
+                f(&inode);
+            }
+        });
+    }
+}
+
+/// An inode: attributes plus a body that depends on its type.
+pub struct Inode {
+    ino: u64,
+    attrs: SeqLock<Attrs>,
+    /// A copy of `attrs.mode` readable with one load, for the search
+    /// permission fast path of every walk step.
+    mode: AtomicU32,
+    pub(crate) body: Body,
+    registry: Arc<InodeRegistry>,
+    list_handle: OnceLock<ListHandle>,
+}
+
+impl fmt::Debug for Inode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inode").field("ino", &self.ino).field("type", &self.file_type()).finish_non_exhaustive()
+    }
+}
+
+/// Allocates inode numbers from the global counter in per-thread batches,
+/// as Linux's `get_next_ino()`, so creating inodes writes no shared counter
+/// in the common case.
+fn next_ino() -> u64 {
+    const BATCH: u64 = 1024;
+    static NEXT_BATCH: AtomicU64 = AtomicU64::new(1);
+    thread_local!(static RANGE: Cell<(u64, u64)> = const { Cell::new((0, 0)) });
+    RANGE.with(|range| {
+        let (mut next, mut end) = range.get();
+        if next == end {
+            next = NEXT_BATCH.fetch_add(BATCH, Ordering::Relaxed);
+            end = next + BATCH;
+        }
+        range.set((next + 1, end));
+        next
+    })
+}
+
+/// What a new inode starts with.
+pub(crate) struct NewInode {
+    pub file_type: FileType,
+    pub perm: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub parent: Option<Arc<Inode>>,
+    pub symlink_target: Box<[u8]>,
+}
+
+impl Inode {
+    pub(crate) fn new(registry: &Arc<InodeRegistry>, spec: NewInode) -> Arc<Inode> {
+        let now = Timespec::now();
+        let (body, nlink, size) = match spec.file_type {
+            FileType::Regular => (Body::Regular(RwSem::new(Vec::new(), SpinPolicy::Adaptive)), 1, 0),
+            FileType::Symlink => {
+                let len = spec.symlink_target.len() as u64;
+                (Body::Symlink(spec.symlink_target), 1, len)
+            }
+            FileType::Directory => {
+                let parent = spec.parent.map_or_else(Atomic::null, Atomic::new);
+                let dir = Directory {
+                    children: RwSem::new(BTreeMap::new(), SpinPolicy::Adaptive),
+                    rev: AtomicU64::new(0),
+                    parent,
+                    dead: AtomicBool::new(false),
+                };
+                (Body::Directory(dir), 2, 0)
+            }
+        };
+        let attrs = Attrs {
+            mode: spec.file_type.mode_bits() | (spec.perm & 0o7777),
+            uid: spec.uid,
+            gid: spec.gid,
+            nlink,
+            size,
+            atime: now,
+            mtime: now,
+            ctime: now,
+        };
+        let inode = Arc::new(Inode {
+            ino: next_ino(),
+            attrs: SeqLock::new(attrs),
+            mode: AtomicU32::new(attrs.mode),
+            body,
+            registry: Arc::clone(registry),
+            list_handle: OnceLock::new(),
+        });
+        let handle = registry.list.add(Arc::downgrade(&inode));
+        inode.list_handle.set(handle).expect("a new inode is listed once");
+        inode
+    }
+
+    /// Inode number.
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+
+    /// The type, which never changes.
+    pub fn file_type(&self) -> FileType {
+        match self.body {
+            Body::Regular(_) => FileType::Regular,
+            Body::Symlink(_) => FileType::Symlink,
+            Body::Directory(_) => FileType::Directory,
+        }
+    }
+
+    pub(crate) fn attrs(&self) -> Attrs {
+        self.attrs.read()
+    }
+
+    pub(crate) fn update_attrs(&self, f: impl FnOnce(&mut Attrs)) {
+        let mut mode = 0;
+        self.attrs.update(|a| {
+            f(a);
+            mode = a.mode;
+        });
+        self.mode.store(mode, Ordering::Release);
+    }
+
+    /// The attributes as `stat` reports them (no lock, no shared write).
+    pub fn stat(&self) -> Stat {
+        let a = self.attrs();
+        Stat {
+            ino: self.ino,
+            mode: a.mode,
+            nlink: a.nlink,
+            uid: a.uid,
+            gid: a.gid,
+            size: a.size,
+            atime: a.atime,
+            mtime: a.mtime,
+            ctime: a.ctime,
+        }
+    }
+
+    pub(crate) fn is_dir(&self) -> bool {
+        matches!(self.body, Body::Directory(_))
+    }
+
+    pub(crate) fn dir(&self) -> VfsResult<&Directory> {
+        match &self.body {
+            Body::Directory(d) => Ok(d),
+            _ => Err(Errno::ENOTDIR),
+        }
+    }
+
+    pub(crate) fn symlink_target(&self) -> Option<&[u8]> {
+        match &self.body {
+            Body::Symlink(target) => Some(target),
+            _ => None,
+        }
+    }
+
+    /// Checks `mask` access for `cred` (Linux `generic_permission`).
+    pub(crate) fn permission(&self, cred: &crate::Credentials, mask: crate::cred::Access) -> VfsResult<()> {
+        let a = self.attrs();
+        crate::cred::permission(a.mode, a.uid, a.gid, cred, mask)
+    }
+
+    /// Search permission on a directory, as every walk step checks it. A
+    /// directory everyone may search is decided from one load of the mode,
+    /// the fast path Linux takes before `generic_permission`.
+    pub(crate) fn may_search(&self, cred: &crate::Credentials) -> VfsResult<()> {
+        if self.mode.load(Ordering::Acquire) & S_IXUGO == S_IXUGO {
+            return Ok(());
+        }
+        self.permission(cred, crate::cred::Access::EXEC)
+    }
+
+    pub(crate) fn touch(&self, mtime: bool, ctime: bool) {
+        let now = Timespec::now();
+        self.update_attrs(|a| {
+            if mtime {
+                a.mtime = now;
+            }
+            if ctime {
+                a.ctime = now;
+            }
+        });
+    }
+
+    pub(crate) fn change_nlink(&self, delta: i32) {
+        let now = Timespec::now();
+        self.update_attrs(|a| {
+            a.nlink = a.nlink.checked_add_signed(delta).expect("nlink stays within u32");
+            a.ctime = now;
+        });
+    }
+
+    pub(crate) fn set_nlink(&self, nlink: u32) {
+        self.update_attrs(|a| a.nlink = nlink);
+    }
+}
+
+impl Directory {
+    /// The parent directory, valid while `guard` is pinned; `None` for the
+    /// root.
+    pub fn parent<'g>(&self, guard: &'g Guard) -> Option<&'g Arc<Inode>> {
+        // SAFETY: the parent is only replaced by `set_parent`, which releases
+        // the old one through the epoch, so it outlives the pinned guard.
+        unsafe { self.parent.load(Ordering::Acquire, guard).as_ref() }
+    }
+
+    /// Re-parents a moved directory; the caller holds the rename lock.
+    pub fn set_parent(&self, parent: Arc<Inode>, reclaim: &Arc<Reclaim>, guard: &Guard) {
+        let old = self.parent.swap(Owned::new(parent), Ordering::AcqRel, guard);
+        if !old.is_null() {
+            // SAFETY: `old` is no longer reachable from this directory; the
+            // box is only freed by the deferred release, after every guard
+            // pinned now has unpinned.
+            reclaim.defer(guard, unsafe { old.into_owned() });
+        }
+    }
+
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
+    }
+
+    pub fn mark_dead(&self) {
+        self.dead.store(true, Ordering::Release);
+    }
+
+    pub fn rev(&self) -> u64 {
+        self.rev.load(Ordering::Acquire)
+    }
+
+    pub fn bump_rev(&self) {
+        self.rev.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Directory {
+    fn drop(&mut self) {
+        // SAFETY: the directory is being dropped, so no reader can reach its
+        // parent pointer any more.
+        unsafe {
+            let guard = crossbeam_epoch::unprotected();
+            let p = self.parent.load(Ordering::Relaxed, guard);
+            if !p.is_null() {
+                drop(p.into_owned());
+            }
+        }
+    }
+}
+
+impl Drop for Inode {
+    fn drop(&mut self) {
+        if let Some(handle) = self.list_handle.get() {
+            let removed = self.registry.list.remove(*handle);
+            debug_assert!(removed.is_some(), "inode {} missing from the inode list", self.ino);
+        }
+    }
+}

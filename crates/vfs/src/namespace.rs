@@ -1,0 +1,439 @@
+//! Namespace operations — everything that adds, removes, renames or
+//! inspects names — with Linux's checks, in Linux's order.
+//!
+//! Invariant: each operation changes a directory's children only under that
+//! directory's lock held for write, updating the children map and the
+//! dcache together and bumping the directory's revision, so rcu-walks and
+//! negative dentries see every change. A failed operation changes nothing.
+
+use crate::cred::{may_chmod, may_chown, may_delete_in_sticky, Access};
+use crate::dentry::Dentry;
+use crate::errno::{Errno, VfsResult};
+use crate::inode::{FileType, Inode, NewInode, Stat};
+use crate::locks::DirWriteGuard;
+use crate::mode::{S_IALLUGO, S_ISGID, S_ISVTX};
+use crate::namei::{walk, Intent, Walked};
+use crate::path::{DirOp, Last};
+use crate::superblock::SuperBlock;
+use crate::time::Timespec;
+use crate::Credentials;
+use std::sync::Arc;
+
+/// Who performs an operation, and from where relative paths start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx<'a> {
+    pub sb: &'a SuperBlock,
+    pub cred: &'a Credentials,
+    pub cwd: &'a Arc<Inode>,
+}
+
+/// A timestamp argument of [`utimens`](crate::Process::utimens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetTime {
+    /// The current time (`UTIME_NOW`).
+    Now,
+    /// Leave it as it is (`UTIME_OMIT`).
+    Omit,
+    /// This time.
+    At(Timespec),
+}
+
+/// `renameat2` flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RenameFlags {
+    /// Fail with `EEXIST` instead of replacing an existing target.
+    pub noreplace: bool,
+}
+
+impl<'a> Ctx<'a> {
+    /// Resolves `path` to an inode.
+    pub fn lookup(&self, path: &[u8], intent: Intent) -> VfsResult<Arc<Inode>> {
+        self.walk(path, intent, |walked| match walked {
+            Walked::Found(inode) => Ok(Arc::clone(inode)),
+            Walked::Parent { .. } => unreachable!("not a parent walk"),
+        })
+    }
+
+    /// Runs `finish` on the end of a walk of `path`.
+    pub fn walk<'p, R>(
+        &self,
+        path: &'p [u8],
+        intent: Intent,
+        finish: impl Fn(Walked<'p, &Arc<Inode>>) -> VfsResult<R>,
+    ) -> VfsResult<R> {
+        walk(self.sb, self.cred, &self.sb.root, self.cwd, path, intent, finish)
+    }
+
+    /// Resolves all but the last component of `path`.
+    pub fn parent<'p>(&self, path: &'p [u8]) -> VfsResult<(Arc<Inode>, Last<'p>, bool)> {
+        self.walk(path, Intent::Parent, |walked| match walked {
+            Walked::Parent { dir, last, trailing_slash } => Ok((Arc::clone(dir), last, trailing_slash)),
+            Walked::Found(_) => unreachable!("a parent walk"),
+        })
+    }
+
+    pub fn stat(&self, path: &[u8], intent: Intent) -> VfsResult<Stat> {
+        self.walk(path, intent, |walked| match walked {
+            Walked::Found(inode) => Ok(inode.stat()),
+            Walked::Parent { .. } => unreachable!("not a parent walk"),
+        })
+    }
+
+    /// Locks `dir` for a change to its entries; a removed directory takes
+    /// no new entries (ENOENT, Linux `IS_DEADDIR`).
+    fn lock_dir<'d>(&self, dir: &'d Arc<Inode>) -> VfsResult<DirWriteGuard<'d>>
+    where
+        'a: 'd,
+    {
+        let directory = dir.dir()?;
+        let locked = self.sb.dir_locks.write(directory);
+        if directory.is_dead() {
+            return Err(Errno::ENOENT);
+        }
+        Ok(locked)
+    }
+
+    /// Linux `may_create`: write and search permission on the directory.
+    fn may_create(&self, dir: &Inode) -> VfsResult<()> {
+        dir.permission(self.cred, Access::WRITE | Access::EXEC)
+    }
+
+    /// Linux `may_delete`: write and search permission on the directory,
+    /// the sticky-bit rule, then the victim's type against the operation.
+    fn may_delete(&self, dir: &Inode, victim: &Inode, removing_dir: bool) -> VfsResult<()> {
+        self.may_create(dir)?;
+        let dir_attrs = dir.attrs();
+        may_delete_in_sticky(dir_attrs.mode, dir_attrs.uid, victim.attrs().uid, self.cred)?;
+        match (removing_dir, victim.is_dir()) {
+            (true, false) => Err(Errno::ENOTDIR),
+            (false, true) => Err(Errno::EISDIR),
+            _ => Ok(()),
+        }
+    }
+
+    /// Creates `name` in `dir` as a new inode of `file_type`.
+    pub fn create(
+        &self,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        file_type: FileType,
+        perm: u32,
+        symlink_target: Box<[u8]>,
+    ) -> VfsResult<Arc<Inode>> {
+        let mut locked = self.lock_dir(dir)?;
+        if locked.children.contains_key(name) {
+            return Err(Errno::EEXIST);
+        }
+        self.may_create(dir)?;
+        let dir_attrs = dir.attrs();
+        let inherit_gid = dir_attrs.mode & S_ISGID != 0;
+        let mut perm = perm & S_IALLUGO;
+        if inherit_gid && file_type == FileType::Directory {
+            perm |= S_ISGID;
+        }
+        let inode = Inode::new(
+            &self.sb.inodes,
+            NewInode {
+                file_type,
+                perm,
+                uid: self.cred.uid(),
+                gid: if inherit_gid { dir_attrs.gid } else { self.cred.gid() },
+                parent: (file_type == FileType::Directory).then(|| Arc::clone(dir)),
+                symlink_target,
+            },
+        );
+        self.add_entry(dir, &mut locked, name, Arc::clone(&inode));
+        if file_type == FileType::Directory {
+            dir.change_nlink(1);
+        }
+        Ok(inode)
+    }
+
+    /// Links `inode` as `name` in `dir` (locked for write).
+    fn add_entry(&self, dir: &Arc<Inode>, locked: &mut DirWriteGuard<'_>, name: &[u8], inode: Arc<Inode>) {
+        let dentry = Dentry::new(dir.ino(), name, Some(inode), 0);
+        locked.children.insert(name.into(), Arc::clone(&dentry));
+        self.sb.dcache.insert(dentry, &crossbeam_epoch::pin());
+        let directory = dir.dir().expect("a locked directory");
+        directory.bump_rev();
+        dir.touch(true, true);
+    }
+
+    /// Removes the entry `name` (whose dentry is `dentry`) from `dir`.
+    fn remove_entry(&self, dir: &Arc<Inode>, children: &mut crate::inode::Children, name: &[u8]) {
+        if let Some(dentry) = children.remove(name) {
+            self.sb.dcache.remove(&dentry, &crossbeam_epoch::pin());
+        }
+        dir.dir().expect("a locked directory").bump_rev();
+        dir.touch(true, true);
+    }
+
+    pub fn mkdir(&self, path: &[u8], perm: u32) -> VfsResult<()> {
+        let (dir, last, _) = self.parent(path)?;
+        let name = last.require_normal(DirOp::Create)?;
+        self.create(&dir, name, FileType::Directory, perm & (0o777 | S_ISVTX), Box::default()).map(drop)
+    }
+
+    pub fn symlink(&self, target: &[u8], path: &[u8]) -> VfsResult<()> {
+        if target.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        crate::path::PathName::new(target)?;
+        let (dir, last, trailing_slash) = self.parent(path)?;
+        let name = last.require_normal(DirOp::Create)?;
+        if trailing_slash {
+            return Err(self.trailing_slash_on_create(&dir, name));
+        }
+        self.create(&dir, name, FileType::Symlink, 0o777, target.into()).map(drop)
+    }
+
+    /// Linux `filename_create` for a non-directory whose new name has a
+    /// trailing slash: EEXIST if the name exists, else ENOENT.
+    fn trailing_slash_on_create(&self, dir: &Arc<Inode>, name: &[u8]) -> Errno {
+        let exists = dir.dir().is_ok_and(|d| self.sb.dir_locks.read(d).children.contains_key(name));
+        if exists {
+            Errno::EEXIST
+        } else {
+            Errno::ENOENT
+        }
+    }
+
+    /// `link(2)`, checking in `do_linkat` / `vfs_link` order: the new name,
+    /// write permission on its directory, then the source's type and links.
+    pub fn link(&self, old: &[u8], new: &[u8]) -> VfsResult<()> {
+        let inode = self.lookup(old, Intent::NoFollow)?;
+        let (dir, last, trailing_slash) = self.parent(new)?;
+        let name = last.require_normal(DirOp::Create)?;
+        if trailing_slash {
+            return Err(self.trailing_slash_on_create(&dir, name));
+        }
+        let mut locked = self.lock_dir(&dir)?;
+        if locked.children.contains_key(name) {
+            return Err(Errno::EEXIST);
+        }
+        self.may_create(&dir)?;
+        if inode.is_dir() {
+            return Err(Errno::EPERM);
+        }
+        if inode.attrs().nlink == 0 {
+            return Err(Errno::ENOENT);
+        }
+        inode.change_nlink(1);
+        self.add_entry(&dir, &mut locked, name, inode);
+        Ok(())
+    }
+
+    pub fn unlink(&self, path: &[u8]) -> VfsResult<()> {
+        let (dir, last, trailing_slash) = self.parent(path)?;
+        let name = last.require_normal(DirOp::Unlink)?;
+        let mut locked = self.lock_dir(&dir)?;
+        let victim = Arc::clone(child_inode(&locked.children, name)?);
+        if trailing_slash {
+            return Err(if victim.is_dir() { Errno::EISDIR } else { Errno::ENOTDIR });
+        }
+        self.may_delete(&dir, &victim, false)?;
+        self.remove_entry(&dir, &mut locked.children, name);
+        victim.change_nlink(-1);
+        Ok(())
+    }
+
+    pub fn rmdir(&self, path: &[u8]) -> VfsResult<()> {
+        let (dir, last, _) = self.parent(path)?;
+        let name = last.require_normal(DirOp::Rmdir)?;
+        let mut locked = self.lock_dir(&dir)?;
+        let victim = Arc::clone(child_inode(&locked.children, name)?);
+        self.may_delete(&dir, &victim, true)?;
+        let victim_dir = victim.dir()?;
+        // Parent before child: the ancestor-first lock order.
+        let victim_children = victim_dir.children.write();
+        if !victim_children.is_empty() {
+            return Err(Errno::ENOTEMPTY);
+        }
+        victim_dir.mark_dead();
+        drop(victim_children);
+        self.remove_entry(&dir, &mut locked.children, name);
+        victim.set_nlink(0);
+        dir.change_nlink(-1);
+        Ok(())
+    }
+
+    pub fn readlink(&self, path: &[u8]) -> VfsResult<Vec<u8>> {
+        self.walk(path, Intent::NoFollow, |walked| match walked {
+            Walked::Found(inode) => inode.symlink_target().map(<[u8]>::to_vec).ok_or(Errno::EINVAL),
+            Walked::Parent { .. } => unreachable!("not a parent walk"),
+        })
+    }
+
+    pub fn chmod(&self, path: &[u8], perm: u32) -> VfsResult<()> {
+        let inode = self.lookup(path, Intent::Follow)?;
+        let a = inode.attrs();
+        let mode = may_chmod(a.mode, a.uid, a.gid, self.cred, perm)?;
+        let now = Timespec::now();
+        inode.update_attrs(|a| {
+            a.mode = mode;
+            a.ctime = now;
+        });
+        Ok(())
+    }
+
+    pub fn chown(&self, path: &[u8], uid: Option<u32>, gid: Option<u32>, intent: Intent) -> VfsResult<()> {
+        let inode = self.lookup(path, intent)?;
+        let a = inode.attrs();
+        let mode = may_chown(a.mode, a.uid, a.gid, self.cred, uid, gid)?;
+        let now = Timespec::now();
+        inode.update_attrs(|a| {
+            a.mode = mode;
+            a.uid = uid.unwrap_or(a.uid);
+            a.gid = gid.unwrap_or(a.gid);
+            a.ctime = now;
+        });
+        Ok(())
+    }
+
+    pub fn utimens(&self, path: &[u8], atime: SetTime, mtime: SetTime, intent: Intent) -> VfsResult<()> {
+        let inode = self.lookup(path, intent)?;
+        set_times(&inode, self.cred, atime, mtime)
+    }
+
+    /// `renameat2`, with Linux's checks in Linux's order (`do_renameat2`,
+    /// `vfs_rename`).
+    pub fn rename(&self, old: &[u8], new: &[u8], flags: RenameFlags) -> VfsResult<()> {
+        let (old_dir, old_last, old_slash) = self.parent(old)?;
+        let (new_dir, new_last, new_slash) = self.parent(new)?;
+        let old_name = old_last.require_normal(DirOp::RenameFrom)?;
+        let new_op = if flags.noreplace { DirOp::RenameToNoReplace } else { DirOp::RenameTo };
+        let new_name = new_last.require_normal(new_op)?;
+        let _renames = self.sb.rename_lock.write();
+        let same_dir = Arc::ptr_eq(&old_dir, &new_dir);
+        let new_dir_first = !same_dir
+            && !is_ancestor(&old_dir, &new_dir)
+            && (is_ancestor(&new_dir, &old_dir) || new_dir.ino() < old_dir.ino());
+        let (first, second) = if new_dir_first { (&new_dir, &old_dir) } else { (&old_dir, &new_dir) };
+        let mut locked = self.sb.dir_locks.write_many(&[first.dir()?, second.dir()?]);
+        if old_dir.dir()?.is_dead() || new_dir.dir()?.is_dead() {
+            return Err(Errno::ENOENT);
+        }
+        let (old_index, new_index) = match (same_dir, new_dir_first) {
+            (true, _) => (0, 0),
+            (false, false) => (0, 1),
+            (false, true) => (1, 0),
+        };
+        let source = Arc::clone(child_inode(&locked.children[old_index], old_name)?);
+        let target = locked.children[new_index].get(new_name).and_then(|d| d.inode.clone());
+        if flags.noreplace && target.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        if !source.is_dir() && (old_slash || new_slash) {
+            return Err(Errno::ENOTDIR);
+        }
+        if source.is_dir() && (Arc::ptr_eq(&source, &new_dir) || is_ancestor(&source, &new_dir)) {
+            return Err(Errno::EINVAL);
+        }
+        if let Some(target) = &target {
+            // The target contains the source: it cannot be empty. (It is
+            // also already locked, or an ancestor of a locked directory.)
+            if Arc::ptr_eq(target, &old_dir) || is_ancestor(target, &old_dir) {
+                return Err(Errno::ENOTEMPTY);
+            }
+            if Arc::ptr_eq(target, &source) {
+                return Ok(());
+            }
+        }
+        self.may_delete(&old_dir, &source, source.is_dir())?;
+        match &target {
+            Some(target) => self.may_delete(&new_dir, target, source.is_dir())?,
+            None => self.may_create(&new_dir)?,
+        }
+        if source.is_dir() && !same_dir {
+            source.permission(self.cred, Access::WRITE)?;
+        }
+        let victim_guard = match target.as_ref().map(|t| t.dir()) {
+            Some(Ok(target_dir)) => {
+                let children = target_dir.children.write();
+                if !children.is_empty() {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                Some(children)
+            }
+            _ => None,
+        };
+
+        let guard = crossbeam_epoch::pin();
+        let moving = self.sb.rename_seq.write_begin();
+        let old_dentry = locked.children[old_index].remove(old_name).expect("checked above");
+        let new_dentry = Dentry::new(new_dir.ino(), new_name, Some(Arc::clone(&source)), 0);
+        locked.children[new_index].insert(new_name.into(), Arc::clone(&new_dentry));
+        self.sb.dcache.remove(&old_dentry, &guard);
+        self.sb.dcache.insert(new_dentry, &guard);
+        if let Some(target) = &target {
+            if let Ok(target_dir) = target.dir() {
+                target_dir.mark_dead();
+                target.set_nlink(0);
+                new_dir.change_nlink(-1);
+            } else {
+                target.change_nlink(-1);
+            }
+        }
+        if source.is_dir() && !same_dir {
+            source.dir()?.set_parent(Arc::clone(&new_dir), &self.sb.reclaim, &guard);
+            old_dir.change_nlink(-1);
+            new_dir.change_nlink(1);
+        }
+        for dir in [&old_dir, &new_dir] {
+            dir.dir()?.bump_rev();
+            dir.touch(true, true);
+        }
+        source.touch(false, true);
+        drop(moving);
+        drop(victim_guard);
+        Ok(())
+    }
+}
+
+/// The inode of child `name`, or ENOENT.
+fn child_inode<'c>(children: &'c crate::inode::Children, name: &[u8]) -> VfsResult<&'c Arc<Inode>> {
+    children.get(name).and_then(|d| d.inode.as_ref()).ok_or(Errno::ENOENT)
+}
+
+/// Whether `ancestor` is a proper ancestor of `dir`. Stable while the
+/// caller holds the rename lock, since only renames move directories.
+fn is_ancestor(ancestor: &Arc<Inode>, dir: &Arc<Inode>) -> bool {
+    let guard = crossbeam_epoch::pin();
+    let mut cursor = dir.dir().ok().and_then(|d| d.parent(&guard));
+    while let Some(inode) = cursor {
+        if Arc::ptr_eq(inode, ancestor) {
+            return true;
+        }
+        cursor = inode.dir().ok().and_then(|d| d.parent(&guard));
+    }
+    false
+}
+
+/// `utimensat` on an inode: explicit times need ownership (or root);
+/// `UTIME_NOW` for both also allows anyone with write permission.
+pub(crate) fn set_times(inode: &Inode, cred: &Credentials, atime: SetTime, mtime: SetTime) -> VfsResult<()> {
+    if atime == SetTime::Omit && mtime == SetTime::Omit {
+        return Ok(());
+    }
+    let a = inode.attrs();
+    let owner = cred.uid() == a.uid || cred.is_root();
+    if !owner {
+        let only_now = matches!((atime, mtime), (SetTime::Now | SetTime::Omit, SetTime::Now | SetTime::Omit));
+        if !only_now {
+            return Err(Errno::EPERM);
+        }
+        inode.permission(cred, Access::WRITE)?;
+    }
+    let now = Timespec::now();
+    let resolve = |t: SetTime, old: Timespec| match t {
+        SetTime::Now => now,
+        SetTime::Omit => old,
+        SetTime::At(t) => t,
+    };
+    inode.update_attrs(|a| {
+        a.atime = resolve(atime, a.atime);
+        a.mtime = resolve(mtime, a.mtime);
+        a.ctime = now;
+    });
+    Ok(())
+}

@@ -1,0 +1,375 @@
+//! A process's view of the VFS: credentials, working directory and file
+//! descriptor table, with the system calls as methods.
+//!
+//! Invariant: a file descriptor names one open file description until it is
+//! closed; descriptors are allocated lowest-first, as Linux does, up to
+//! [`MAX_FDS`] (then EMFILE). The working directory is read without a lock
+//! (an epoch-protected pointer), so relative walks write nothing shared.
+
+use crate::cred::Access;
+use crate::errno::{Errno, VfsResult};
+use crate::file::{DirEntry, OpenFile, OpenFlags, Whence};
+use crate::inode::{FileType, Inode, Stat};
+use crate::namei::{Intent, Walked, MAX_SYMLINKS};
+use crate::namespace::{Ctx, RenameFlags, SetTime};
+use crate::path::Last;
+use crate::{Credentials, Vfs};
+use crossbeam_epoch::{Atomic, Owned};
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// Most descriptors one process may hold open (`RLIMIT_NOFILE`'s usual
+/// soft limit).
+pub const MAX_FDS: usize = 1024;
+
+/// A file descriptor.
+pub type Fd = i32;
+
+/// A process: who it is, where it is, and what it has open.
+///
+/// ```
+/// use vfscale::{Credentials, OpenFlags, Vfs};
+///
+/// let vfs = Vfs::default();
+/// let p = vfs.process(Credentials::root());
+/// p.mkdir("/etc", 0o755)?;
+/// let fd = p.open("/etc/motd", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644)?;
+/// p.write(fd, b"hello\n")?;
+/// p.close(fd)?;
+/// assert_eq!(p.stat("/etc/motd")?.size, 6);
+/// # Ok::<(), vfscale::Errno>(())
+/// ```
+pub struct Process {
+    vfs: Vfs,
+    cred: Credentials,
+    cwd: Atomic<Arc<Inode>>,
+    fds: Mutex<Vec<Option<Arc<OpenFile>>>>,
+}
+
+impl fmt::Debug for Process {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Process").field("cred", &self.cred).finish_non_exhaustive()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // SAFETY: the process is being dropped, so nothing else can read its
+        // working directory pointer.
+        unsafe {
+            let cwd = self.cwd.load(Ordering::Relaxed, crossbeam_epoch::unprotected());
+            drop(cwd.into_owned());
+        }
+    }
+}
+
+impl Process {
+    pub(crate) fn new(vfs: Vfs, cred: Credentials) -> Process {
+        let root = Arc::clone(&vfs.sb.root);
+        Process { vfs, cred, cwd: Atomic::new(root), fds: Mutex::new(Vec::new()) }
+    }
+
+    /// The credentials every call is checked against.
+    pub fn credentials(&self) -> &Credentials {
+        &self.cred
+    }
+
+    /// The VFS this process works in.
+    pub fn vfs(&self) -> &Vfs {
+        &self.vfs
+    }
+
+    fn with_ctx<R>(&self, f: impl FnOnce(Ctx<'_>) -> VfsResult<R>) -> VfsResult<R> {
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: the working directory is never null (set in `new`, replaced
+        // by `chdir`, which releases the old one through the epoch), and the
+        // guard is pinned for the whole call.
+        let cwd = unsafe { self.cwd.load(Ordering::Acquire, &guard).deref() };
+        f(Ctx { sb: &self.vfs.sb, cred: &self.cred, cwd })
+    }
+
+    fn file(&self, fd: Fd) -> VfsResult<Arc<OpenFile>> {
+        let fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
+        usize::try_from(fd).ok().and_then(|i| fds.get(i)?.clone()).ok_or(Errno::EBADF)
+    }
+
+    fn install(&self, file: Arc<OpenFile>) -> VfsResult<Fd> {
+        let mut fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = match fds.iter().position(Option::is_none) {
+            Some(slot) => slot,
+            None if fds.len() < MAX_FDS => {
+                fds.push(None);
+                fds.len() - 1
+            }
+            None => return Err(Errno::EMFILE),
+        };
+        fds[slot] = Some(file);
+        Ok(slot as Fd)
+    }
+
+    /// `stat(2)`.
+    pub fn stat(&self, path: impl AsRef<[u8]>) -> VfsResult<Stat> {
+        self.with_ctx(|ctx| ctx.stat(path.as_ref(), Intent::Follow))
+    }
+
+    /// `lstat(2)`.
+    pub fn lstat(&self, path: impl AsRef<[u8]>) -> VfsResult<Stat> {
+        self.with_ctx(|ctx| ctx.stat(path.as_ref(), Intent::NoFollow))
+    }
+
+    /// `access(2)`-like check of `mask` on the file `path` names, with
+    /// these credentials.
+    pub fn access(&self, path: impl AsRef<[u8]>, mask: Access) -> VfsResult<()> {
+        self.with_ctx(|ctx| {
+            ctx.walk(path.as_ref(), Intent::Follow, |walked| match walked {
+                Walked::Found(inode) => inode.permission(ctx.cred, mask),
+                Walked::Parent { .. } => unreachable!("not a parent walk"),
+            })
+        })
+    }
+
+    /// `open(2)`; `perm` is used when `O_CREAT` creates the file.
+    pub fn open(&self, path: impl AsRef<[u8]>, flags: OpenFlags, perm: u32) -> VfsResult<Fd> {
+        let file = self.with_ctx(|ctx| open_file(&ctx, path.as_ref(), flags, perm))?;
+        self.install(Arc::new(file))
+    }
+
+    /// `close(2)`.
+    pub fn close(&self, fd: Fd) -> VfsResult<()> {
+        let mut fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = usize::try_from(fd).ok().and_then(|i| fds.get_mut(i)).ok_or(Errno::EBADF)?;
+        slot.take().map(drop).ok_or(Errno::EBADF)
+    }
+
+    /// `dup(2)`: a new descriptor for the same open file description.
+    pub fn dup(&self, fd: Fd) -> VfsResult<Fd> {
+        let file = self.file(fd)?;
+        self.install(file)
+    }
+
+    /// The open file description behind `fd`.
+    pub fn open_file(&self, fd: Fd) -> VfsResult<Arc<OpenFile>> {
+        self.file(fd)
+    }
+
+    /// `read(2)`.
+    pub fn read(&self, fd: Fd, buf: &mut [u8]) -> VfsResult<usize> {
+        self.file(fd)?.read(buf)
+    }
+
+    /// `write(2)`.
+    pub fn write(&self, fd: Fd, buf: &[u8]) -> VfsResult<usize> {
+        self.file(fd)?.write(buf, &self.cred)
+    }
+
+    /// `pread(2)`; EINVAL for a negative offset.
+    pub fn pread(&self, fd: Fd, buf: &mut [u8], offset: i64) -> VfsResult<usize> {
+        let offset = u64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+        self.file(fd)?.pread(buf, offset)
+    }
+
+    /// `pwrite(2)`; EINVAL for a negative offset.
+    pub fn pwrite(&self, fd: Fd, buf: &[u8], offset: i64) -> VfsResult<usize> {
+        let offset = u64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+        self.file(fd)?.pwrite(buf, offset, &self.cred)
+    }
+
+    /// `lseek(2)`.
+    pub fn lseek(&self, fd: Fd, offset: i64, whence: Whence) -> VfsResult<u64> {
+        self.file(fd)?.lseek(offset, whence)
+    }
+
+    /// `ftruncate(2)`; a negative length is EINVAL before the descriptor
+    /// is looked at, as in Linux.
+    pub fn ftruncate(&self, fd: Fd, len: i64) -> VfsResult<()> {
+        if len < 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.file(fd)?.truncate(len, &self.cred)
+    }
+
+    /// `fstat(2)`.
+    pub fn fstat(&self, fd: Fd) -> VfsResult<Stat> {
+        Ok(self.file(fd)?.stat())
+    }
+
+    /// Up to `max` more entries of the directory open as `fd` (`getdents`);
+    /// empty at the end.
+    pub fn readdir(&self, fd: Fd, max: usize) -> VfsResult<Vec<DirEntry>> {
+        self.file(fd)?.readdir(max)
+    }
+
+    /// Every entry of the directory `path`, `.` and `..` included.
+    pub fn list_dir(&self, path: impl AsRef<[u8]>) -> VfsResult<Vec<DirEntry>> {
+        let fd = self.open(path, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)?;
+        let mut all = Vec::new();
+        let result = loop {
+            match self.readdir(fd, 128) {
+                Ok(batch) if batch.is_empty() => break Ok(all),
+                Ok(batch) => all.extend(batch),
+                Err(e) => break Err(e),
+            }
+        };
+        self.close(fd)?;
+        result
+    }
+
+    /// `mkdir(2)`.
+    pub fn mkdir(&self, path: impl AsRef<[u8]>, perm: u32) -> VfsResult<()> {
+        self.with_ctx(|ctx| ctx.mkdir(path.as_ref(), perm))
+    }
+
+    /// `rmdir(2)`.
+    pub fn rmdir(&self, path: impl AsRef<[u8]>) -> VfsResult<()> {
+        self.with_ctx(|ctx| ctx.rmdir(path.as_ref()))
+    }
+
+    /// `unlink(2)`.
+    pub fn unlink(&self, path: impl AsRef<[u8]>) -> VfsResult<()> {
+        self.with_ctx(|ctx| ctx.unlink(path.as_ref()))
+    }
+
+    /// `rename(2)`.
+    pub fn rename(&self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> VfsResult<()> {
+        self.rename2(old, new, RenameFlags::default())
+    }
+
+    /// `renameat2(2)` with flags.
+    pub fn rename2(&self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>, flags: RenameFlags) -> VfsResult<()> {
+        self.with_ctx(|ctx| ctx.rename(old.as_ref(), new.as_ref(), flags))
+    }
+
+    /// `link(2)`.
+    pub fn link(&self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> VfsResult<()> {
+        self.with_ctx(|ctx| ctx.link(old.as_ref(), new.as_ref()))
+    }
+
+    /// `symlink(2)`: creates `path` pointing at `target`.
+    pub fn symlink(&self, target: impl AsRef<[u8]>, path: impl AsRef<[u8]>) -> VfsResult<()> {
+        self.with_ctx(|ctx| ctx.symlink(target.as_ref(), path.as_ref()))
+    }
+
+    /// `readlink(2)`.
+    pub fn readlink(&self, path: impl AsRef<[u8]>) -> VfsResult<Vec<u8>> {
+        self.with_ctx(|ctx| ctx.readlink(path.as_ref()))
+    }
+
+    /// `chmod(2)`.
+    pub fn chmod(&self, path: impl AsRef<[u8]>, perm: u32) -> VfsResult<()> {
+        self.with_ctx(|ctx| ctx.chmod(path.as_ref(), perm))
+    }
+
+    /// `chown(2)`; `None` leaves an id unchanged (like -1).
+    pub fn chown(&self, path: impl AsRef<[u8]>, uid: Option<u32>, gid: Option<u32>) -> VfsResult<()> {
+        self.with_ctx(|ctx| ctx.chown(path.as_ref(), uid, gid, Intent::Follow))
+    }
+
+    /// `lchown(2)`.
+    pub fn lchown(&self, path: impl AsRef<[u8]>, uid: Option<u32>, gid: Option<u32>) -> VfsResult<()> {
+        self.with_ctx(|ctx| ctx.chown(path.as_ref(), uid, gid, Intent::NoFollow))
+    }
+
+    /// `utimensat(2)` following symlinks.
+    pub fn utimens(&self, path: impl AsRef<[u8]>, atime: SetTime, mtime: SetTime) -> VfsResult<()> {
+        self.with_ctx(|ctx| ctx.utimens(path.as_ref(), atime, mtime, Intent::Follow))
+    }
+
+    /// `chdir(2)`.
+    pub fn chdir(&self, path: impl AsRef<[u8]>) -> VfsResult<()> {
+        let dir = self.with_ctx(|ctx| {
+            let inode = ctx.lookup(path.as_ref(), Intent::Follow)?;
+            inode.dir()?;
+            inode.permission(ctx.cred, Access::EXEC)?;
+            Ok(inode)
+        })?;
+        let guard = crossbeam_epoch::pin();
+        let old = self.cwd.swap(Owned::new(dir), Ordering::AcqRel, &guard);
+        // SAFETY: the old working directory is unreachable now; the box is
+        // only freed by the deferred release, after every guard pinned now
+        // has unpinned.
+        self.vfs.sb.reclaim.defer(&guard, unsafe { old.into_owned() });
+        Ok(())
+    }
+}
+
+/// `open(2)`: the walk, creation, and the checks of Linux `do_open`.
+fn open_file(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<OpenFile> {
+    // Linux 6.4+: O_CREAT|O_DIRECTORY never creates a directory; refuse it.
+    if flags.creat() && flags.directory() {
+        return Err(Errno::EINVAL);
+    }
+    let (inode, created) = if flags.creat() {
+        open_or_create(ctx, path, flags, perm)?
+    } else {
+        let intent = if flags.nofollow() { Intent::NoFollow } else { Intent::Follow };
+        (ctx.lookup(path, intent)?, false)
+    };
+    let mut wanted = flags.permission_needed();
+    if flags.trunc() {
+        wanted |= Access::WRITE;
+    }
+    if flags.directory() && !inode.is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    match inode.file_type() {
+        FileType::Symlink => return Err(Errno::ELOOP),
+        FileType::Directory if flags.creat() || wanted.contains(Access::WRITE) => return Err(Errno::EISDIR),
+        _ => {}
+    }
+    let max = ctx.sb.config.max_file_size;
+    if !created {
+        inode.permission(ctx.cred, wanted)?;
+        if let (true, crate::inode::Body::Regular(data)) = (flags.trunc(), &inode.body) {
+            crate::file::truncate_data(&inode, data, 0, max, ctx.cred)?;
+        }
+    }
+    Ok(OpenFile::new(inode, flags, max))
+}
+
+/// `O_CREAT`: the existing file (following a final symlink unless
+/// `O_EXCL` or `O_NOFOLLOW`), or a new one; a dangling final symlink
+/// creates its target, as Linux does.
+fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<(Arc<Inode>, bool)> {
+    let mut path = path.to_vec();
+    let mut start = Arc::clone(ctx.cwd);
+    let mut links_followed = 0;
+    loop {
+        let here = Ctx { cwd: &start, ..*ctx };
+        let (dir, last, trailing_slash) = here.parent(&path)?;
+        let name = match last {
+            Last::Normal(name) => name,
+            // ".", ".." or "/": an existing directory.
+            _ if flags.excl() => return Err(Errno::EEXIST),
+            _ => return Err(Errno::EISDIR),
+        };
+        if trailing_slash {
+            return Err(Errno::EISDIR);
+        }
+        let existing = {
+            let locked = ctx.sb.dir_locks.read(dir.dir()?);
+            locked.children.get(name).and_then(|d| d.inode.clone())
+        };
+        let Some(existing) = existing else {
+            match here.create(&dir, name, FileType::Regular, perm, Box::default()) {
+                // Lost a race with another creator: look again.
+                Err(Errno::EEXIST) if !flags.excl() => continue,
+                created => return created.map(|inode| (inode, true)),
+            }
+        };
+        if flags.excl() {
+            return Err(Errno::EEXIST);
+        }
+        match existing.symlink_target() {
+            Some(target) if !flags.nofollow() => {
+                links_followed += 1;
+                if links_followed > MAX_SYMLINKS {
+                    return Err(Errno::ELOOP);
+                }
+                path = target.to_vec();
+                start = dir;
+            }
+            _ => return Ok((existing, false)),
+        }
+    }
+}

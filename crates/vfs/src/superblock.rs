@@ -1,0 +1,96 @@
+//! The superblock: one mounted instance of the in-memory filesystem — its
+//! root, dentry cache, inode list, locks and design variants.
+//!
+//! Invariant: every positive dentry in the dcache is also in its parent's
+//! children map (and the reverse), both changed together under the
+//! parent's directory lock for write; `rename_seq` is odd while a rename
+//! moves names, so no walk that overlapped one is believed.
+
+use crate::config::{InodeListKind, NegativeDentries, VfsConfig, WalkMode};
+use crate::dcache::Dcache;
+use crate::dentry::Dentry;
+use crate::inode::{FileType, Inode, InodeRegistry, NewInode};
+use crate::locks::DirLocks;
+use crate::reclaim::Reclaim;
+use std::fmt;
+use std::sync::{Arc, Weak};
+use vfscale_sync::dlock_list::{ConcurrentList, GlobalList, PerCpuList};
+use vfscale_sync::rwsem::{RwSem, SpinPolicy};
+use vfscale_sync::seqcount::SeqCount;
+
+pub(crate) struct SuperBlock {
+    pub config: VfsConfig,
+    pub dcache: Dcache,
+    pub inodes: Arc<InodeRegistry>,
+    pub root: Arc<Inode>,
+    /// Odd while a rename is moving names (Linux `rename_lock`'s seqcount).
+    pub rename_seq: SeqCount,
+    /// Serializes renames; ref-walks that keep losing to renames hold it for
+    /// reading.
+    pub rename_lock: RwSem<()>,
+    pub dir_locks: DirLocks,
+    /// Counts what waits in the epoch to be freed.
+    pub reclaim: Arc<Reclaim>,
+}
+
+impl fmt::Debug for SuperBlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SuperBlock")
+            .field("config", &self.config)
+            .field("root", &self.root.ino())
+            .field("inodes", &self.inodes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SuperBlock {
+    pub fn new(config: VfsConfig) -> SuperBlock {
+        let list: Box<dyn ConcurrentList<Weak<Inode>>> = match config.inode_list {
+            InodeListKind::PerCpu => Box::new(<PerCpuList<Weak<Inode>>>::new()),
+            InodeListKind::Global => Box::new(<GlobalList<Weak<Inode>>>::new()),
+        };
+        let inodes = Arc::new(InodeRegistry::new(list));
+        let root = Inode::new(
+            &inodes,
+            NewInode {
+                file_type: FileType::Directory,
+                perm: 0o755,
+                uid: 0,
+                gid: 0,
+                parent: None,
+                symlink_target: Box::default(),
+            },
+        );
+        let reclaim = Arc::new(Reclaim::default());
+        SuperBlock {
+            dcache: Dcache::new(config.dcache_buckets, config.max_negative_dentries, Arc::clone(&reclaim)),
+            reclaim,
+            inodes,
+            root,
+            rename_seq: SeqCount::new(),
+            rename_lock: RwSem::new((), SpinPolicy::Block),
+            dir_locks: DirLocks::new(config.dir_locking),
+            config,
+        }
+    }
+
+    pub fn rcu_walk_enabled(&self) -> bool {
+        self.config.walk == WalkMode::Rcu
+    }
+
+    /// Records that `name` is missing from `dir`, when negatives are cached.
+    /// The caller holds `dir`'s lock (for reading at least) and saw no child.
+    pub fn cache_negative(&self, dir: &Inode, name: &[u8]) {
+        if self.config.negative_dentries == NegativeDentries::Uncached {
+            return;
+        }
+        let Ok(directory) = dir.dir() else { return };
+        let guard = crossbeam_epoch::pin();
+        if let Some(existing) = self.dcache.lookup(dir.ino(), name, &guard) {
+            if existing.inode.is_none() && existing.neg_rev == directory.rev() && !existing.is_unhashed() {
+                return;
+            }
+        }
+        self.dcache.insert(Dentry::new(dir.ino(), name, None, directory.rev()), &guard);
+    }
+}

@@ -1,0 +1,69 @@
+//! sv6's "conflict-free" property for cached path walks (kernel-notes §2):
+//! an rcu-walk of a path that is already in the dcache takes no lock,
+//! changes no reference count and writes no shared word. The counts come
+//! from `vfscale_sync::audit` (the `audit` feature, on for tests), which
+//! every primitive and every reference the VFS takes report to.
+
+use vfscale::config::WalkMode;
+use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs, VfsConfig};
+use vfscale_sync::audit;
+
+const DEEP: &str = "/usr/share/doc/vfscale/README";
+
+fn tree(config: VfsConfig) -> (Vfs, Process) {
+    let vfs = Vfs::new(config);
+    let p = vfs.process(Credentials::root());
+    for dir in ["/usr", "/usr/share", "/usr/share/doc", "/usr/share/doc/vfscale"] {
+        p.mkdir(dir, 0o755).unwrap();
+    }
+    let fd = p.open(DEEP, OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+    p.write(fd, b"hello").unwrap();
+    p.close(fd).unwrap();
+    p.symlink("share/doc", "/usr/docs").unwrap();
+    (vfs, p)
+}
+
+/// The audit counts of `walk`, after one warm-up call that fills the cache.
+fn counts_of(mut walk: impl FnMut()) -> audit::Counts {
+    walk();
+    let before = audit::counts();
+    for _ in 0..100 {
+        walk();
+    }
+    let after = audit::counts();
+    audit::Counts {
+        shared_writes: after.shared_writes - before.shared_writes,
+        lock_acquisitions: after.lock_acquisitions - before.lock_acquisitions,
+    }
+}
+
+#[test]
+fn cached_walk_does_no_shared_writes() {
+    assert!(audit::ENABLED, "tests build vfscale-sync with the audit feature");
+    let (_vfs, p) = tree(VfsConfig::default());
+    let none = audit::Counts::default();
+    assert_eq!(counts_of(|| assert_eq!(p.stat(DEEP).unwrap().size, 5)), none, "stat of a cached path");
+    assert_eq!(counts_of(|| assert!(p.lstat("/usr/share/../share/./doc").is_ok())), none, "dot and dotdot");
+    assert_eq!(counts_of(|| assert!(p.stat("/usr/docs/vfscale/README").is_ok())), none, "through a symlink");
+    assert_eq!(counts_of(|| assert_eq!(p.stat("/usr/share/nothing"), Err(Errno::ENOENT))), none, "negative dentry");
+    p.chdir("/usr/share").unwrap();
+    assert_eq!(counts_of(|| assert!(p.stat("doc/vfscale").is_ok())), none, "relative to the cwd");
+}
+
+/// The control: the same walks in ref-walk mode are caught writing, so the
+/// zero above is a measurement, not an instrument that sees nothing.
+#[test]
+fn ref_walk_of_the_same_path_is_seen_writing() {
+    let (_vfs, p) = tree(VfsConfig { walk: WalkMode::RefOnly, ..VfsConfig::default() });
+    let counts = counts_of(|| assert_eq!(p.stat(DEEP).unwrap().size, 5));
+    // Per walk: a reference on each of the 5 dentries and inodes.
+    assert!(counts.shared_writes >= 100 * 5, "{counts:?}");
+}
+
+/// A walk that misses the cache leaves rcu-walk and is seen writing too.
+#[test]
+fn uncached_negative_lookups_take_the_directory_lock() {
+    let (_vfs, p) = tree(VfsConfig { negative_dentries: vfscale::config::NegativeDentries::Uncached, ..VfsConfig::default() });
+    let counts = counts_of(|| assert_eq!(p.stat("/usr/share/nothing"), Err(Errno::ENOENT)));
+    assert!(counts.lock_acquisitions >= 100, "{counts:?}");
+}
