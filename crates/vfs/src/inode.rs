@@ -273,7 +273,8 @@ impl Inode {
         }
     }
 
-    pub(crate) fn symlink_target(&self) -> Option<&[u8]> {
+    /// A symlink's target; `None` for other types.
+    pub fn symlink_target(&self) -> Option<&[u8]> {
         match &self.body {
             Body::Symlink(target) => Some(target),
             _ => None,

@@ -65,7 +65,7 @@ pub use file::{DirEntry, OpenFile, OpenFlags, Whence};
 pub use inode::{FileType, Stat};
 pub use namei::MAX_SYMLINKS;
 pub use namespace::{RenameFlags, SetTime};
-pub use process::{Fd, Process};
+pub use process::{Fd, Process, SetAttr};
 pub use time::Timespec;
 
 use std::sync::Arc;
@@ -110,7 +110,21 @@ impl Vfs {
 
     /// A process with these credentials, its working directory the root.
     pub fn process(&self, cred: Credentials) -> Process {
-        Process::new(self.clone(), cred)
+        Process::new(self.clone(), cred, Arc::clone(&self.sb.root))
+    }
+
+    /// A process with these credentials whose working directory is `dir`,
+    /// so relative paths (a single name, say) start there: how a front end
+    /// that addresses directories by inode (FUSE) performs `mkdirat` and
+    /// friends. ENOTDIR if `dir` is not a directory.
+    pub fn process_in(&self, cred: Credentials, dir: Arc<inode::Inode>) -> VfsResult<Process> {
+        dir.dir()?;
+        Ok(Process::new(self.clone(), cred, dir))
+    }
+
+    /// The root directory's inode.
+    pub fn root(&self) -> &Arc<inode::Inode> {
+        &self.sb.root
     }
 
     /// Like `echo 2 > /proc/sys/vm/drop_caches`: evicts every unused

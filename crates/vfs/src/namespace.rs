@@ -265,34 +265,15 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn chmod(&self, path: &[u8], perm: u32) -> VfsResult<()> {
-        let inode = self.lookup(path, Intent::Follow)?;
-        let a = inode.attrs();
-        let mode = may_chmod(a.mode, a.uid, a.gid, self.cred, perm)?;
-        let now = Timespec::now();
-        inode.update_attrs(|a| {
-            a.mode = mode;
-            a.ctime = now;
-        });
-        Ok(())
+        chmod_inode(&*self.lookup(path, Intent::Follow)?, self.cred, perm)
     }
 
     pub fn chown(&self, path: &[u8], uid: Option<u32>, gid: Option<u32>, intent: Intent) -> VfsResult<()> {
-        let inode = self.lookup(path, intent)?;
-        let a = inode.attrs();
-        let mode = may_chown(a.mode, a.uid, a.gid, self.cred, uid, gid)?;
-        let now = Timespec::now();
-        inode.update_attrs(|a| {
-            a.mode = mode;
-            a.uid = uid.unwrap_or(a.uid);
-            a.gid = gid.unwrap_or(a.gid);
-            a.ctime = now;
-        });
-        Ok(())
+        chown_inode(&*self.lookup(path, intent)?, self.cred, uid, gid)
     }
 
     pub fn utimens(&self, path: &[u8], atime: SetTime, mtime: SetTime, intent: Intent) -> VfsResult<()> {
-        let inode = self.lookup(path, intent)?;
-        set_times(&inode, self.cred, atime, mtime)
+        set_times(&*self.lookup(path, intent)?, self.cred, atime, mtime)
     }
 
     /// `renameat2`, with Linux's checks in Linux's order (`do_renameat2`,
@@ -407,6 +388,32 @@ fn is_ancestor(ancestor: &Arc<Inode>, dir: &Arc<Inode>) -> bool {
         cursor = inode.dir().ok().and_then(|d| d.parent(&guard));
     }
     false
+}
+
+/// `chmod` on an inode: owner or root only.
+pub(crate) fn chmod_inode(inode: &Inode, cred: &Credentials, perm: u32) -> VfsResult<()> {
+    let a = inode.attrs();
+    let mode = may_chmod(a.mode, a.uid, a.gid, cred, perm)?;
+    let now = Timespec::now();
+    inode.update_attrs(|a| {
+        a.mode = mode;
+        a.ctime = now;
+    });
+    Ok(())
+}
+
+/// `chown` on an inode; `None` leaves an id unchanged.
+pub(crate) fn chown_inode(inode: &Inode, cred: &Credentials, uid: Option<u32>, gid: Option<u32>) -> VfsResult<()> {
+    let a = inode.attrs();
+    let mode = may_chown(a.mode, a.uid, a.gid, cred, uid, gid)?;
+    let now = Timespec::now();
+    inode.update_attrs(|a| {
+        a.mode = mode;
+        a.uid = uid.unwrap_or(a.uid);
+        a.gid = gid.unwrap_or(a.gid);
+        a.ctime = now;
+    });
+    Ok(())
 }
 
 /// `utimensat` on an inode: explicit times need ownership (or root);

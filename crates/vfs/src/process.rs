@@ -19,6 +19,30 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+/// The attributes [`Process::setattr`] changes; `None` / `Omit` leave one
+/// alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetAttr {
+    /// New permission bits (`chmod`).
+    pub mode: Option<u32>,
+    /// New owner (`chown`).
+    pub uid: Option<u32>,
+    /// New group (`chown`).
+    pub gid: Option<u32>,
+    /// New size (`truncate`); negative is EINVAL.
+    pub size: Option<i64>,
+    /// New access time.
+    pub atime: SetTime,
+    /// New modification time.
+    pub mtime: SetTime,
+}
+
+impl Default for SetAttr {
+    fn default() -> Self {
+        SetAttr { mode: None, uid: None, gid: None, size: None, atime: SetTime::Omit, mtime: SetTime::Omit }
+    }
+}
+
 /// Most descriptors one process may hold open (`RLIMIT_NOFILE`'s usual
 /// soft limit).
 pub const MAX_FDS: usize = 1024;
@@ -65,9 +89,22 @@ impl Drop for Process {
 }
 
 impl Process {
-    pub(crate) fn new(vfs: Vfs, cred: Credentials) -> Process {
-        let root = Arc::clone(&vfs.sb.root);
-        Process { vfs, cred, cwd: Atomic::new(root), fds: Mutex::new(Vec::new()) }
+    pub(crate) fn new(vfs: Vfs, cred: Credentials, cwd: Arc<Inode>) -> Process {
+        Process { vfs, cred, cwd: Atomic::new(cwd), fds: Mutex::new(Vec::new()) }
+    }
+
+    /// The inode `path` names (following a final symlink if `follow`), as
+    /// a handle that stays valid after it is unlinked; for front ends that
+    /// address files by inode (FUSE), with [`Vfs::process_in`].
+    pub fn resolve(&self, path: impl AsRef<[u8]>, follow: bool) -> VfsResult<Arc<Inode>> {
+        let intent = if follow { Intent::Follow } else { Intent::NoFollow };
+        self.with_ctx(|ctx| ctx.lookup(path.as_ref(), intent))
+    }
+
+    /// `open(2)` without a descriptor: the new open file description, for
+    /// front ends that keep their own handle tables (FUSE).
+    pub fn open_description(&self, path: impl AsRef<[u8]>, flags: OpenFlags, perm: u32) -> VfsResult<Arc<OpenFile>> {
+        self.with_ctx(|ctx| open_file(&ctx, path.as_ref(), flags, perm)).map(Arc::new)
     }
 
     /// The credentials every call is checked against.
@@ -131,8 +168,8 @@ impl Process {
 
     /// `open(2)`; `perm` is used when `O_CREAT` creates the file.
     pub fn open(&self, path: impl AsRef<[u8]>, flags: OpenFlags, perm: u32) -> VfsResult<Fd> {
-        let file = self.with_ctx(|ctx| open_file(&ctx, path.as_ref(), flags, perm))?;
-        self.install(Arc::new(file))
+        let file = self.open_description(path, flags, perm)?;
+        self.install(file)
     }
 
     /// `close(2)`.
@@ -273,6 +310,36 @@ impl Process {
     /// `utimensat(2)` following symlinks.
     pub fn utimens(&self, path: impl AsRef<[u8]>, atime: SetTime, mtime: SetTime) -> VfsResult<()> {
         self.with_ctx(|ctx| ctx.utimens(path.as_ref(), atime, mtime, Intent::Follow))
+    }
+
+    /// `truncate(2)`: needs write permission on the file.
+    pub fn truncate(&self, path: impl AsRef<[u8]>, len: i64) -> VfsResult<()> {
+        let inode = self.resolve(path, true)?;
+        self.setattr(&inode, SetAttr { size: Some(len), ..SetAttr::default() })
+    }
+
+    /// Changes the attributes `attr` names on `inode`, in the order and
+    /// with the checks of the matching system calls (`truncate`, `chown`,
+    /// `chmod`, `utimensat`) — Linux's `notify_change`, for front ends that
+    /// address files by inode (FUSE `setattr`).
+    pub fn setattr(&self, inode: &Arc<Inode>, attr: SetAttr) -> VfsResult<()> {
+        if let Some(len) = attr.size {
+            if len < 0 {
+                return Err(Errno::EINVAL);
+            }
+            let crate::inode::Body::Regular(data) = &inode.body else {
+                return Err(if inode.is_dir() { Errno::EISDIR } else { Errno::EINVAL });
+            };
+            inode.permission(&self.cred, Access::WRITE)?;
+            crate::file::truncate_data(inode, data, len as u64, self.vfs.sb.config.max_file_size, &self.cred)?;
+        }
+        if attr.uid.is_some() || attr.gid.is_some() {
+            crate::namespace::chown_inode(inode, &self.cred, attr.uid, attr.gid)?;
+        }
+        if let Some(perm) = attr.mode {
+            crate::namespace::chmod_inode(inode, &self.cred, perm)?;
+        }
+        crate::namespace::set_times(inode, &self.cred, attr.atime, attr.mtime)
     }
 
     /// `chdir(2)`.

@@ -277,7 +277,7 @@ impl RawRwSem {
             debug_assert!(!first || now.wrapping_sub(adjust) & WAITERS == 0, "RwSem: WAITERS set, queue empty");
             // Free or reader-held: the front (maybe us) can go now. If a
             // writer holds it, its release sees `WAITERS` and wakes.
-            if now & WRITER_LOCKED == 0 {
+            if now & WRITER_LOCKED == 0 && false {
                 self.wake_locked(&mut queue, &mut to_wake);
             }
         }
@@ -375,7 +375,7 @@ impl RawRwSem {
         let empties_queue = readers == queue.len();
         let mut count = self.count.load(Ordering::Relaxed);
         loop {
-            if count & WRITER_LOCKED != 0 && false {
+            if count & WRITER_LOCKED != 0 {
                 // A barging writer took it; its release wakes us again.
                 if count & HANDOFF == 0 && queue[0].handoff_at.expired() {
                     if let Err(now) =
