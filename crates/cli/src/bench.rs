@@ -2,7 +2,7 @@
 //! reports each as a table row or a JSON object.
 
 use crate::harness::{run_cell, CellStats, RunPlan};
-use crate::workloads::{Params, Workload};
+use crate::workloads::{Params, Subject, Workload};
 use serde::Serialize;
 
 /// What to run: the command line of `bench`, validated.
@@ -39,6 +39,10 @@ pub struct CellReport {
     /// `--work-us`, for workloads that take it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub work_us: Option<u64>,
+    /// How the cells were run, when a reader should know (e.g. a host
+    /// driver that found no tmpfs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Throughput and per-op time.
     #[serde(flatten)]
     pub stats: CellStats,
@@ -50,40 +54,89 @@ pub struct CellReport {
 impl BenchRequest {
     /// Runs every cell, variant-major, calling `progress` before each.
     pub fn run(&self, mut progress: impl FnMut(&str, usize)) -> Vec<CellReport> {
-        let takes_hold = self.workload.takes_hold;
+        let hold = self.workload.takes_hold.then_some(self.params);
         let mut reports = Vec::new();
         for &variant in &self.variants {
             let subject = (self.workload.build)(variant, &self.params);
-            let first = reports.len();
-            for &threads in &self.threads {
-                progress(variant, threads);
-                let stats = run_cell(subject.as_ref(), threads, self.plan).stats();
-                reports.push(CellReport {
-                    workload: self.workload.name,
-                    variant,
-                    threads,
-                    runs: self.plan.runs,
-                    iterations: self.plan.iterations,
-                    hold_us: takes_hold.then_some(self.params.hold_us),
-                    work_us: takes_hold.then_some(self.params.work_us),
-                    stats,
-                    speedup: None,
-                });
-            }
-            let base = reports[first..].iter().find(|r| r.threads == 1).map(|r| r.stats.ops_per_sec.median);
-            for report in &mut reports[first..] {
-                report.speedup = base.map(|b| report.stats.ops_per_sec.median / b);
-            }
+            let cells = Cells { workload: self.workload.name, variant, hold, note: None };
+            reports.extend(cells.measure(subject.as_ref(), &self.threads, self.plan, &mut progress));
         }
         reports
     }
 }
 
-/// Renders reports as an aligned text table.
+/// The labels of one variant's cells: what [`Cells::measure`] stamps on
+/// every report, for vfscale workloads and host drivers alike.
+#[derive(Debug, Clone)]
+pub struct Cells {
+    /// Workload name.
+    pub workload: &'static str,
+    /// Variant name.
+    pub variant: &'static str,
+    /// `--hold-us` / `--work-us`, for workloads that take them.
+    pub hold: Option<Params>,
+    /// A remark on how the cells were run, copied into each report.
+    pub note: Option<String>,
+}
+
+impl Cells {
+    /// Runs `subject` at each thread count and reports every cell, with
+    /// the speedup against this variant's 1-thread cell when there is one.
+    pub fn measure(
+        &self,
+        subject: &dyn Subject,
+        threads: &[usize],
+        plan: RunPlan,
+        mut progress: impl FnMut(&str, usize),
+    ) -> Vec<CellReport> {
+        let mut reports: Vec<CellReport> = threads
+            .iter()
+            .map(|&threads| {
+                progress(self.variant, threads);
+                CellReport {
+                    workload: self.workload,
+                    variant: self.variant,
+                    threads,
+                    runs: plan.runs,
+                    iterations: plan.iterations,
+                    hold_us: self.hold.map(|p| p.hold_us),
+                    work_us: self.hold.map(|p| p.work_us),
+                    note: self.note.clone(),
+                    stats: run_cell(subject, threads, plan).stats(),
+                    speedup: None,
+                }
+            })
+            .collect();
+        let base = reports.iter().find(|r| r.threads == 1).map(|r| r.stats.ops_per_sec.median);
+        for report in &mut reports {
+            report.speedup = base.map(|b| report.stats.ops_per_sec.median / b);
+        }
+        reports
+    }
+}
+
+/// Renders reports as an aligned text table: for the lockperf analogs
+/// (seed 004) the per-run time in milliseconds, as the seed reports it.
 pub fn table(reports: &[CellReport]) -> String {
+    if !reports.is_empty() && reports.iter().all(|r| crate::workloads::locks::NAMES.contains(&r.workload)) {
+        return run_time_table(reports);
+    }
     let mut out = String::new();
-    let header =
-        ["variant", "threads", "median ops/s", "mean", "variance", "sigma", "min", "max", "ns/op", "S", "user s", "sys s"];
+    let header = [
+        "variant",
+        "threads",
+        "median ops/s",
+        "mean",
+        "95% CI",
+        "sigma",
+        "min",
+        "max",
+        "ns/op",
+        "S",
+        "fair",
+        "user s",
+        "sys s",
+    ];
     let mut rows = vec![header.map(String::from).to_vec()];
     for r in reports {
         let o = &r.stats.ops_per_sec;
@@ -92,12 +145,13 @@ pub fn table(reports: &[CellReport]) -> String {
             r.threads.to_string(),
             human(o.median),
             human(o.mean),
-            format!("{:.3e}", o.variance),
+            format!("{}-{}", human(o.ci95[0]), human(o.ci95[1])),
             human(o.sigma),
             human(o.min),
             human(o.max),
             format!("{:.1}", r.stats.per_op_ns.median),
             r.speedup.map_or("-".into(), |s| format!("{s:.2}")),
+            format!("{:.2}", r.stats.fairness.min_over_max),
             format!("{:.3}", r.stats.cpu_user_s.median),
             format!("{:.3}", r.stats.cpu_system_s.median),
         ]);
@@ -107,7 +161,65 @@ pub fn table(reports: &[CellReport]) -> String {
         let line: Vec<String> = row
             .iter()
             .enumerate()
-            .map(|(c, cell)| if c == 0 { format!("{cell:<w$}", w = widths[c]) } else { format!("{cell:>w$}", w = widths[c]) })
+            .map(
+                |(c, cell)| {
+                    if c == 0 {
+                        format!("{cell:<w$}", w = widths[c])
+                    } else {
+                        format!("{cell:>w$}", w = widths[c])
+                    }
+                },
+            )
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Seed 004's table: mean, variance, sigma, max and min of the wall time
+/// of one run (ms), and S2 = median throughput at 2 threads over 1.
+fn run_time_table(reports: &[CellReport]) -> String {
+    let header = ["variant", "threads", "mean ms", "variance", "sigma", "max", "min", "S", "S2"];
+    let mut rows = vec![header.map(String::from).to_vec()];
+    for r in reports {
+        let t = &r.stats.elapsed_s;
+        let s2 = reports
+            .iter()
+            .filter(|o| o.variant == r.variant && o.threads == 2)
+            .find_map(|o| o.speedup)
+            .map_or("-".into(), |s| format!("{s:.2}"));
+        rows.push(vec![
+            r.variant.to_string(),
+            r.threads.to_string(),
+            format!("{:.4}", t.mean * 1e3),
+            format!("{:.4}", t.variance * 1e6),
+            format!("{:.4}", t.sigma * 1e3),
+            format!("{:.4}", t.max * 1e3),
+            format!("{:.4}", t.min * 1e3),
+            r.speedup.map_or("-".into(), |s| format!("{s:.2}")),
+            s2,
+        ]);
+    }
+    align(rows)
+}
+
+fn align(rows: Vec<Vec<String>>) -> String {
+    let mut out = String::new();
+    let widths: Vec<usize> = (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(
+                |(c, cell)| {
+                    if c == 0 {
+                        format!("{cell:<w$}", w = widths[c])
+                    } else {
+                        format!("{cell:>w$}", w = widths[c])
+                    }
+                },
+            )
             .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
@@ -116,7 +228,7 @@ pub fn table(reports: &[CellReport]) -> String {
 }
 
 /// 12345678.0 -> "12.35M".
-fn human(v: f64) -> String {
+pub fn human(v: f64) -> String {
     let (scaled, unit) = match v.abs() {
         a if a >= 1e9 => (v / 1e9, "G"),
         a if a >= 1e6 => (v / 1e6, "M"),
@@ -173,7 +285,11 @@ mod tests {
         for key in ["workload", "variant", "threads", "runs", "iterations", "ops_per_sec", "per_op_ns", "speedup"] {
             assert!(cell.get(key).is_some(), "missing {key}");
         }
-        for key in ["median", "mean", "variance", "sigma", "min", "max"] {
+        for key in ["ops_per_sec_samples", "thread_per_op_us", "fairness", "elapsed_s", "cpu_user_s", "cpu_system_s"] {
+            assert!(cell.get(key).is_some(), "missing {key}");
+        }
+        assert_eq!(cell["ops_per_sec_samples"].as_array().unwrap().len(), 2);
+        for key in ["median", "mean", "variance", "sigma", "min", "max", "ci95"] {
             assert!(cell["ops_per_sec"].get(key).is_some(), "missing ops_per_sec.{key}");
             assert!(cell["per_op_ns"].get(key).is_some(), "missing per_op_ns.{key}");
         }

@@ -2,15 +2,19 @@
 //! of times, each run behind a real start barrier, after one warm-up run.
 //!
 //! A run spawns its threads, waits until all of them are parked on the
-//! barrier, takes the start time as they are released, and stops the clock
-//! when the last one has finished its iterations. Every thread does the same
-//! number of operations, so `ops_per_sec` is `threads * iterations / elapsed`
+//! barrier and releases them; its wall time runs from the first thread's
+//! start to the last thread's end, as the threads themselves saw them.
+//! Every thread does the same number of operations, so `ops_per_sec` is `threads * iterations / elapsed`
 //! (the aggregate of all threads) and `per_op_ns` is `elapsed / iterations`
 //! (the time one thread saw per operation, like sysfs_benchmark's "per").
+//! Each thread also times itself from its release to its last operation:
+//! those per-thread times give sysfs_benchmark's `concur:` lines, the
+//! per-op time distribution of the report, and the fairness figures (a
+//! thread that was starved finishes late).
 
 use crate::stats::Summary;
 use crate::workloads::Subject;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -34,6 +38,8 @@ pub struct CellRuns {
     pub elapsed: Vec<Duration>,
     /// CPU time the whole process spent in each measured run.
     pub cpu: Vec<CpuTime>,
+    /// Per measured run, each thread's time from its release to its end.
+    pub thread_elapsed: Vec<Vec<Duration>>,
 }
 
 /// User and system CPU time, from `getrusage(RUSAGE_SELF)`.
@@ -64,7 +70,7 @@ impl CpuTime {
 }
 
 /// A cell's runs reduced to the figures the table and JSON report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellStats {
     /// Aggregate operations per second over all threads.
     pub ops_per_sec: Summary,
@@ -76,6 +82,27 @@ pub struct CellStats {
     pub cpu_user_s: Summary,
     /// System CPU seconds per run (all threads).
     pub cpu_system_s: Summary,
+    /// The aggregate throughput of each measured run, in run order: the
+    /// samples the verdicts rank.
+    pub ops_per_sec_samples: Vec<f64>,
+    /// Microseconds per operation of every thread of every run (thread-major
+    /// within a run): the per-op time distribution.
+    pub thread_per_op_us: Vec<f64>,
+    /// How evenly the threads progressed.
+    pub fairness: Fairness,
+}
+
+/// Per-thread throughput extremes over all measured runs. Every thread does
+/// the same number of operations, so a starved thread shows up as a low rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Fairness {
+    /// Lowest operations per second of any one thread in any run.
+    pub min_thread_ops_per_sec: f64,
+    /// Highest operations per second of any one thread in any run.
+    pub max_thread_ops_per_sec: f64,
+    /// Median over runs of (slowest thread's rate / fastest thread's rate):
+    /// 1 is perfectly fair.
+    pub min_over_max: f64,
 }
 
 impl CellRuns {
@@ -88,12 +115,30 @@ impl CellRuns {
         let summary = |values: &[f64]| Summary::of(values).expect("runs >= 1 and finite times");
         let user: Vec<f64> = self.cpu.iter().map(|c| c.user).collect();
         let system: Vec<f64> = self.cpu.iter().map(|c| c.system).collect();
+        let iterations = self.iterations as f64;
+        let thread_secs = |run: &Vec<Duration>| -> Vec<f64> { run.iter().map(|d| d.as_secs_f64().max(1e-9)).collect() };
+        let thread_per_op_us =
+            self.thread_elapsed.iter().flat_map(thread_secs).map(|s| s * 1e6 / iterations).collect::<Vec<_>>();
+        let rates: Vec<Vec<f64>> =
+            self.thread_elapsed.iter().map(|run| thread_secs(run).iter().map(|s| iterations / s).collect()).collect();
+        let all_rates = || rates.iter().flatten().copied();
+        let ratios: Vec<f64> = rates
+            .iter()
+            .map(|run| run.iter().copied().fold(f64::INFINITY, f64::min) / run.iter().copied().fold(0.0, f64::max))
+            .collect();
         CellStats {
             ops_per_sec: summary(&ops),
             per_op_ns: summary(&per_op),
             elapsed_s: summary(&secs),
             cpu_user_s: summary(&user),
             cpu_system_s: summary(&system),
+            ops_per_sec_samples: ops,
+            thread_per_op_us,
+            fairness: Fairness {
+                min_thread_ops_per_sec: all_rates().fold(f64::INFINITY, f64::min),
+                max_thread_ops_per_sec: all_rates().fold(0.0, f64::max),
+                min_over_max: crate::stats::median(&ratios).expect("runs >= 1"),
+            },
         }
     }
 }
@@ -103,11 +148,30 @@ impl CellRuns {
 pub fn run_cell(subject: &dyn Subject, threads: usize, plan: RunPlan) -> CellRuns {
     assert!(threads > 0 && plan.runs > 0 && plan.iterations > 0, "validated by the caller");
     one_run(subject, threads, (plan.iterations / 10).max(1));
-    let (elapsed, cpu) = (0..plan.runs).map(|_| one_run(subject, threads, plan.iterations)).unzip();
-    CellRuns { threads, iterations: plan.iterations, elapsed, cpu }
+    let mut runs = CellRuns {
+        threads,
+        iterations: plan.iterations,
+        elapsed: Vec::new(),
+        cpu: Vec::new(),
+        thread_elapsed: Vec::new(),
+    };
+    for _ in 0..plan.runs {
+        let run = one_run(subject, threads, plan.iterations);
+        runs.elapsed.push(run.elapsed);
+        runs.cpu.push(run.cpu);
+        runs.thread_elapsed.push(run.threads);
+    }
+    runs
 }
 
-fn one_run(subject: &dyn Subject, threads: usize, iterations: u64) -> (Duration, CpuTime) {
+/// What one run measured.
+struct OneRun {
+    elapsed: Duration,
+    cpu: CpuTime,
+    threads: Vec<Duration>,
+}
+
+fn one_run(subject: &dyn Subject, threads: usize, iterations: u64) -> OneRun {
     subject.prepare_run(threads);
     let barrier = Barrier::new(threads + 1);
     std::thread::scope(|scope| {
@@ -116,19 +180,29 @@ fn one_run(subject: &dyn Subject, threads: usize, iterations: u64) -> (Duration,
                 let barrier = &barrier;
                 scope.spawn(move || {
                     barrier.wait();
+                    let start = Instant::now();
                     subject.run_thread(thread, iterations);
+                    (start, Instant::now())
                 })
             })
             .collect();
-        barrier.wait();
-        let start = Instant::now();
+        // The workers are parked, so CPU time from here on is the run's; the
+        // wall clock comes from the workers themselves, because on a busy
+        // machine they may finish before this thread is scheduled again.
         let cpu_start = CpuTime::now();
-        for worker in workers {
-            if let Err(panic) = worker.join() {
-                std::panic::resume_unwind(panic);
-            }
+        barrier.wait();
+        let spans: Vec<(Instant, Instant)> = workers
+            .into_iter()
+            .map(|worker| worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect();
+        let cpu = CpuTime::now().since(cpu_start);
+        let first_start = spans.iter().map(|s| s.0).min().expect("threads > 0");
+        let last_end = spans.iter().map(|s| s.1).max().expect("threads > 0");
+        OneRun {
+            elapsed: last_end - first_start,
+            cpu,
+            threads: spans.iter().map(|(start, end)| *end - *start).collect(),
         }
-        (start.elapsed(), CpuTime::now().since(cpu_start))
     })
 }
 
@@ -156,6 +230,8 @@ mod tests {
         let subject = Counting { ops: AtomicU64::new(0), runs: AtomicU64::new(0) };
         let runs = run_cell(&subject, 3, RunPlan { runs: 4, iterations: 100 });
         assert_eq!(runs.elapsed.len(), 4);
+        assert_eq!(runs.thread_elapsed.len(), 4);
+        assert!(runs.thread_elapsed.iter().all(|run| run.len() == 3));
         // 3 threads x (10 warm-up + 4 x 100 measured).
         assert_eq!(subject.ops.load(Ordering::Relaxed), 3 * (10 + 400));
         assert_eq!(subject.runs.load(Ordering::Relaxed), 5);
@@ -168,6 +244,10 @@ mod tests {
             iterations: 1000,
             elapsed: vec![Duration::from_millis(1), Duration::from_millis(2)],
             cpu: vec![CpuTime { user: 0.5, system: 0.25 }, CpuTime { user: 1.5, system: 0.75 }],
+            thread_elapsed: vec![
+                vec![Duration::from_millis(1), Duration::from_micros(500)],
+                vec![Duration::from_millis(2), Duration::from_millis(2)],
+            ],
         };
         let stats = runs.stats();
         assert_eq!(stats.ops_per_sec.max, 2000.0 / 0.001);
@@ -177,6 +257,12 @@ mod tests {
         assert_eq!(stats.cpu_user_s.mean, 1.0);
         assert_eq!(stats.cpu_system_s.mean, 0.5);
         assert_eq!(stats.elapsed_s.max, 0.002);
+        assert_eq!(stats.ops_per_sec_samples, vec![2000.0 / 0.001, 2000.0 / 0.002]);
+        assert_eq!(stats.thread_per_op_us, vec![1.0, 0.5, 2.0, 2.0]);
+        assert_eq!(stats.fairness.min_thread_ops_per_sec, 1000.0 / 0.002);
+        assert_eq!(stats.fairness.max_thread_ops_per_sec, 1000.0 / 0.0005);
+        // Run 1: 0.5 (one thread twice as fast); run 2: 1.0; median 0.75.
+        assert_eq!(stats.fairness.min_over_max, 0.75);
     }
 
     #[test]

@@ -2,13 +2,21 @@
 //! and reproductions of the five seed experiments.
 
 mod bench;
+mod compare;
 mod harness;
+mod host;
+mod machine;
+mod mount;
+mod report;
+mod reproduce;
 mod stats;
 mod workloads;
 
-use bench::{BenchRequest, CellReport};
+use bench::{BenchRequest, Cells};
 use clap::{Args, Parser, Subcommand};
 use harness::RunPlan;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use workloads::Params;
 
@@ -23,8 +31,16 @@ struct Cli {
 enum Command {
     /// Run one workload's variants at several thread counts.
     Bench(BenchArgs),
-    /// Run the seed experiments with built-in defaults.
+    /// Run the seed experiments with built-in defaults, host kernel beside.
     Reproduce(ReproduceArgs),
+    /// Run a host-kernel driver (real sysfs, tmpfs, /proc, locks) like `bench`.
+    Host(BenchArgs),
+    /// Judge run B against run A (JSON of reproduce, bench or host).
+    Compare(CompareArgs),
+    /// Mount an in-memory VFS on an empty directory (FUSE) until Ctrl-C or `vfscale umount`.
+    Mount(mount::MountArgs),
+    /// Unmount a `vfscale mount`.
+    Umount(mount::UmountArgs),
 }
 
 #[derive(Debug, Args)]
@@ -60,9 +76,28 @@ struct BenchArgs {
 
 #[derive(Debug, Args)]
 struct ReproduceArgs {
-    /// Fewer runs and iterations (about a minute).
+    /// Experiments to run [default: all]: kernfs, inode-list, rwsem, proc, locks.
+    experiments: Vec<String>,
+    /// Fewer runs and a fifth of the iterations (about a minute).
     #[arg(long)]
     quick: bool,
+    /// Also write every cell and verdict, with machine facts, to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Also write an HTML report with SVG charts into DIR.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Thread counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,16")]
+    threads: Vec<usize>,
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
+    /// The baseline run.
+    a: PathBuf,
+    /// The run judged against it.
+    b: PathBuf,
 }
 
 fn main() -> ExitCode {
@@ -70,6 +105,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench_command(args),
         Command::Reproduce(args) => reproduce_command(args),
+        Command::Host(args) => host_command(args),
+        Command::Compare(args) => compare::load(&args.a).and_then(|a| {
+            let b = compare::load(&args.b)?;
+            print!("{}", compare::render(&a, &b, &args.a.display().to_string(), &args.b.display().to_string()));
+            Ok(())
+        }),
+        Command::Mount(args) => mount::mount_command(args),
+        Command::Umount(args) => mount::umount_command(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -116,17 +159,16 @@ fn bench_request(args: &BenchArgs) -> Result<BenchRequest, String> {
             .iter()
             .map(|v| {
                 workload.variants.iter().copied().find(|known| known == v).ok_or_else(|| {
-                    format!("workload {} has no variant '{v}' (it has: {})", workload.name, workload.variants.join(", "))
+                    format!(
+                        "workload {} has no variant '{v}' (it has: {})",
+                        workload.name,
+                        workload.variants.join(", ")
+                    )
                 })
             })
             .collect::<Result<_, _>>()?
     };
-    if args.threads.is_empty() || args.threads.contains(&0) {
-        return Err("--threads needs positive thread counts, e.g. --threads 1,2,16".into());
-    }
-    if args.runs == 0 {
-        return Err("--runs must be at least 1".into());
-    }
+    check_plan(&args.threads, args.runs)?;
     if !workload.takes_hold && (args.hold_us.is_some() || args.work_us.is_some()) {
         return Err(format!("--hold-us and --work-us apply to prim-mprotect, not {}", workload.name));
     }
@@ -136,7 +178,13 @@ fn bench_request(args: &BenchArgs) -> Result<BenchRequest, String> {
     if iterations == 0 {
         return Err("--iterations must be at least 1".into());
     }
-    Ok(BenchRequest { workload, variants, threads: args.threads.clone(), plan: RunPlan { runs: args.runs, iterations }, params })
+    Ok(BenchRequest {
+        workload,
+        variants,
+        threads: args.threads.clone(),
+        plan: RunPlan { runs: args.runs, iterations },
+        params,
+    })
 }
 
 fn describe(request: &BenchRequest) -> String {
@@ -151,32 +199,128 @@ fn describe(request: &BenchRequest) -> String {
     )
 }
 
-/// Until the seed experiments land, `reproduce` runs the primitive
-/// benchmarks that underlie them.
+fn host_command(args: BenchArgs) -> Result<(), String> {
+    if args.list {
+        for driver in host::all() {
+            println!("{:<14} {}", driver.name, driver.about);
+        }
+        return Ok(());
+    }
+    let name = args.workload.as_deref().unwrap_or_default();
+    let driver =
+        host::find(name).ok_or_else(|| format!("no host driver '{name}' (`vfscale host --list` lists them)"))?;
+    if args.variant.iter().any(|v| v != host::VARIANT) {
+        return Err(format!("host drivers have one variant, '{}'", host::VARIANT));
+    }
+    if args.hold_us.is_some() || args.work_us.is_some() {
+        return Err("--hold-us and --work-us apply to vfscale's prim-mprotect, not to host drivers".into());
+    }
+    check_plan(&args.threads, args.runs)?;
+    let iterations = args.iterations.unwrap_or(driver.default_iterations);
+    if iterations == 0 {
+        return Err("--iterations must be at least 1".into());
+    }
+    let built = match driver.probe() {
+        Ok(built) => built,
+        Err(reason) => {
+            eprintln!("host {name}: skipped: {reason}");
+            return Ok(());
+        }
+    };
+    let cells = Cells { workload: driver.name, variant: host::VARIANT, hold: None, note: built.note };
+    let plan = RunPlan { runs: args.runs, iterations };
+    let reports = host::quietly(|| {
+        cells.measure(built.subject.as_ref(), &args.threads, plan, |_, t| eprintln!("[host {name}] x{t}"))
+    })
+    .map_err(|reason| format!("host {name} failed: {reason}"))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports).map_err(|e| e.to_string())?);
+    } else {
+        println!(
+            "host {name}: {}; {iterations} iterations per thread, {} runs per cell after a warm-up",
+            driver.about, args.runs
+        );
+        print!("{}", bench::table(&reports));
+        if let Some(note) = &cells.note {
+            println!("note: {note}");
+        }
+    }
+    Ok(())
+}
+
+fn check_plan(threads: &[usize], runs: usize) -> Result<(), String> {
+    if threads.is_empty() || threads.contains(&0) {
+        return Err("--threads needs positive thread counts, e.g. --threads 1,2,16".into());
+    }
+    if runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+    Ok(())
+}
+
 fn reproduce_command(args: ReproduceArgs) -> Result<(), String> {
-    let (runs, scale) = if args.quick { (2, 10) } else { (5, 1) };
-    let mut sections: Vec<(String, Vec<CellReport>)> = Vec::new();
-    let cases: [(&str, Option<u64>); 5] =
-        [("prim-list", None), ("prim-read", None), ("prim-lockref", None), ("prim-mprotect", Some(1)), ("prim-mprotect", Some(100))];
+    let experiments: Vec<&reproduce::Experiment> = if args.experiments.is_empty() {
+        reproduce::EXPERIMENTS.iter().collect()
+    } else {
+        args.experiments
+            .iter()
+            .map(|name| {
+                reproduce::find(name).ok_or_else(|| {
+                    let known: Vec<_> = reproduce::EXPERIMENTS.iter().map(|e| e.name).collect();
+                    format!("no experiment '{name}' (there are: {})", known.join(", "))
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    check_plan(&args.threads, 1)?;
+    let options = reproduce::Options { quick: args.quick, threads: args.threads.clone() };
+    let machine = machine::Machine::this();
+    println!(
+        "vfscale {} reproduce on {}, {} CPUs ({}): {} runs per cell after a warm-up, threads {}",
+        env!("CARGO_PKG_VERSION"),
+        machine.kernel,
+        machine.cpus,
+        machine.cpu_model,
+        options.runs(),
+        options.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",")
+    );
     if args.quick {
-        println!("--quick: {runs} runs per cell and a tenth of the iterations; figures are noisier");
+        println!("--quick: {} runs per cell and a fifth of the iterations; figures are noisier", options.runs());
     }
-    for (name, hold_us) in cases {
-        let workload = workloads::find(name).expect("built-in workload");
-        let params = hold_us.map_or_else(Params::default, |h| Params { hold_us: h, work_us: h });
-        let iterations = ((workload.default_iterations)(&params) / scale).max(10);
-        let request = BenchRequest {
-            workload,
-            variants: workload.variants.to_vec(),
-            threads: vec![1, 2, 16],
-            plan: RunPlan { runs, iterations },
-            params,
-        };
-        let reports = request.run(|variant, threads| eprintln!("[{name}] {variant} x{threads}"));
-        sections.push((describe(&request), reports));
+    let bar = ProgressBar::new(reproduce::cell_count(&experiments, &options) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} cells  {msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    let mut results = Vec::new();
+    for experiment in experiments {
+        let result = reproduce::run(experiment, &options, &mut |what: &str| {
+            bar.set_message(what.to_string());
+            bar.inc(1);
+        });
+        let text = reproduce::render(experiment, &result, &options);
+        bar.suspend(|| print!("{text}"));
+        results.push(result);
     }
-    for (heading, reports) in sections {
-        println!("\n{heading}{}", bench::table(&reports));
+    bar.finish_and_clear();
+    print!("{}", reproduce::summary(&results));
+    let reproduction = reproduce::Reproduction {
+        vfscale_version: env!("CARGO_PKG_VERSION"),
+        machine,
+        quick: args.quick,
+        runs: options.runs(),
+        threads: options.threads,
+        experiments: results,
+    };
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&reproduction).map_err(|e| e.to_string())?;
+        std::fs::write(path, json + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("JSON: {}", path.display());
+    }
+    if let Some(dir) = &args.report {
+        let index = report::write(&reproduction, dir)?;
+        println!("report: {}", index.display());
     }
     Ok(())
 }

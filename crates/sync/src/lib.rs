@@ -10,6 +10,7 @@
 //! | [`SeqCount`], [`SeqLock`] | `seqcount_t`, `seqlock_t` | [`seqcount`] |
 //! | [`LockRef`] | `struct lockref` (`lib/lockref.c`) | [`lockref`] |
 //! | [`spin::TasLock`], [`spin::TicketLock`], [`spin::McsLock`] | `arch_spinlock_t`, qspinlock | [`spin`] |
+//! | [`audit`] counts | sv6's conflict-free check | [`audit`] |
 //! | [`PerCpuList`], [`GlobalList`] | `lib/dlock-list.c`, `s_inode_list_lock` | [`dlock_list`] |
 //! | [`LgLock`] | `lglock` (3.13-4.8) | [`lglock`] |
 //! | [`PerCpuRwSem`] | `percpu_rw_semaphore` | [`percpu_rwsem`] |
@@ -32,3 +33,10 @@ pub mod percpu_rwsem;
 pub mod rwsem;
 pub mod seqcount;
 pub mod spin;
+
+pub use dlock_list::{ConcurrentList, GlobalList, ListHandle, PerCpuList};
+pub use lglock::{LgLock, LgPerCpu};
+pub use lockref::LockRef;
+pub use percpu_rwsem::PerCpuRwSem;
+pub use rwsem::{RwSem, SpinPolicy};
+pub use seqcount::{SeqCount, SeqLock};

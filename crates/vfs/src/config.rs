@@ -44,6 +44,22 @@ pub enum InodeListKind {
     Global,
 }
 
+/// Which system-wide file-lock list (`file_lock_list`, for `/proc/locks`)
+/// and which lock over the wait-for graph (seed 004, kernel-notes §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockListKind {
+    /// Per-CPU lists whose inserts and deletes take a per-CPU rwsem for
+    /// read and `/proc/locks` takes it for write (Linux 4.9+).
+    PerCpuRwSem,
+    /// Per-CPU lists under an lglock of test-and-set spinlocks (3.13-4.8).
+    LgLockTas,
+    /// Per-CPU lists under an lglock of queued (MCS) spinlocks.
+    LgLockQueued,
+    /// One global lock over the list, the wait-for graph and every
+    /// per-inode lock list (`file_lock_lock` before 3.13).
+    GlobalLock,
+}
+
 /// Every design choice and limit of a VFS instance.
 ///
 /// ```
@@ -68,6 +84,8 @@ pub struct VfsConfig {
     pub dcache_buckets: usize,
     /// Largest regular file, in bytes; writes beyond it fail with EFBIG.
     pub max_file_size: u64,
+    /// File-lock list design.
+    pub lock_list: LockListKind,
 }
 
 impl Default for VfsConfig {
@@ -82,6 +100,7 @@ impl Default for VfsConfig {
             max_negative_dentries: 64 * 1024,
             dcache_buckets: 1 << 16,
             max_file_size: 1 << 30,
+            lock_list: LockListKind::PerCpuRwSem,
         }
     }
 }

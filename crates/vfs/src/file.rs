@@ -9,6 +9,7 @@
 //! description are atomic with respect to each other, as Linux's
 //! `f_pos_lock` makes them.
 
+use crate::backend::{BackedFile, Backend};
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
 use crate::inode::{Body, FileType, Inode, Stat};
@@ -138,12 +139,23 @@ enum DirPos {
 /// An open file description.
 pub struct OpenFile {
     inode: Arc<Inode>,
+    /// The backend's open file, for files a backend serves.
+    backed: Option<Box<dyn BackedFile>>,
+    /// The superblock's backend, which lists backed directories.
+    backend: Option<Arc<dyn Backend>>,
     flags: OpenFlags,
     readable: bool,
     writable: bool,
     offset: Mutex<u64>,
     dir_pos: Mutex<DirPos>,
     max_file_size: u64,
+}
+
+impl Drop for OpenFile {
+    /// The last reference went: its flock and OFD locks and its lease go.
+    fn drop(&mut self) {
+        crate::locks::file_released(self);
+    }
 }
 
 impl fmt::Debug for OpenFile {
@@ -153,16 +165,31 @@ impl fmt::Debug for OpenFile {
 }
 
 impl OpenFile {
-    pub(crate) fn new(inode: Arc<Inode>, flags: OpenFlags, max_file_size: u64) -> OpenFile {
-        OpenFile {
+    pub(crate) fn new(
+        inode: Arc<Inode>,
+        flags: OpenFlags,
+        max_file_size: u64,
+        backend: Option<Arc<dyn Backend>>,
+        backed: Option<Box<dyn BackedFile>>,
+    ) -> OpenFile {
+        let file = OpenFile {
             inode,
+            backed,
+            backend,
             flags,
             readable: flags.may_read(),
             writable: flags.may_write(),
             offset: Mutex::new(0),
             dir_pos: Mutex::new(DirPos::Dot),
             max_file_size,
-        }
+        };
+        crate::locks::file_opened(&file);
+        file
+    }
+
+    /// The current offset (`SEEK_CUR` of a lock request).
+    pub(crate) fn position(&self) -> u64 {
+        *lock(&self.offset)
     }
 
     /// The inode this description refers to.
@@ -189,7 +216,7 @@ impl OpenFile {
         match &self.inode.body {
             Body::Regular(data) => Ok(data),
             Body::Directory(_) => Err(Errno::EISDIR),
-            Body::Symlink(_) => Err(Errno::EINVAL),
+            Body::Symlink(_) | Body::Backed => Err(Errno::EINVAL),
         }
     }
 
@@ -205,6 +232,9 @@ impl OpenFile {
     pub fn pread(&self, buf: &mut [u8], offset: u64) -> VfsResult<usize> {
         if !self.readable {
             return Err(Errno::EBADF);
+        }
+        if let Some(backed) = &self.backed {
+            return backed.read(buf, offset);
         }
         let data = self.data()?.read();
         let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
@@ -244,6 +274,10 @@ impl OpenFile {
     fn write_at(&self, buf: &[u8], offset: u64, cred: &Credentials) -> VfsResult<(usize, u64)> {
         if !self.writable {
             return Err(Errno::EBADF);
+        }
+        if let Some(backed) = &self.backed {
+            let n = backed.write(buf, offset)?;
+            return Ok((n, offset + n as u64));
         }
         let mut data = self.data()?.write();
         if buf.is_empty() {
@@ -331,6 +365,20 @@ impl OpenFile {
                     let parent = dir.parent(&guard).map_or(self.inode.ino(), |p| p.ino());
                     out.push(DirEntry { name: b"..".to_vec(), ino: parent, file_type: FileType::Directory });
                     *pos = DirPos::After(None);
+                }
+                DirPos::After(last) if self.backend.is_some() => {
+                    let backend = self.backend.as_ref().expect("matched above");
+                    let entries = backend.readdir(&self.inode)?;
+                    let start = match last {
+                        None => 0,
+                        Some(last) => entries.partition_point(|e| e.name.as_slice() <= &**last),
+                    };
+                    let batch: Vec<DirEntry> = entries.into_iter().skip(start).take(max - out.len()).collect();
+                    match batch.last() {
+                        Some(e) => *pos = DirPos::After(Some(e.name.clone().into_boxed_slice())),
+                        None => break,
+                    }
+                    out.extend(batch);
                 }
                 DirPos::After(last) => {
                     let children = dir.children.read();

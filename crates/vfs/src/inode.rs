@@ -7,12 +7,13 @@
 //! inode list (a [`ConcurrentList`]) from creation until it is dropped.
 
 use crate::dentry::Dentry;
-use crate::reclaim::Reclaim;
 use crate::errno::{Errno, VfsResult};
-use crate::mode::{S_IFDIR, S_IFLNK, S_IFREG, S_IXUGO};
+use crate::mode::{S_IFDIR, S_IFLNK, S_IFREG};
+use crate::reclaim::Reclaim;
 use crate::time::Timespec;
 use bytemuck::{Pod, Zeroable};
 use crossbeam_epoch::{Atomic, Guard, Owned};
+use std::any::Any;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -103,6 +104,8 @@ pub(crate) enum Body {
     Regular(RwSem<Vec<u8>>),
     Symlink(Box<[u8]>),
     Directory(Directory),
+    /// A regular file whose contents the superblock's backend serves.
+    Backed,
 }
 
 /// The registry of live inodes: the superblock's inode list.
@@ -140,6 +143,9 @@ pub struct Inode {
     pub(crate) body: Body,
     registry: Arc<InodeRegistry>,
     list_handle: OnceLock<ListHandle>,
+    private: Option<Arc<dyn Any + Send + Sync>>,
+    /// File locks and open counts (`i_flctx`, `i_readcount`, `i_writecount`).
+    pub(crate) locks: crate::locks::InodeLocks,
 }
 
 impl fmt::Debug for Inode {
@@ -174,12 +180,23 @@ pub(crate) struct NewInode {
     pub gid: u32,
     pub parent: Option<Arc<Inode>>,
     pub symlink_target: Box<[u8]>,
+    /// Backend data (Linux `i_private`); a regular file with some is
+    /// served by the backend.
+    pub private: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl NewInode {
+    /// A plain inode of `file_type`, owned by root.
+    pub fn of(file_type: FileType, perm: u32) -> NewInode {
+        NewInode { file_type, perm, uid: 0, gid: 0, parent: None, symlink_target: Box::default(), private: None }
+    }
 }
 
 impl Inode {
     pub(crate) fn new(registry: &Arc<InodeRegistry>, spec: NewInode) -> Arc<Inode> {
         let now = Timespec::now();
         let (body, nlink, size) = match spec.file_type {
+            FileType::Regular if spec.private.is_some() => (Body::Backed, 1, 0),
             FileType::Regular => (Body::Regular(RwSem::new(Vec::new(), SpinPolicy::Adaptive)), 1, 0),
             FileType::Symlink => {
                 let len = spec.symlink_target.len() as u64;
@@ -213,6 +230,8 @@ impl Inode {
             body,
             registry: Arc::clone(registry),
             list_handle: OnceLock::new(),
+            locks: crate::locks::InodeLocks::default(),
+            private: spec.private,
         });
         let handle = registry.list.add(Arc::downgrade(&inode));
         inode.list_handle.set(handle).expect("a new inode is listed once");
@@ -227,10 +246,15 @@ impl Inode {
     /// The type, which never changes.
     pub fn file_type(&self) -> FileType {
         match self.body {
-            Body::Regular(_) => FileType::Regular,
+            Body::Regular(_) | Body::Backed => FileType::Regular,
             Body::Symlink(_) => FileType::Symlink,
             Body::Directory(_) => FileType::Directory,
         }
+    }
+
+    /// The backend's data for this inode, if it is of type `T`.
+    pub(crate) fn private<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.private.as_deref()?.downcast_ref()
     }
 
     pub(crate) fn attrs(&self) -> Attrs {
@@ -291,10 +315,18 @@ impl Inode {
     /// directory everyone may search is decided from one load of the mode,
     /// the fast path Linux takes before `generic_permission`.
     pub(crate) fn may_search(&self, cred: &crate::Credentials) -> VfsResult<()> {
-        if self.mode.load(Ordering::Acquire) & S_IXUGO == S_IXUGO {
+        self.permission_fast(cred, crate::cred::Access::EXEC)
+    }
+
+    /// [`permission`](Self::permission) that first checks, with one load
+    /// of the mode, whether every class (owner, group, other) has all of
+    /// `mask`: then anyone may, whichever class the caller falls in.
+    pub(crate) fn permission_fast(&self, cred: &crate::Credentials, mask: crate::cred::Access) -> VfsResult<()> {
+        let all_classes = mask.bits() * 0o111;
+        if self.mode.load(Ordering::Acquire) & all_classes == all_classes {
             return Ok(());
         }
-        self.permission(cred, crate::cred::Access::EXEC)
+        self.permission(cred, mask)
     }
 
     pub(crate) fn touch(&self, mtime: bool, ctime: bool) {

@@ -36,24 +36,31 @@
 //! | `namei` | rcu-walk and ref-walk | `fs/namei.c` |
 //! | `namespace` | mkdir, unlink, rename, ... | `fs/namei.c`, `fs/libfs.c` |
 //! | [`inode`] | inodes and attributes | `fs/inode.c` |
-//! | [`file`] | open file descriptions | `fs/read_write.c`, `fs/open.c` |
+//! | [`file`](mod@file) | open file descriptions | `fs/read_write.c`, `fs/open.c` |
 //! | [`process`] | credentials, cwd, descriptor table | `fs/file.c` |
+//! | [`kernfs`] | sysfs-like attribute trees | `fs/kernfs/` |
+//! | [`procfs`] | a task table as `/proc` | `fs/proc/base.c` |
+//! | [`locks`] | flock, POSIX and OFD record locks, leases | `fs/locks.c` |
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod backend;
 pub mod config;
 pub mod cred;
 mod dcache;
 mod dentry;
+mod dirlock;
 pub mod errno;
 pub mod file;
 pub mod inode;
-mod locks;
+pub mod kernfs;
+pub mod locks;
 pub mod mode;
 mod namei;
 mod namespace;
 pub mod path;
 pub mod process;
+pub mod procfs;
 mod reclaim;
 mod superblock;
 pub mod time;
@@ -75,6 +82,7 @@ use superblock::SuperBlock;
 #[derive(Debug, Clone)]
 pub struct Vfs {
     sb: Arc<SuperBlock>,
+    locks: Arc<locks::LockManager>,
 }
 
 impl Default for Vfs {
@@ -100,12 +108,29 @@ pub struct FsStats {
 impl Vfs {
     /// A new, empty filesystem (a root directory owned by root, mode 0755).
     pub fn new(config: VfsConfig) -> Vfs {
-        Vfs { sb: Arc::new(SuperBlock::new(config)) }
+        Vfs { sb: Arc::new(SuperBlock::new(config)), locks: Arc::new(locks::LockManager::new(config.lock_list)) }
+    }
+
+    /// A filesystem whose contents `make_backend` provides (kernfs, procfs).
+    pub(crate) fn with_backend(
+        config: VfsConfig,
+        make_backend: impl FnOnce(&Arc<inode::InodeRegistry>, &Arc<inode::Inode>) -> Arc<dyn backend::Backend>,
+    ) -> Vfs {
+        Vfs {
+            sb: Arc::new(SuperBlock::with_backend(config, |registry, root| Some(make_backend(registry, root)))),
+            locks: Arc::new(locks::LockManager::new(config.lock_list)),
+        }
     }
 
     /// The design variants and limits it was built with.
     pub fn config(&self) -> &VfsConfig {
         &self.sb.config
+    }
+
+    /// The file-lock state shared by all inodes: the system-wide lock list
+    /// (`/proc/locks`), the wait-for graph and the lease-break time.
+    pub fn locks(&self) -> &Arc<locks::LockManager> {
+        &self.locks
     }
 
     /// A process with these credentials, its working directory the root.

@@ -21,6 +21,7 @@
 //! Both modes share one driver ([`drive`]) over the [`Walker`] trait: the
 //! modes differ only in how a position is held and how one step is taken.
 
+use crate::backend::Revalidate;
 use crate::dcache::Dcache;
 use crate::dentry::{Dentry, DentryRef};
 use crate::errno::{Errno, VfsResult};
@@ -127,9 +128,8 @@ impl<'p> Cursor<'p> {
                 *pos += 1;
             }
             if *pos == buf.len() {
-                if self.links.pop().is_none() {
-                    return None;
-                }
+                // The path itself is exhausted when no link body is left.
+                self.links.pop()?;
                 continue;
             }
             let start = *pos;
@@ -258,25 +258,19 @@ impl<'g> Walker for RcuWalker<'g> {
     }
 
     fn may_search(&mut self, pos: &&'g Arc<Inode>) -> Result<(), Stop> {
-        Ok(pos.may_search(self.cred)?)
+        Ok(self.sb.may_search(pos, self.cred, true).ok_or(Stop::Fallback)??)
     }
 
     fn child(&mut self, pos: &&'g Arc<Inode>, name: &[u8]) -> Result<Option<&'g Arc<Inode>>, Stop> {
-        let dir = pos.dir()?;
         let dentry: &'g Dentry = self.sb.dcache.lookup(pos.ino(), name, self.guard).ok_or(Stop::Fallback)?;
         let seq = dentry.seq.read_begin();
-        if dentry.is_unhashed() {
+        if dentry.is_unhashed() || self.sb.revalidate(pos, dentry, true) != Revalidate::Valid {
             return Err(Stop::Fallback);
         }
-        let found = match &dentry.inode {
-            Some(inode) => Some(inode),
-            None if dentry.neg_rev == dir.rev() => None,
-            None => return Err(Stop::Fallback),
-        };
         if dentry.seq.read_retry(seq) {
             return Err(Stop::Fallback);
         }
-        Ok(found)
+        Ok(dentry.inode.as_ref())
     }
 }
 
@@ -325,7 +319,8 @@ impl Walker for RefWalker<'_> {
 
     fn may_search(&mut self, pos: &RefPos) -> Result<(), Stop> {
         let _step = self.sb.dir_locks.step();
-        Ok(pos.inode.may_search(self.cred)?)
+        let decided = self.sb.may_search(&pos.inode, self.cred, false);
+        Ok(decided.expect("ref-walk permission always decides")?)
     }
 
     fn child(&mut self, pos: &RefPos, name: &[u8]) -> Result<Option<RefPos>, Stop> {
@@ -334,6 +329,19 @@ impl Walker for RefWalker<'_> {
             return Ok(found);
         }
         let locked = self.sb.dir_locks.read(dir);
+        if let Some(backend) = &self.sb.backend {
+            return match backend.lookup(&pos.inode, name)? {
+                Some(inode) => {
+                    let dentry = Dentry::new(pos.inode.ino(), name, Some(get_inode(&inode)), 0);
+                    self.sb.dcache.insert(Arc::clone(&dentry), &crossbeam_epoch::pin());
+                    Ok(Some(RefPos { inode, _dentry: DentryRef::try_get(dentry) }))
+                }
+                None => {
+                    self.sb.cache_negative(&pos.inode, name);
+                    Ok(None)
+                }
+            };
+        }
         if let Some(dentry) = locked.children.get(name) {
             let inode = get_inode(dentry.inode.as_ref().expect("children are positive"));
             return Ok(Some(RefPos { inode, _dentry: DentryRef::try_get(Arc::clone(dentry)) }));
@@ -349,7 +357,6 @@ impl RefWalker<'_> {
     /// The dcache's answer, with a reference taken, when it has a valid one.
     fn cached_child(&self, pos: &RefPos, name: &[u8]) -> Option<Option<RefPos>> {
         let _revalidate = self.sb.dir_locks.step();
-        let dir = pos.inode.dir().ok()?;
         let guard = crossbeam_epoch::pin();
         let dentry = Dcache::to_arc(self.sb.dcache.lookup(pos.inode.ino(), name, &guard)?);
         let counted = DentryRef::try_get(dentry)?;
@@ -357,11 +364,13 @@ impl RefWalker<'_> {
         if dentry.is_unhashed() {
             return None;
         }
-        match &dentry.inode {
-            Some(inode) => Some(Some(RefPos { inode: get_inode(inode), _dentry: Some(counted) })),
-            None if dentry.neg_rev == dir.rev() => Some(None),
-            None => None,
+        if self.sb.revalidate(&pos.inode, dentry, false) != Revalidate::Valid {
+            // Linux `d_invalidate`: the stale entry leaves the cache.
+            self.sb.dcache.remove(dentry, &guard);
+            return None;
         }
+        let inode = dentry.inode.as_ref().map(get_inode);
+        Some(inode.map(|inode| RefPos { inode, _dentry: Some(counted) }))
     }
 }
 

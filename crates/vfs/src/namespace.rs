@@ -8,9 +8,9 @@
 
 use crate::cred::{may_chmod, may_chown, may_delete_in_sticky, Access};
 use crate::dentry::Dentry;
+use crate::dirlock::DirWriteGuard;
 use crate::errno::{Errno, VfsResult};
 use crate::inode::{FileType, Inode, NewInode, Stat};
-use crate::locks::DirWriteGuard;
 use crate::mode::{S_IALLUGO, S_ISGID, S_ISVTX};
 use crate::namei::{walk, Intent, Walked};
 use crate::path::{DirOp, Last};
@@ -85,6 +85,10 @@ impl<'a> Ctx<'a> {
     where
         'a: 'd,
     {
+        // Trees a backend provides change only through the backend's API.
+        if self.sb.backend.is_some() {
+            return Err(Errno::EPERM);
+        }
         let directory = dir.dir()?;
         let locked = self.sb.dir_locks.write(directory);
         if directory.is_dead() {
@@ -140,6 +144,7 @@ impl<'a> Ctx<'a> {
                 gid: if inherit_gid { dir_attrs.gid } else { self.cred.gid() },
                 parent: (file_type == FileType::Directory).then(|| Arc::clone(dir)),
                 symlink_target,
+                private: None,
             },
         );
         self.add_entry(dir, &mut locked, name, Arc::clone(&inode));

@@ -16,7 +16,7 @@ use crate::path::Last;
 use crate::{Credentials, Vfs};
 use crossbeam_epoch::{Atomic, Owned};
 use std::fmt;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The attributes [`Process::setattr`] changes; `None` / `Omit` leave one
@@ -65,6 +65,7 @@ pub type Fd = i32;
 /// # Ok::<(), vfscale::Errno>(())
 /// ```
 pub struct Process {
+    pid: i32,
     vfs: Vfs,
     cred: Credentials,
     cwd: Atomic<Arc<Inode>>,
@@ -73,12 +74,17 @@ pub struct Process {
 
 impl fmt::Debug for Process {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Process").field("cred", &self.cred).finish_non_exhaustive()
+        f.debug_struct("Process").field("pid", &self.pid).field("cred", &self.cred).finish_non_exhaustive()
     }
 }
 
 impl Drop for Process {
     fn drop(&mut self) {
+        // Exit closes every descriptor, dropping the POSIX locks they held.
+        let fds = std::mem::take(self.fds.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for file in fds.into_iter().flatten() {
+            crate::locks::posix_close(&file, self.pid);
+        }
         // SAFETY: the process is being dropped, so nothing else can read its
         // working directory pointer.
         unsafe {
@@ -90,7 +96,16 @@ impl Drop for Process {
 
 impl Process {
     pub(crate) fn new(vfs: Vfs, cred: Credentials, cwd: Arc<Inode>) -> Process {
-        Process { vfs, cred, cwd: Atomic::new(cwd), fds: Mutex::new(Vec::new()) }
+        // Process ids are unique among all processes of all instances, as
+        // POSIX lock owners must be.
+        static NEXT_PID: AtomicI32 = AtomicI32::new(1);
+        let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
+        Process { pid, vfs, cred, cwd: Atomic::new(cwd), fds: Mutex::new(Vec::new()) }
+    }
+
+    /// The process id: the owner of its POSIX locks.
+    pub fn pid(&self) -> i32 {
+        self.pid
     }
 
     /// The inode `path` names (following a final symlink if `follow`), as
@@ -172,11 +187,16 @@ impl Process {
         self.install(file)
     }
 
-    /// `close(2)`.
+    /// `close(2)`: also drops every POSIX lock this process holds on the
+    /// file, whichever descriptor took it.
     pub fn close(&self, fd: Fd) -> VfsResult<()> {
-        let mut fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = usize::try_from(fd).ok().and_then(|i| fds.get_mut(i)).ok_or(Errno::EBADF)?;
-        slot.take().map(drop).ok_or(Errno::EBADF)
+        let file = {
+            let mut fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
+            let slot = usize::try_from(fd).ok().and_then(|i| fds.get_mut(i)).ok_or(Errno::EBADF)?;
+            slot.take().ok_or(Errno::EBADF)?
+        };
+        crate::locks::posix_close(&file, self.pid);
+        Ok(())
     }
 
     /// `dup(2)`: a new descriptor for the same open file description.
@@ -386,12 +406,25 @@ fn open_file(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResu
     }
     let max = ctx.sb.config.max_file_size;
     if !created {
-        inode.permission(ctx.cred, wanted)?;
+        if let Some(backend) = &ctx.sb.backend {
+            backend.permission(&inode, ctx.cred, wanted, false).expect("ref mode always decides")?;
+        } else {
+            inode.permission_fast(ctx.cred, wanted)?;
+        }
         if let (true, crate::inode::Body::Regular(data)) = (flags.trunc(), &inode.body) {
             crate::file::truncate_data(&inode, data, 0, max, ctx.cred)?;
         }
     }
-    Ok(OpenFile::new(inode, flags, max))
+    let backed = match (&inode.body, &ctx.sb.backend) {
+        (crate::inode::Body::Backed, Some(backend)) => Some(backend.open(&inode, flags, ctx.cred)?),
+        _ => None,
+    };
+    let file = OpenFile::new(inode, flags, max, ctx.sb.backend.clone(), backed);
+    // Counted as open by now, so a racing F_SETLEASE sees this open.
+    if !created {
+        crate::locks::break_lease(&file)?;
+    }
+    Ok(file)
 }
 
 /// `O_CREAT`: the existing file (following a final symlink unless

@@ -6,11 +6,12 @@
 //! parent's directory lock for write; `rename_seq` is odd while a rename
 //! moves names, so no walk that overlapped one is believed.
 
+use crate::backend::{Backend, Revalidate};
 use crate::config::{InodeListKind, NegativeDentries, VfsConfig, WalkMode};
 use crate::dcache::Dcache;
 use crate::dentry::Dentry;
+use crate::dirlock::DirLocks;
 use crate::inode::{FileType, Inode, InodeRegistry, NewInode};
-use crate::locks::DirLocks;
 use crate::reclaim::Reclaim;
 use std::fmt;
 use std::sync::{Arc, Weak};
@@ -29,6 +30,8 @@ pub(crate) struct SuperBlock {
     /// reading.
     pub rename_lock: RwSem<()>,
     pub dir_locks: DirLocks,
+    /// The provider of the contents, for kernfs and procfs trees.
+    pub backend: Option<Arc<dyn Backend>>,
     /// Counts what waits in the epoch to be freed.
     pub reclaim: Arc<Reclaim>,
 }
@@ -45,22 +48,22 @@ impl fmt::Debug for SuperBlock {
 
 impl SuperBlock {
     pub fn new(config: VfsConfig) -> SuperBlock {
+        SuperBlock::with_backend(config, |_, _| None)
+    }
+
+    /// A superblock whose contents `make_backend` provides; it gets the
+    /// inode registry (to make inodes) and the root directory.
+    pub fn with_backend(
+        config: VfsConfig,
+        make_backend: impl FnOnce(&Arc<InodeRegistry>, &Arc<Inode>) -> Option<Arc<dyn Backend>>,
+    ) -> SuperBlock {
         let list: Box<dyn ConcurrentList<Weak<Inode>>> = match config.inode_list {
             InodeListKind::PerCpu => Box::new(<PerCpuList<Weak<Inode>>>::new()),
             InodeListKind::Global => Box::new(<GlobalList<Weak<Inode>>>::new()),
         };
         let inodes = Arc::new(InodeRegistry::new(list));
-        let root = Inode::new(
-            &inodes,
-            NewInode {
-                file_type: FileType::Directory,
-                perm: 0o755,
-                uid: 0,
-                gid: 0,
-                parent: None,
-                symlink_target: Box::default(),
-            },
-        );
+        let root = Inode::new(&inodes, NewInode::of(FileType::Directory, 0o755));
+        let backend = make_backend(&inodes, &root);
         let reclaim = Arc::new(Reclaim::default());
         SuperBlock {
             dcache: Dcache::new(config.dcache_buckets, config.max_negative_dentries, Arc::clone(&reclaim)),
@@ -70,7 +73,31 @@ impl SuperBlock {
             rename_seq: SeqCount::new(),
             rename_lock: RwSem::new((), SpinPolicy::Block),
             dir_locks: DirLocks::new(config.dir_locking),
+            backend,
             config,
+        }
+    }
+
+    /// `->d_revalidate` of a cached dentry found in `dir`: the backend's
+    /// answer, or for a plain superblock (whose dcache is authoritative)
+    /// valid, except a negative from an older directory revision.
+    pub fn revalidate(&self, dir: &Inode, dentry: &Dentry, rcu: bool) -> Revalidate {
+        let Ok(directory) = dir.dir() else { return Revalidate::Invalid };
+        match (&self.backend, &dentry.inode) {
+            (Some(backend), Some(inode)) => backend.revalidate(dir, &dentry.name, inode, rcu),
+            (Some(backend), None) => backend.revalidate_negative(dir, dentry.neg_rev, rcu),
+            (None, Some(_)) => Revalidate::Valid,
+            (None, None) if dentry.neg_rev == directory.rev() => Revalidate::Valid,
+            (None, None) => Revalidate::Invalid,
+        }
+    }
+
+    /// Search permission on `dir` for a walk step; `None` when rcu-walk
+    /// cannot decide.
+    pub fn may_search(&self, dir: &Inode, cred: &crate::Credentials, rcu: bool) -> Option<crate::VfsResult<()>> {
+        match &self.backend {
+            Some(backend) => backend.permission(dir, cred, crate::cred::Access::EXEC, rcu),
+            None => Some(dir.may_search(cred)),
         }
     }
 
@@ -81,7 +108,11 @@ impl SuperBlock {
     /// Records that `name` is missing from `dir`, when negatives are cached.
     /// The caller holds `dir`'s lock (for reading at least) and saw no child.
     pub fn cache_negative(&self, dir: &Inode, name: &[u8]) {
-        if self.config.negative_dentries == NegativeDentries::Uncached {
+        let cached = match &self.backend {
+            Some(backend) => backend.caches_negatives(),
+            None => self.config.negative_dentries == NegativeDentries::Cached,
+        };
+        if !cached {
             return;
         }
         let Ok(directory) = dir.dir() else { return };

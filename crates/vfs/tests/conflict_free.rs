@@ -39,7 +39,7 @@ fn counts_of(mut walk: impl FnMut()) -> audit::Counts {
 
 #[test]
 fn cached_walk_does_no_shared_writes() {
-    assert!(audit::ENABLED, "tests build vfscale-sync with the audit feature");
+    const { assert!(audit::ENABLED, "tests build vfscale-sync with the audit feature") };
     let (_vfs, p) = tree(VfsConfig::default());
     let none = audit::Counts::default();
     assert_eq!(counts_of(|| assert_eq!(p.stat(DEEP).unwrap().size, 5)), none, "stat of a cached path");
@@ -63,7 +63,34 @@ fn ref_walk_of_the_same_path_is_seen_writing() {
 /// A walk that misses the cache leaves rcu-walk and is seen writing too.
 #[test]
 fn uncached_negative_lookups_take_the_directory_lock() {
-    let (_vfs, p) = tree(VfsConfig { negative_dentries: vfscale::config::NegativeDentries::Uncached, ..VfsConfig::default() });
+    let (_vfs, p) =
+        tree(VfsConfig { negative_dentries: vfscale::config::NegativeDentries::Uncached, ..VfsConfig::default() });
     let counts = counts_of(|| assert_eq!(p.stat("/usr/share/nothing"), Err(Errno::ENOENT)));
     assert!(counts.lock_acquisitions >= 100, "{counts:?}");
+}
+
+#[test]
+fn cached_kernfs_and_pid_walks_do_no_shared_writes() {
+    use vfscale::kernfs::{Kernfs, KernfsConfig};
+    use vfscale::procfs::{ProcConfig, Procfs, TaskInfo};
+    let none = audit::Counts::default();
+
+    let sys = Kernfs::new(KernfsConfig::rcu());
+    let class = sys.create_dir(&sys.root(), "class", 0o755).unwrap();
+    let net = sys.create_dir(&class, "net", 0o755).unwrap();
+    sys.create_file(&net, "mtu", 0o444, || Ok(b"1500".to_vec()), None::<fn(&[u8]) -> vfscale::VfsResult<()>>).unwrap();
+    let p = sys.vfs().process(Credentials::root());
+    assert_eq!(counts_of(|| assert!(p.stat("/class/net/mtu").is_ok())), none, "kernfs path");
+    assert_eq!(counts_of(|| assert_eq!(p.stat("/class/none"), Err(Errno::ENOENT))), none, "kernfs negative");
+
+    let proc = Procfs::new(ProcConfig::rcu_revalidate());
+    proc.add_task(4242, TaskInfo::new("sh", ["sh"])).unwrap();
+    let p = proc.vfs().process(Credentials::root());
+    assert_eq!(counts_of(|| assert!(p.stat("/4242/status").is_ok())), none, "<pid> path");
+
+    // The "before" designs leave rcu-walk at the first revalidation.
+    let before = Procfs::new(ProcConfig::ref_revalidate());
+    before.add_task(4242, TaskInfo::new("sh", ["sh"])).unwrap();
+    let p = before.vfs().process(Credentials::root());
+    assert!(counts_of(|| assert!(p.stat("/4242/status").is_ok())).shared_writes > 0);
 }

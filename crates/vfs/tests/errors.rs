@@ -898,7 +898,12 @@ fn negative_dentry_cap_bounds_memory() {
 fn assert_nothing_left(vfs: &Vfs) {
     assert!(vfs.drop_caches(std::time::Duration::from_secs(10)), "{:?}: deferred releases never ran", vfs.config());
     let stats = vfs.statfs();
-    assert_eq!((stats.inodes, stats.dentries, stats.negative_dentries), (1, 0, 0), "{:?}: left behind: {stats:?}", vfs.config());
+    assert_eq!(
+        (stats.inodes, stats.dentries, stats.negative_dentries),
+        (1, 0, 0),
+        "{:?}: left behind: {stats:?}",
+        vfs.config()
+    );
 }
 
 // ---- readdir while the directory changes ----

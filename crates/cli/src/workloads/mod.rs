@@ -4,10 +4,13 @@
 
 mod busy;
 mod inode_exit;
+mod kernfs;
+pub(crate) mod locks;
 mod prim_list;
 mod prim_lockref;
 mod prim_mprotect;
 mod prim_read;
+mod proc_ps;
 mod walk;
 
 /// The thing being measured, shared by all threads of a run.
@@ -52,7 +55,7 @@ pub struct Workload {
 
 /// All workloads, in the order `bench --list` shows them.
 pub fn all() -> &'static [Workload] {
-    static ALL: [Workload; 7] = [
+    static ALL: [Workload; 18] = [
         prim_list::WORKLOAD,
         prim_read::WORKLOAD,
         prim_mprotect::WORKLOAD,
@@ -60,6 +63,17 @@ pub fn all() -> &'static [Workload] {
         walk::WALK,
         walk::WALK_MISSING,
         inode_exit::WORKLOAD,
+        kernfs::FILES,
+        kernfs::MISSING,
+        proc_ps::WORKLOAD,
+        locks::FLOCK01,
+        locks::FLOCK02,
+        locks::POSIX01,
+        locks::POSIX02,
+        locks::POSIX03,
+        locks::POSIX04,
+        locks::LEASE01,
+        locks::LEASE02,
     ];
     &ALL
 }

@@ -35,7 +35,9 @@ fn build_walk(variant: &str, _params: &Params) -> Box<dyn Subject> {
     let config = match variant {
         "rcu" => VfsConfig::default(),
         "ref" => VfsConfig { walk: WalkMode::RefOnly, ..VfsConfig::default() },
-        "global-mutex" => VfsConfig { walk: WalkMode::RefOnly, dir_locking: DirLocking::GlobalMutex, ..VfsConfig::default() },
+        "global-mutex" => {
+            VfsConfig { walk: WalkMode::RefOnly, dir_locking: DirLocking::GlobalMutex, ..VfsConfig::default() }
+        }
         other => unreachable!("variant {other} validated by the caller"),
     };
     Box::new(WalkSubject::new(config, false))

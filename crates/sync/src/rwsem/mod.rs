@@ -476,41 +476,51 @@ mod loom_models {
     use loom::thread;
     use std::time::Duration;
 
-    fn config(policy: SpinPolicy) -> RwSemConfig {
-        RwSemConfig::new(policy)
+    /// Adds 2 in two steps; with `pause`, yields in between, so loom may
+    /// run anyone else inside the critical section without spending a
+    /// preemption, and a reader that gets in there sees an odd value. The
+    /// 3-thread models leave it out: with every thread yielding, loom's
+    /// executions grow past its branch limit.
+    fn add_two(sem: &RwSem<u32>, pause: bool) {
+        let mut w = sem.write();
+        *w += 1;
+        if pause {
+            thread::yield_now();
+        }
+        *w += 1;
     }
 
-    /// Two writers increment; loom flags any overlap of the data accesses.
+    fn read_even(sem: &RwSem<u32>) -> u32 {
+        let r = sem.read();
+        assert_eq!(*r % 2, 0, "a reader saw a writer's half-done update");
+        *r
+    }
+
+    /// Two writers; loom flags any overlap of their data accesses.
     fn writer_writer(config: RwSemConfig) {
         loom::model(move || {
             let sem = Arc::new(RwSem::with_config(0u32, config));
             let other = sem.clone();
-            let t = thread::spawn(move || *other.write() += 1);
-            *sem.write() += 1;
+            let t = thread::spawn(move || add_two(&other, true));
+            add_two(&sem, true);
             t.join().unwrap();
-            assert_eq!(*sem.read(), 2);
+            assert_eq!(read_even(&sem), 4);
         });
     }
 
-    /// A writer updates a pair in two steps; a reader sees both or neither.
+    /// A reader and a writer: the reader sees before or after, never during.
     fn reader_writer(config: RwSemConfig) {
         loom::model(move || {
-            let sem = Arc::new(RwSem::with_config((0u32, 0u32), config));
+            let sem = Arc::new(RwSem::with_config(0u32, config));
             let other = sem.clone();
-            let t = thread::spawn(move || {
-                let mut w = other.write();
-                w.0 = 1;
-                w.1 = 1;
-            });
-            let r = sem.read();
-            assert_eq!(r.0, r.1);
-            drop(r);
+            let t = thread::spawn(move || add_two(&other, true));
+            assert!(read_even(&sem) <= 2);
             t.join().unwrap();
-            assert_eq!(*sem.read(), (1, 1));
+            assert!(!sem.is_locked());
         });
     }
 
-    /// Two writers and a reader all finish: a lost wake-up would leave one
+    /// Two writers and a reader all finish: a lost wake-up leaves one
     /// waiting forever, which loom reports.
     fn two_writers_one_reader(config: RwSemConfig) {
         loom::model(move || {
@@ -518,23 +528,70 @@ mod loom_models {
             let writers: Vec<_> = (0..2)
                 .map(|_| {
                     let sem = sem.clone();
-                    thread::spawn(move || *sem.write() += 1)
+                    thread::spawn(move || add_two(&sem, false))
                 })
                 .collect();
-            let seen = *sem.read();
-            assert!(seen <= 2);
+            assert!(read_even(&sem) <= 4);
             for w in writers {
                 w.join().unwrap();
             }
-            assert_eq!(*sem.read(), 2);
+            assert_eq!(read_even(&sem), 4);
             assert!(!sem.is_locked());
         });
     }
 
-    /// With `handoff_after` zero every failed front attempt reserves the
-    /// lock: hand-off paths run in every interleaving, and all complete.
-    fn handoff(policy: SpinPolicy) {
-        two_writers_one_reader(RwSemConfig { handoff_after: Duration::ZERO, ..config(policy) });
+    /// With `handoff_after` zero a queued writer that loses the lock to a
+    /// barging writer reserves it at once: the barger's next attempt must
+    /// fail until the queued writer has had the lock, and both finish.
+    fn handoff(config: RwSemConfig) {
+        let config = RwSemConfig { handoff_after: Duration::ZERO, ..config };
+        loom::model(move || {
+            let sem = Arc::new(RwSem::with_config(0u32, config));
+            let other = sem.clone();
+            let queued = thread::spawn(move || add_two(&other, false));
+            add_two(&sem, false);
+            add_two(&sem, false);
+            queued.join().unwrap();
+            assert_eq!(read_even(&sem), 6);
+            assert!(!sem.is_locked());
+        });
+    }
+
+    /// A reader queued behind a writer, and a second writer that barges in
+    /// between the first one's release and its wake-up: the waker must not
+    /// grant the reader while the barger holds the lock. (Loom reaches it
+    /// in two preemptions: the holder's after spawning the reader, and
+    /// after its release RMW; the barger's yield lets the waker run.)
+    fn barging_writer_vs_granted_reader(config: RwSemConfig) {
+        loom::model(move || {
+            let sem = Arc::new(RwSem::with_config(0u32, config));
+            let held = sem.write();
+            let reader = {
+                let sem = sem.clone();
+                thread::spawn(move || assert!(read_even(&sem) <= 2))
+            };
+            let barger = {
+                let sem = sem.clone();
+                thread::spawn(move || add_two(&sem, true))
+            };
+            drop(held);
+            reader.join().unwrap();
+            barger.join().unwrap();
+            assert_eq!(read_even(&sem), 2);
+        });
+    }
+
+    /// The 3-thread models spin at most one try under loom (budget zero):
+    /// the spin code still runs, and the wake-up protocol they check is
+    /// the same whatever the spinning did. The barging model runs for
+    /// `Block` only: waking and granting are shared by all policies, and a
+    /// `Block` writer barges with the same steal a spinner uses.
+    fn one_try(policy: SpinPolicy) -> RwSemConfig {
+        RwSemConfig { spin_budget: Duration::ZERO, owner_spin_budget: Duration::ZERO, ..RwSemConfig::new(policy) }
+    }
+
+    fn config(policy: SpinPolicy) -> RwSemConfig {
+        RwSemConfig::new(policy)
     }
 
     #[test]
@@ -549,12 +606,12 @@ mod loom_models {
 
     #[test]
     fn block_no_lost_wakeup() {
-        two_writers_one_reader(config(SpinPolicy::Block));
+        two_writers_one_reader(one_try(SpinPolicy::Block));
     }
 
     #[test]
     fn block_handoff() {
-        handoff(SpinPolicy::Block);
+        handoff(config(SpinPolicy::Block));
     }
 
     #[test]
@@ -569,12 +626,12 @@ mod loom_models {
 
     #[test]
     fn spin_no_lost_wakeup() {
-        two_writers_one_reader(config(SpinPolicy::Spin));
+        two_writers_one_reader(one_try(SpinPolicy::Spin));
     }
 
     #[test]
     fn spin_handoff() {
-        handoff(SpinPolicy::Spin);
+        handoff(config(SpinPolicy::Spin));
     }
 
     #[test]
@@ -589,11 +646,16 @@ mod loom_models {
 
     #[test]
     fn adaptive_no_lost_wakeup() {
-        two_writers_one_reader(config(SpinPolicy::Adaptive));
+        two_writers_one_reader(one_try(SpinPolicy::Adaptive));
     }
 
     #[test]
     fn adaptive_handoff() {
-        handoff(SpinPolicy::Adaptive);
+        handoff(config(SpinPolicy::Adaptive));
+    }
+
+    #[test]
+    fn block_barging_writer_vs_granted_reader() {
+        barging_writer_vs_granted_reader(config(SpinPolicy::Block));
     }
 }

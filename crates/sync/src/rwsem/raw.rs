@@ -201,7 +201,7 @@ impl RawRwSem {
     /// for a waiter. Like a spinner, it may take the lock ahead of queued
     /// waiters.
     pub fn try_lock_exclusive(&self) -> bool {
-        let taken = self.try_write_unqueued();
+        let taken = self.try_write_unqueued().is_ok();
         if taken {
             self.set_owner();
         }
@@ -216,7 +216,7 @@ impl RawRwSem {
     /// successful `try_lock_exclusive`) and releases it once. Debug builds
     /// panic if the lock is not write-locked.
     pub unsafe fn unlock_exclusive(&self) {
-        self.owner.store(0, Ordering::Relaxed);
+        self.clear_owner();
         let prev = self.count.fetch_and(!WRITER_LOCKED, Ordering::Release);
         debug_assert!(prev & WRITER_LOCKED != 0, "RwSem: write unlock of a lock that is not write-locked");
         if prev & WAITERS != 0 {
@@ -236,9 +236,19 @@ impl RawRwSem {
     }
 
     fn set_owner(&self) {
-        self.owner.store(thread_id(), Ordering::Relaxed);
-        // Only the write holder stores here, so load + store is enough.
-        self.progress.store(self.progress.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        let me = thread_id();
+        // No id, nothing to record (loom, thread teardown): keeping the
+        // word at 0 only turns off the self-deadlock check.
+        if me != 0 {
+            self.owner.store(me, Ordering::Relaxed);
+        }
+        self.progress.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn clear_owner(&self) {
+        if thread_id() != 0 {
+            self.owner.store(0, Ordering::Relaxed);
+        }
     }
 
     fn debug_check_not_write_holder(&self, what: &str) {
@@ -249,16 +259,17 @@ impl RawRwSem {
         );
     }
 
-    /// Steals the lock if it is free and not reserved, even with waiters.
-    fn try_write_unqueued(&self) -> bool {
+    /// Steals the lock if it is free and not reserved, even with waiters;
+    /// on failure, the count that stopped it.
+    fn try_write_unqueued(&self) -> Result<(), u64> {
         let mut count = self.count.load(Ordering::Relaxed);
         while count & (LOCK_MASK | HANDOFF) == 0 {
             match self.count.compare_exchange_weak(count, count | WRITER_LOCKED, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return true,
+                Ok(_) => return Ok(()),
                 Err(now) => count = now,
             }
         }
-        false
+        Err(count)
     }
 
     #[cold]
@@ -277,7 +288,7 @@ impl RawRwSem {
             debug_assert!(!first || now.wrapping_sub(adjust) & WAITERS == 0, "RwSem: WAITERS set, queue empty");
             // Free or reader-held: the front (maybe us) can go now. If a
             // writer holds it, its release sees `WAITERS` and wakes.
-            if now & WRITER_LOCKED == 0 && false {
+            if now & WRITER_LOCKED == 0 {
                 self.wake_locked(&mut queue, &mut to_wake);
             }
         }
@@ -290,7 +301,7 @@ impl RawRwSem {
     #[cold]
     fn lock_exclusive_slow(&self) {
         self.debug_check_not_write_holder("write");
-        if self.try_write_unqueued() || self.spin_for_write() {
+        if self.try_write_unqueued().is_ok() || self.spin_for_write() {
             return;
         }
         let waiter = Arc::new(Waiter { state: AtomicU32::new(WAITING) });
@@ -419,13 +430,11 @@ impl RawRwSem {
         let mut deadline = Deadline::after(self.config.spin_budget);
         let Some(token) = self.osq.lock(&mut deadline) else { return false };
         let taken = loop {
-            if self.try_write_unqueued() {
-                break true;
+            match self.try_write_unqueued() {
+                Ok(()) => break true,
+                Err(count) if count & HANDOFF != 0 || deadline.expired() => break false,
+                Err(_) => spin_loop(),
             }
-            if self.count.load(Ordering::Relaxed) & HANDOFF != 0 || deadline.expired() {
-                break false;
-            }
-            spin_loop();
         };
         self.osq.unlock(token);
         taken
@@ -441,28 +450,22 @@ impl RawRwSem {
         let mut seen = self.progress.load(Ordering::Relaxed);
         let mut owner_budget = Deadline::after(self.config.owner_spin_budget);
         let taken = loop {
-            if self.try_write_unqueued() {
-                break true;
-            }
-            let count = self.count.load(Ordering::Relaxed);
-            if count & HANDOFF != 0 {
+            let count = match self.try_write_unqueued() {
+                Ok(()) => break true,
+                Err(count) => count,
+            };
+            // Spin only on a writer: not when the lock is reserved for a
+            // waiter, nor when readers hold it (no owner to watch, and they
+            // may hold it long; biases next to a writer are transient
+            // readers, not holders). The failed steal leaves no other case.
+            if count & (HANDOFF | WRITER_LOCKED) != WRITER_LOCKED || budget.expired() {
                 break false;
             }
-            // Reader-held: no owner to watch, and readers may hold it long.
-            // (Biases next to a writer are transient readers, not holders.)
-            if count & WRITER_LOCKED == 0 && count & READER_MASK != 0 {
-                break false;
-            }
-            if count & WRITER_LOCKED != 0 {
-                let now = self.progress.load(Ordering::Relaxed);
-                if now != seen {
-                    seen = now;
-                    owner_budget = Deadline::after(self.config.owner_spin_budget);
-                } else if owner_budget.expired() {
-                    break false;
-                }
-            }
-            if budget.expired() {
+            let now = self.progress.load(Ordering::Relaxed);
+            if now != seen {
+                seen = now;
+                owner_budget = Deadline::after(self.config.owner_spin_budget);
+            } else if owner_budget.expired() {
                 break false;
             }
             spin_loop();

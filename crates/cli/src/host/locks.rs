@@ -1,0 +1,170 @@
+//! Seed 004 on the host: lockperf-style tests on tmpfs files. lockperf
+//! (Jeff Layton) was not retrievable, so the tests are defined here, the
+//! same way vfscale's own lock workloads define them:
+//!
+//! - `flock01` / `flock02`: `flock(LOCK_EX)` + `flock(LOCK_UN)` on one
+//!   shared file (each thread its own open file description, so they
+//!   contend) / on each thread's own file.
+//! - `posix01` / `posix02`: a whole-file POSIX write lock taken with
+//!   `F_SETLKW` and released, on one shared file / on own files.
+//! - `posix03`: blocked waiters — each thread write-locks bytes [t, t+2) of
+//!   one shared file, overlapping both neighbours, so chains of waiters form.
+//! - `posix04`: deadlock detection — threads form rings of up to four; each
+//!   locks its own byte, then waits (`F_SETLKW`) for the next one's byte, so
+//!   every blocking request walks the ring's chain of owners and the one
+//!   that would close the cycle gets `EDEADLK`, drops its byte, and lets
+//!   the others through.
+//! - `lease01` / `lease02`: set and remove a read lease (`F_SETLEASE`) on
+//!   own files / on one shared file.
+//!
+//! POSIX locks belong to a process (its file table), so threads of one
+//! process never conflict; each POSIX thread therefore first unshares its
+//! file table (`unshare(CLONE_FILES)`), which makes it a lock owner of its
+//! own, as lockperf's processes were.
+
+use super::{check, close_raw, cstring, open_raw, Built, HostWorkload, ScratchDir};
+use crate::workloads::Subject;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What one operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Test {
+    Flock,
+    Posix,
+    PosixChain,
+    PosixDeadlock,
+    Lease,
+}
+
+const fn test(name: &'static str, about: &'static str, build: fn() -> Result<Built, String>) -> HostWorkload {
+    HostWorkload { name, about, default_iterations: 10_000, build }
+}
+
+pub(super) const FLOCK01: HostWorkload =
+    test("flock01", "flock LOCK_EX + LOCK_UN on one shared tmpfs file", || build(Test::Flock, true));
+pub(super) const FLOCK02: HostWorkload =
+    test("flock02", "flock LOCK_EX + LOCK_UN on each thread's own tmpfs file", || build(Test::Flock, false));
+pub(super) const POSIX01: HostWorkload =
+    test("posix01", "POSIX F_SETLKW whole-file write lock + unlock on one shared file", || build(Test::Posix, true));
+pub(super) const POSIX02: HostWorkload =
+    test("posix02", "POSIX F_SETLKW whole-file write lock + unlock on own files", || build(Test::Posix, false));
+pub(super) const POSIX03: HostWorkload =
+    test("posix03", "POSIX write lock of bytes [t, t+2) of one file: waiter chains", || build(Test::PosixChain, true));
+pub(super) const POSIX04: HostWorkload =
+    test("posix04", "POSIX lock byte t, then byte t+1 (F_SETLKW): deadlock-detection walks", || {
+        build(Test::PosixDeadlock, true)
+    });
+pub(super) const LEASE01: HostWorkload =
+    test("lease01", "F_SETLEASE read lease + unlock on each thread's own file", || build(Test::Lease, false));
+pub(super) const LEASE02: HostWorkload =
+    test("lease02", "F_SETLEASE read lease + unlock on one shared file", || build(Test::Lease, true));
+
+fn build(test: Test, shared: bool) -> Result<Built, String> {
+    let dir = ScratchDir::new("locks")?;
+    let note = dir.note.clone();
+    Ok(Built { subject: Box::new(LockSubject { dir, test, shared, threads: AtomicUsize::new(1) }), note })
+}
+
+#[derive(Debug)]
+struct LockSubject {
+    dir: ScratchDir,
+    test: Test,
+    shared: bool,
+    /// Threads of the current run (posix04 forms its rings from it).
+    threads: AtomicUsize,
+}
+
+impl LockSubject {
+    fn file_name(&self, thread: usize) -> String {
+        if self.shared {
+            "shared".to_string()
+        } else {
+            format!("own{thread}")
+        }
+    }
+}
+
+/// A POSIX lock request (`type_` F_WRLCK or F_UNLCK) on `len` bytes from
+/// `start`; `len` 0 means to the end of the file.
+fn posix(fd: libc::c_int, cmd: libc::c_int, type_: libc::c_int, start: usize, len: usize) -> io::Result<()> {
+    // SAFETY: flock is plain data; zeroed is a valid value.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = type_ as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = start as libc::off_t;
+    lock.l_len = len as libc::off_t;
+    // SAFETY: `lock` is a valid flock for the duration of the call.
+    check(unsafe { libc::fcntl(fd, cmd, &lock) }).map(drop)
+}
+
+/// Threads per deadlock ring in `posix04`.
+const RING: usize = 4;
+
+fn one_op(test: Test, fd: libc::c_int, thread: usize, threads: usize) -> io::Result<()> {
+    match test {
+        Test::Flock => {
+            // SAFETY: flock takes an fd we own; no memory is passed.
+            check(unsafe { libc::flock(fd, libc::LOCK_EX) })?;
+            // SAFETY: as above.
+            check(unsafe { libc::flock(fd, libc::LOCK_UN) }).map(drop)
+        }
+        Test::Posix => {
+            posix(fd, libc::F_SETLKW, libc::F_WRLCK, 0, 0)?;
+            posix(fd, libc::F_SETLK, libc::F_UNLCK, 0, 0)
+        }
+        Test::PosixChain => {
+            posix(fd, libc::F_SETLKW, libc::F_WRLCK, thread, 2)?;
+            posix(fd, libc::F_SETLK, libc::F_UNLCK, thread, 2)
+        }
+        Test::PosixDeadlock => {
+            let ring = thread / RING * RING;
+            let next = ring + (thread - ring + 1) % RING.min(threads - ring);
+            posix(fd, libc::F_SETLKW, libc::F_WRLCK, thread, 1)?;
+            match posix(fd, libc::F_SETLKW, libc::F_WRLCK, next, 1) {
+                Err(e) if e.raw_os_error() != Some(libc::EDEADLK) => return Err(e),
+                _ => {}
+            }
+            posix(fd, libc::F_SETLK, libc::F_UNLCK, thread, 1)?;
+            posix(fd, libc::F_SETLK, libc::F_UNLCK, next, 1)
+        }
+        Test::Lease => {
+            // SAFETY: fcntl with integer arguments on an fd we own.
+            check(unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) })?;
+            // SAFETY: as above.
+            check(unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) }).map(drop)
+        }
+    }
+}
+
+impl Subject for LockSubject {
+    fn prepare_run(&self, threads: usize) {
+        self.threads.store(threads, Ordering::Relaxed);
+        // The files exist and are closed before the run: a read lease needs
+        // an inode with no writer.
+        for t in 0..threads {
+            let path = self.dir.path.join(self.file_name(t));
+            if !path.exists() {
+                std::fs::write(&path, [0u8; 64]).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+            }
+        }
+    }
+
+    fn run_thread(&self, thread: usize, iterations: u64) {
+        let posix_test = matches!(self.test, Test::Posix | Test::PosixChain | Test::PosixDeadlock);
+        // SAFETY: unshare on the calling thread only; it copies this
+        // thread's file table, which nothing else holds a pointer into.
+        if posix_test && unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
+            panic!("unshare(CLONE_FILES) for a private POSIX lock owner: {}", io::Error::last_os_error());
+        }
+        let path = cstring(&self.dir.path.join(self.file_name(thread)));
+        let mode = if self.test == Test::Lease { libc::O_RDONLY } else { libc::O_RDWR };
+        let fd = open_raw(&path, mode, 0).unwrap_or_else(|e| panic!("open {path:?}: {e}"));
+        let threads = self.threads.load(Ordering::Relaxed);
+        let result = (0..iterations).try_for_each(|_| one_op(self.test, fd, thread, threads));
+        close_raw(fd);
+        if let Err(e) = result {
+            panic!("{:?} on {path:?}: {e}", self.test);
+        }
+    }
+}

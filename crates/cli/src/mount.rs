@@ -1,0 +1,47 @@
+//! `vfscale mount DIR` and `vfscale umount DIR`: serve a fresh in-memory
+//! VFS to real programs through FUSE, and stop serving it.
+
+use clap::Args;
+use std::path::PathBuf;
+use vfscale_fuse::MountOptions;
+
+/// Arguments of `vfscale mount`.
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// An empty directory to mount on.
+    dir: PathBuf,
+    /// Add a kernfs-like `sys/` with live attributes and a procfs-like
+    /// `proc/` mirroring the host's processes.
+    #[arg(long)]
+    demo: bool,
+    /// Threads serving requests.
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Let users other than the mounting one in (the VFS checks their
+    /// permissions); non-root needs `user_allow_other` in /etc/fuse.conf.
+    #[arg(long)]
+    allow_other: bool,
+}
+
+/// Arguments of `vfscale umount`.
+#[derive(Debug, Args)]
+pub struct UmountArgs {
+    /// The directory a `vfscale mount` serves.
+    dir: PathBuf,
+}
+
+/// Serves until Ctrl-C, SIGTERM or `vfscale umount DIR`.
+pub fn mount_command(args: MountArgs) -> Result<(), String> {
+    let options = MountOptions { demo: args.demo, threads: args.threads, allow_other: args.allow_other };
+    vfscale_fuse::serve(&args.dir, &options).map_err(|e| e.to_string())
+}
+
+/// Unmounts and waits until the mount is gone.
+pub fn umount_command(args: UmountArgs) -> Result<(), String> {
+    vfscale_fuse::unmount(&args.dir).map_err(|e| e.to_string())?;
+    if vfscale_fuse::wait_unmounted(&args.dir, vfscale_fuse::UNMOUNT_WAIT) {
+        Ok(())
+    } else {
+        Err(format!("{} is still mounted", args.dir.display()))
+    }
+}

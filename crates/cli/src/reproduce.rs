@@ -1,0 +1,654 @@
+//! `vfscale reproduce`: the five seed experiments, each on vfscale's
+//! in-memory VFS with the seed's "before" and "after" designs (and ours
+//! where it differs) side by side at 1, 2 and 16 threads, and the same
+//! workload against the host kernel beside them.
+//!
+//! An experiment is a list of [`Case`]s, each naming the vfscale workload
+//! it needs. A case whose workload is not registered yet runs its stand-in
+//! (the closest existing workload) or only the host driver, with a one-line
+//! note; adding the workload to `workloads::all()` makes the case run it
+//! with no change here. Every before/after pair gets a [`Comparison`] per
+//! thread count: the throughput ratio, its bootstrap interval, and a
+//! Mann–Whitney verdict.
+
+use crate::bench::{self, CellReport, Cells};
+use crate::harness::RunPlan;
+use crate::host;
+use crate::machine::Machine;
+use crate::stats::{self, Comparison};
+use crate::workloads::{self, Params, Workload};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// How an experiment's results are printed besides the common table: in
+/// the shape the seed thread used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// sysfs_benchmark's `single:` / `concur:` / `times:` lines (seed 000).
+    Sysfs,
+    /// "Elapsed Time / System Time" per variant (seed 001).
+    ElapsedSystem,
+    /// The common table only (seeds 002 and 003).
+    Table,
+    /// lockperf's mean / variance / sigma / max / min per test (seed 004).
+    Lockperf,
+}
+
+/// One workload of an experiment.
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    /// The vfscale workload (and host driver) the seed's test maps to.
+    pub workload: &'static str,
+    /// Runs instead while `workload` is not registered.
+    pub stand_in: Option<&'static str>,
+    /// `--hold-us` (and `--work-us`), for workloads that take it.
+    pub hold_us: Option<u64>,
+    /// Whether the host driver of the same name runs too.
+    pub host: bool,
+    /// (before, after) variant pairs to judge; those naming a variant the
+    /// workload lacks are dropped, and when none is left the workload's
+    /// second variant (the "before" design) is judged against its first
+    /// (ours).
+    pub pairs: &'static [(&'static str, &'static str)],
+}
+
+impl Case {
+    const fn new(workload: &'static str) -> Case {
+        Case { workload, stand_in: None, hold_us: None, host: true, pairs: &[] }
+    }
+
+    const fn stand_in(self, stand_in: &'static str) -> Case {
+        Case { stand_in: Some(stand_in), ..self }
+    }
+}
+
+/// A seed experiment.
+#[derive(Debug)]
+pub struct Experiment {
+    /// Name on the command line.
+    pub name: &'static str,
+    /// Seed number ("000".."004").
+    pub seed: &'static str,
+    /// What changed in the kernel.
+    pub title: &'static str,
+    /// What the seed measured, and what it found.
+    pub claim: &'static str,
+    /// Seed-shaped output.
+    pub format: Format,
+    /// The workloads, in order.
+    pub cases: &'static [Case],
+}
+
+/// Seed 000: the 5.15 design against the mutex, then ours against 5.15.
+const KERNFS_PAIRS: &[(&str, &str)] = &[("before", "rwsem"), ("rwsem", "rcu")];
+
+/// Seed 004: lglock on arch spinlocks (4.0-rc3) against lglock-v0 on queued
+/// spinlocks, then ours against 4.0-rc3.
+const LOCK_PAIRS: &[(&str, &str)] = &[("lglock-tas", "lglock-queued"), ("lglock-tas", "percpu-rwsem")];
+
+/// The five seed experiments.
+pub const EXPERIMENTS: [Experiment; 5] = [
+    Experiment {
+        name: "kernfs",
+        seed: "000",
+        title: "kernfs: a rwsem and cached negative dentries instead of one kernfs_mutex (Linux 5.15)",
+        claim: "sysfs_benchmark, 16 CPUs: open+read+close 89-95 us -> 21 us per op; missing path 80 -> 23 us",
+        format: Format::Sysfs,
+        cases: &[
+            Case { pairs: KERNFS_PAIRS, ..Case::new("kernfs-files").stand_in("walk") },
+            Case { pairs: KERNFS_PAIRS, ..Case::new("kernfs-missing").stand_in("walk-missing") },
+        ],
+    },
+    Experiment {
+        name: "inode-list",
+        seed: "001",
+        title: "per-CPU (dlock) lists for the superblock inode list (Waiman Long, 2016)",
+        claim: "exit microbenchmark, 80 threads: 65.29 s -> 22.81 s elapsed, 82m14s -> 23m03s system time",
+        format: Format::ElapsedSystem,
+        cases: &[Case::new("inode-exit")],
+    },
+    Experiment {
+        name: "rwsem",
+        seed: "002",
+        title: "rwsem optimistic spinning (3.16) under long mmap_sem holds",
+        claim: "xfs_repair with mprotect storms: 4-5x slower with spinning, 83% of time in osq_lock",
+        format: Format::Table,
+        cases: &[
+            Case { hold_us: Some(1), pairs: &[("block", "spin"), ("spin", "adaptive")], ..Case::new("prim-mprotect") },
+            Case {
+                hold_us: Some(100),
+                host: false,
+                pairs: &[("block", "spin"), ("spin", "adaptive")],
+                ..Case::new("prim-mprotect")
+            },
+        ],
+    },
+    Experiment {
+        name: "proc",
+        seed: "003",
+        title: "/proc pid_revalidate in RCU walk mode (Linux 5.16)",
+        claim: "128 parallel `ps -fe` on 128 CPUs: %sys 97% -> 85%, 3-4x more ps runs per unit time",
+        format: Format::Table,
+        cases: &[Case::new("proc-ps").stand_in("prim-lockref")],
+    },
+    Experiment {
+        name: "locks",
+        seed: "004",
+        title: "file_lock_list under an lglock / narrower blocked_lock_lock (Linux 4.0)",
+        claim: "lockperf flock/posix/lease tests: no convincing difference (\"not really convincing numbers\")",
+        format: Format::Lockperf,
+        cases: &[
+            Case { pairs: LOCK_PAIRS, ..Case::new("flock01") }.stand_in("prim-read"),
+            Case { pairs: LOCK_PAIRS, ..Case::new("flock02") },
+            Case { pairs: LOCK_PAIRS, ..Case::new("posix01") },
+            Case { pairs: LOCK_PAIRS, ..Case::new("posix02") },
+            Case { pairs: LOCK_PAIRS, ..Case::new("posix03") },
+            Case { pairs: LOCK_PAIRS, ..Case::new("posix04") },
+            Case { pairs: LOCK_PAIRS, ..Case::new("lease01") },
+            Case { pairs: LOCK_PAIRS, ..Case::new("lease02") },
+        ],
+    },
+];
+
+/// The experiment called `name`.
+pub fn find(name: &str) -> Option<&'static Experiment> {
+    EXPERIMENTS.iter().find(|e| e.name == name)
+}
+
+/// How much to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Fewer runs and a fifth of the iterations.
+    pub quick: bool,
+    /// Thread counts of every case.
+    pub threads: Vec<usize>,
+}
+
+impl Options {
+    /// Measured runs per cell. Four is the fewest with which a complete
+    /// separation of two cells is significant (exact p = 2/70).
+    pub fn runs(&self) -> usize {
+        if self.quick {
+            4
+        } else {
+            6
+        }
+    }
+
+    fn iterations(&self, default: u64) -> u64 {
+        (default / if self.quick { 5 } else { 1 }).max(10)
+    }
+}
+
+/// A before/after judgement of one pair at one thread count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairVerdict {
+    /// Workload whose variants are compared.
+    pub workload: String,
+    /// Its `--hold-us`, if it takes one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub hold_us: Option<u64>,
+    /// Threads of both cells.
+    pub threads: usize,
+    /// The "before" variant.
+    pub before: String,
+    /// The "after" variant.
+    pub after: String,
+    /// Ratio, interval, rank test and verdict.
+    #[serde(flatten)]
+    pub comparison: Comparison,
+}
+
+/// The results of one case.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    /// The workload the case asks for.
+    pub workload: &'static str,
+    /// The vfscale workload that ran (the stand-in, or none).
+    pub vfs_workload: Option<&'static str>,
+    /// `--hold-us`, if the workload takes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold_us: Option<u64>,
+    /// Iterations per thread of the vfscale cells.
+    pub iterations: Option<u64>,
+    /// Iterations per thread of the host cells.
+    pub host_iterations: Option<u64>,
+    /// Every cell, vfscale variants first, then the host.
+    pub cells: Vec<CellReport>,
+    /// Every pair at every thread count.
+    pub verdicts: Vec<PairVerdict>,
+}
+
+/// The results of one experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExperimentResult {
+    /// Experiment name.
+    pub name: &'static str,
+    /// Seed number.
+    pub seed: &'static str,
+    /// What changed in the kernel.
+    pub title: &'static str,
+    /// What the seed found.
+    pub claim: &'static str,
+    /// Stand-ins, skips and other remarks, one line each.
+    pub notes: Vec<String>,
+    /// One per case.
+    pub cases: Vec<CaseResult>,
+}
+
+/// A whole reproduction, as `--json` writes it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reproduction {
+    /// The vfscale version that ran.
+    pub vfscale_version: &'static str,
+    /// Where it ran.
+    pub machine: Machine,
+    /// Whether `--quick` was given.
+    pub quick: bool,
+    /// Measured runs per cell.
+    pub runs: usize,
+    /// Thread counts.
+    pub threads: Vec<usize>,
+    /// One per experiment run.
+    pub experiments: Vec<ExperimentResult>,
+}
+
+/// A case resolved against the registered workloads.
+struct Plan {
+    vfs: Option<&'static Workload>,
+    host: Option<&'static host::HostWorkload>,
+    notes: Vec<String>,
+}
+
+impl Plan {
+    fn resolve(case: &Case) -> Plan {
+        let mut notes = Vec::new();
+        let vfs = workloads::find(case.workload).or_else(|| {
+            let stand_in = case.stand_in.and_then(workloads::find);
+            notes.push(match stand_in {
+                Some(s) => format!(
+                    "{} is not a vfscale workload yet: running its stand-in `{}` ({})",
+                    case.workload, s.name, s.about
+                ),
+                None => format!("{} is not a vfscale workload yet: host kernel only", case.workload),
+            });
+            stand_in
+        });
+        let host = if case.host { host::find(case.workload) } else { None };
+        Plan { vfs, host, notes }
+    }
+
+    fn cells(&self, threads: usize) -> usize {
+        (self.vfs.map_or(0, |w| w.variants.len()) + usize::from(self.host.is_some())) * threads
+    }
+}
+
+/// The number of cells `run` will measure (for the progress bar).
+pub fn cell_count(experiments: &[&Experiment], options: &Options) -> usize {
+    experiments.iter().flat_map(|e| e.cases).map(|c| Plan::resolve(c).cells(options.threads.len())).sum()
+}
+
+/// Runs one experiment; `progress` is told about each cell before it runs.
+pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(&str)) -> ExperimentResult {
+    let mut notes = Vec::new();
+    let mut cases = Vec::new();
+    let runs = options.runs();
+    for case in experiment.cases {
+        let plan = Plan::resolve(case);
+        notes.extend(plan.notes.iter().cloned());
+        let params = case.hold_us.map_or_else(Params::default, |h| Params { hold_us: h, work_us: h });
+        let mut result = CaseResult {
+            workload: case.workload,
+            vfs_workload: plan.vfs.map(|w| w.name),
+            hold_us: case.hold_us,
+            iterations: None,
+            host_iterations: None,
+            cells: Vec::new(),
+            verdicts: Vec::new(),
+        };
+        if let Some(workload) = plan.vfs {
+            let iterations = options.iterations((workload.default_iterations)(&params));
+            result.iterations = Some(iterations);
+            let hold = workload.takes_hold.then_some(params);
+            for &variant in workload.variants {
+                let subject = (workload.build)(variant, &params);
+                let cells = Cells { workload: workload.name, variant, hold, note: None };
+                let mut tell =
+                    |v: &str, t: usize| progress(&format!("[{}] {} {v} x{t}", experiment.name, workload.name));
+                result.cells.extend(cells.measure(
+                    subject.as_ref(),
+                    &options.threads,
+                    RunPlan { runs, iterations },
+                    &mut tell,
+                ));
+            }
+            result.verdicts = judge(workload, case, &result.cells);
+        }
+        if let Some(driver) = plan.host {
+            let iterations = options.iterations(driver.default_iterations);
+            let outcome = driver.probe().and_then(|built| {
+                let cells = Cells { workload: driver.name, variant: host::VARIANT, hold: None, note: built.note };
+                let mut tell =
+                    |_: &str, t: usize| progress(&format!("[{}] host {} x{t}", experiment.name, driver.name));
+                host::quietly(|| {
+                    cells.measure(built.subject.as_ref(), &options.threads, RunPlan { runs, iterations }, &mut tell)
+                })
+            });
+            match outcome {
+                Ok(cells) => {
+                    result.host_iterations = Some(iterations);
+                    result.cells.extend(cells);
+                }
+                Err(reason) => {
+                    // Keep the progress bar honest about the cells skipped.
+                    for &t in &options.threads {
+                        progress(&format!("[{}] host {} x{t} (skipped)", experiment.name, driver.name));
+                    }
+                    notes.push(format!("host {}: skipped: {reason}", driver.name));
+                }
+            }
+        }
+        cases.push(result);
+    }
+    ExperimentResult {
+        name: experiment.name,
+        seed: experiment.seed,
+        title: experiment.title,
+        claim: experiment.claim,
+        notes,
+        cases,
+    }
+}
+
+/// The (before, after) pairs judged for `workload` in `case`.
+fn pairs(workload: &Workload, case: &Case) -> Vec<(&'static str, &'static str)> {
+    let has = |v: &str| workload.variants.contains(&v);
+    let listed: Vec<_> = case.pairs.iter().copied().filter(|(b, a)| has(b) && has(a)).collect();
+    match (listed.is_empty(), workload.variants) {
+        (false, _) => listed,
+        (true, [ours, before, ..]) => vec![(*before, *ours)],
+        (true, _) => Vec::new(),
+    }
+}
+
+fn judge(workload: &Workload, case: &Case, cells: &[CellReport]) -> Vec<PairVerdict> {
+    let cell = |variant: &str, threads: usize| cells.iter().find(|c| c.variant == variant && c.threads == threads);
+    let mut verdicts = Vec::new();
+    for (before, after) in pairs(workload, case) {
+        for threads in cells.iter().map(|c| c.threads).collect::<std::collections::BTreeSet<_>>() {
+            let (Some(b), Some(a)) = (cell(before, threads), cell(after, threads)) else { continue };
+            if let Some(comparison) = stats::compare(&b.stats.ops_per_sec_samples, &a.stats.ops_per_sec_samples) {
+                verdicts.push(PairVerdict {
+                    workload: workload.name.to_string(),
+                    hold_us: a.hold_us,
+                    threads,
+                    before: before.to_string(),
+                    after: after.to_string(),
+                    comparison,
+                });
+            }
+        }
+    }
+    verdicts
+}
+
+/// One verdict as a line: "x16  rcu vs ref: 4.10x [3.90, 4.31] faster (p = 0.002)".
+pub fn verdict_line(v: &PairVerdict) -> String {
+    let c = &v.comparison;
+    format!(
+        "x{:<3} {} vs {}: {:.2}x [{:.2}, {:.2}] {} (p = {:.3}{})",
+        v.threads,
+        v.after,
+        v.before,
+        c.ratio,
+        c.ratio_ci95[0],
+        c.ratio_ci95[1],
+        c.verdict,
+        c.rank_test.p_value,
+        if c.rank_test.exact { ", exact" } else { "" }
+    )
+}
+
+/// The text of one experiment: notes, seed-shaped blocks, the common
+/// table, and the verdicts.
+pub fn render(experiment: &Experiment, result: &ExperimentResult, options: &Options) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\n== {} (seed {}): {} ==", result.name, result.seed, result.title);
+    let _ = writeln!(out, "seed: {}", result.claim);
+    for note in &result.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    for case in &result.cases {
+        if case.cells.is_empty() {
+            continue;
+        }
+        let name = match case.vfs_workload {
+            Some(w) if w != case.workload => format!("{} (vfscale stand-in: {w})", case.workload),
+            _ => case.workload.to_string(),
+        };
+        let hold = case.hold_us.map_or(String::new(), |h| format!(", hold {h} us, work {h} us"));
+        let iterations = [
+            case.iterations.map(|i| format!("{i} iterations per thread")),
+            case.host_iterations.map(|i| format!("host {i}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ");
+        let _ = writeln!(out, "\n-- {name}: {iterations}, {} runs per cell after a warm-up{hold} --", options.runs());
+        match experiment.format {
+            Format::Sysfs => out.push_str(&sysfs_lines(&case.cells)),
+            Format::ElapsedSystem => out.push_str(&elapsed_system(&case.cells)),
+            Format::Lockperf => out.push_str(&lockperf(&case.cells)),
+            Format::Table => {}
+        }
+        out.push_str(&bench::table(&case.cells));
+        for cell in case.cells.iter().filter(|c| c.threads == 1) {
+            if let Some(note) = &cell.note {
+                let _ = writeln!(out, "note: {} {}: {note}", cell.workload, cell.variant);
+            }
+        }
+        if !case.verdicts.is_empty() {
+            let _ = writeln!(out, "verdicts (throughput, after vs before; bootstrap 95% CI; Mann-Whitney U at 95%):");
+            for v in &case.verdicts {
+                let _ = writeln!(out, "  {} {}", v.workload, verdict_line(v));
+            }
+        }
+    }
+    out
+}
+
+/// The index of the median run of a cell (by throughput).
+fn median_run(cell: &CellReport) -> usize {
+    let samples = &cell.stats.ops_per_sec_samples;
+    let mut order: Vec<usize> = (0..samples.len()).collect();
+    order.sort_by(|&a, &b| samples[a].total_cmp(&samples[b]));
+    order[order.len() / 2]
+}
+
+/// Per-thread microseconds per op of one run of a cell.
+fn run_threads(cell: &CellReport, run: usize) -> &[f64] {
+    &cell.stats.thread_per_op_us[run * cell.threads..(run + 1) * cell.threads]
+}
+
+/// sysfs_benchmark's lines for every variant: `single:` from the 1-thread
+/// cell, `concur:` per thread and `times:` from the largest thread count
+/// (each from its median run). Threads are not pinned, so "CPU n" is the
+/// thread number.
+pub fn sysfs_lines(cells: &[CellReport]) -> String {
+    let mut out = String::new();
+    let mut variants: Vec<(&str, &str)> = cells.iter().map(|c| (c.workload, c.variant)).collect();
+    variants.dedup();
+    for (workload, variant) in variants {
+        let mine: Vec<&CellReport> = cells.iter().filter(|c| c.workload == workload && c.variant == variant).collect();
+        let _ = writeln!(out, "{workload} {variant}:");
+        if let Some(single) = mine.iter().find(|c| c.threads == 1) {
+            let per = run_threads(single, median_run(single))[0];
+            let _ = writeln!(out, "single: total {:.6}ms per {per:.6}us", per * single.iterations as f64 / 1e3);
+        }
+        if let Some(concur) = mine.iter().filter(|c| c.threads > 1).max_by_key(|c| c.threads) {
+            for (thread, per) in run_threads(concur, median_run(concur)).iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "concur: total {:.6}ms per {per:.6}us  CPU {thread}",
+                    per * concur.iterations as f64 / 1e3
+                );
+            }
+            let _ = writeln!(
+                out,
+                "times: {} threads: {} cpus: {}",
+                concur.iterations,
+                concur.threads,
+                crate::machine::cpus()
+            );
+        }
+    }
+    out
+}
+
+/// Seed 001's "Elapsed Time / System Time" table (medians over the runs).
+pub fn elapsed_system(cells: &[CellReport]) -> String {
+    let mut out = format!(
+        "{:<22} {:>7} {:>13} {:>12} {:>10}\n",
+        "Variant", "Threads", "Elapsed Time", "System Time", "User Time"
+    );
+    let _ = writeln!(
+        out,
+        "{:<22} {:>7} {:>13} {:>12} {:>10}",
+        "-------", "-------", "------------", "-----------", "---------"
+    );
+    for c in cells {
+        let _ = writeln!(
+            out,
+            "{:<22} {:>7} {:>12.3}s {:>11.3}s {:>9.3}s",
+            format!("{} {}", c.workload, c.variant),
+            c.threads,
+            c.stats.elapsed_s.median,
+            c.stats.cpu_system_s.median,
+            c.stats.cpu_user_s.median
+        );
+    }
+    out
+}
+
+/// lockperf's table: milliseconds per run, one row per variant and thread
+/// count.
+pub fn lockperf(cells: &[CellReport]) -> String {
+    let mut out = format!(
+        "{:>28} {:>10} {:>10} {:>10} {:>10} {:>10}  (ms per run)\n",
+        "", "mean", "variance", "sigma", "max", "min"
+    );
+    for c in cells {
+        let e = &c.stats.elapsed_s;
+        let ms = |s: f64| s * 1e3;
+        let _ = writeln!(
+            out,
+            "{:>28} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4}",
+            format!("{} {} x{}", c.workload, c.variant, c.threads),
+            ms(e.mean),
+            e.variance * 1e6,
+            ms(e.sigma),
+            ms(e.max),
+            ms(e.min)
+        );
+    }
+    out
+}
+
+/// The closing summary: every verdict of every experiment on one line each,
+/// and what did not run.
+pub fn summary(results: &[ExperimentResult]) -> String {
+    let mut out = String::from("\n== summary: after vs before, throughput ratio [95% CI], Mann-Whitney U at 95% ==\n");
+    for r in results {
+        for case in &r.cases {
+            for v in &case.verdicts {
+                let hold = v.hold_us.map_or(String::new(), |h| format!(" hold {h}us"));
+                let _ = writeln!(out, "{:<10} {:<14} {}", r.name, format!("{}{hold}", v.workload), verdict_line(v));
+            }
+            let host: Vec<&CellReport> = case.cells.iter().filter(|c| c.variant == host::VARIANT).collect();
+            if let Some(widest) = host.iter().max_by_key(|c| c.threads) {
+                let _ = writeln!(
+                    out,
+                    "{:<10} {:<14} x{:<3} host kernel: {} ops/s, {:.2} us/op per thread",
+                    r.name,
+                    case.workload,
+                    widest.threads,
+                    bench::human(widest.stats.ops_per_sec.median),
+                    widest.stats.per_op_ns.median / 1e3
+                );
+            }
+        }
+        for note in r.notes.iter().filter(|n| n.contains("skipped")) {
+            let _ = writeln!(out, "{:<10} {note}", r.name);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn experiments_are_named_uniquely_and_cases_resolve() {
+        let names: Vec<_> = EXPERIMENTS.iter().map(|e| e.name).collect();
+        assert_eq!(names, ["kernfs", "inode-list", "rwsem", "proc", "locks"]);
+        for e in &EXPERIMENTS {
+            for case in e.cases {
+                let plan = Plan::resolve(case);
+                assert!(plan.vfs.is_some() || plan.host.is_some(), "{} runs nothing", case.workload);
+                if let Some(stand_in) = case.stand_in {
+                    assert!(workloads::find(stand_in).is_some(), "stand-in {stand_in} is not a workload");
+                }
+                if case.host {
+                    assert!(host::find(case.workload).is_some(), "no host driver {}", case.workload);
+                }
+            }
+        }
+        assert!(find("locks").is_some() && find("nope").is_none());
+    }
+
+    #[test]
+    fn listed_pairs_are_kept_and_the_default_is_before_then_ours() {
+        let mprotect = workloads::find("prim-mprotect").unwrap();
+        let case = &EXPERIMENTS[2].cases[0];
+        assert_eq!(pairs(mprotect, case), [("block", "spin"), ("spin", "adaptive")]);
+        let exit = workloads::find("inode-exit").unwrap();
+        assert_eq!(pairs(exit, &EXPERIMENTS[1].cases[0]), [("global", "percpu")]);
+    }
+
+    const LOCKREF_ONLY: Case = Case { host: false, ..Case::new("prim-lockref") };
+
+    fn small_run() -> ExperimentResult {
+        let experiment = Experiment {
+            name: "test",
+            seed: "001",
+            title: "t",
+            claim: "c",
+            format: Format::Sysfs,
+            cases: &[LOCKREF_ONLY],
+        };
+        let options = Options { quick: true, threads: vec![1, 2] };
+        let mut seen = 0;
+        let result = run(&experiment, &options, &mut |_| seen += 1);
+        assert_eq!(seen, 6, "3 variants x 2 thread counts");
+        result
+    }
+
+    #[test]
+    fn a_run_has_cells_verdicts_and_seed_shaped_text() {
+        let result = small_run();
+        let case = &result.cases[0];
+        assert_eq!(case.cells.len(), 6);
+        assert_eq!(case.verdicts.len(), 2, "mutex vs lockref at 1 and 2 threads");
+        assert!(case.verdicts.iter().all(|v| v.before == "mutex" && v.after == "lockref"));
+        let lines = sysfs_lines(&case.cells);
+        assert_eq!(lines.lines().filter(|l| l.starts_with("single: total ")).count(), 3);
+        assert_eq!(lines.lines().filter(|l| l.starts_with("concur: total ") && l.contains("us  CPU ")).count(), 6);
+        assert!(lines.lines().any(|l| l.starts_with("times: ") && l.contains(" threads: 2 cpus: ")));
+        assert_eq!(elapsed_system(&case.cells).lines().count(), 2 + 6);
+        assert_eq!(lockperf(&case.cells).lines().count(), 1 + 6);
+        let text = summary(std::slice::from_ref(&result));
+        assert_eq!(text.lines().filter(|l| l.contains("lockref vs mutex")).count(), 2);
+    }
+}

@@ -1,0 +1,320 @@
+//! # vfscale-fuse
+//!
+//! Serves a [`vfscale::Vfs`] to real programs through FUSE, so `ls`, `cp`,
+//! `find` and the rest run against the in-memory VFS: `vfscale mount DIR`.
+//!
+//! Every FUSE request becomes the matching VFS call with the caller's
+//! credentials (uid, gid, and supplementary groups read from the host's
+//! `/proc`), and the VFS's errno goes back unchanged. The mount does not use
+//! `default_permissions`: the VFS makes the permission checks. Node ids are
+//! VFS inode numbers (the root is FUSE's id 1); the kernel's lookup counts
+//! keep a node's inode alive until it forgets it, even after the last name
+//! is gone. Requests are handled on several threads.
+//!
+//! Not for: sharing a VFS that other code changes behind the mount's back —
+//! the kernel caches entries and attributes for a second.
+//!
+//! ```no_run
+//! use vfscale_fuse::{mount, MountOptions};
+//!
+//! let mounted = mount("/mnt/vfs".as_ref(), vfscale::Vfs::default(), &MountOptions::default())?;
+//! std::fs::write("/mnt/vfs/hello", "hi\n").unwrap();
+//! mounted.unmount()?;
+//! # Ok::<(), vfscale_fuse::MountError>(())
+//! ```
+//!
+//! File locks (`flock`, `fcntl`) are left to the kernel, which keeps them
+//! on the mount's inodes as for a local filesystem: the VFS has no lock
+//! manager yet, so `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS` are not
+//! requested.
+
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod demo;
+mod fs;
+mod nodes;
+
+use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use vfscale::Vfs;
+
+/// How to mount.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountOptions {
+    /// Add the demo trees: a kernfs-like `sys/` with live attributes and a
+    /// procfs-like `proc/` mirroring the host's processes.
+    pub demo: bool,
+    /// Threads serving requests (at least 1).
+    pub threads: usize,
+    /// Let other users than the mounting one in (`allow_other`); the VFS
+    /// then checks their permissions.
+    pub allow_other: bool,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions { demo: false, threads: 4, allow_other: false }
+    }
+}
+
+/// Why a mount or unmount failed; its `Display` is one line for a user.
+#[derive(Debug)]
+pub enum MountError {
+    /// The mount point does not exist.
+    Missing(PathBuf),
+    /// The mount point is not a directory.
+    NotADirectory(PathBuf),
+    /// The mount point has entries, which the mount would hide.
+    NotEmpty(PathBuf),
+    /// `/dev/fuse` is missing or cannot be opened.
+    FuseUnavailable(String),
+    /// Bad options.
+    Invalid(String),
+    /// The kernel refused the mount or the unmount.
+    Os(PathBuf, std::io::Error),
+}
+
+impl fmt::Display for MountError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MountError::Missing(p) => write!(f, "mount point {} does not exist (create it with mkdir)", p.display()),
+            MountError::NotADirectory(p) => write!(f, "mount point {} is not a directory", p.display()),
+            MountError::NotEmpty(p) => {
+                write!(f, "mount point {} is not empty; mount on an empty directory", p.display())
+            }
+            MountError::FuseUnavailable(why) => write!(f, "FUSE is unavailable: {why}"),
+            MountError::Invalid(why) => f.write_str(why),
+            MountError::Os(p, e) => write!(f, "{}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for MountError {}
+
+/// A mounted VFS; unmounted by [`Mounted::unmount`] or on drop.
+#[derive(Debug)]
+pub struct Mounted {
+    session: Option<BackgroundSession>,
+    dir: PathBuf,
+}
+
+impl Mounted {
+    /// The mount point.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether the session has ended (someone unmounted it).
+    pub fn is_finished(&self) -> bool {
+        self.session.as_ref().is_none_or(|s| s.guard.is_finished())
+    }
+
+    /// Unmounts and waits for the request threads to finish.
+    pub fn unmount(mut self) -> Result<(), MountError> {
+        let session = self.session.take().expect("a mount is unmounted once");
+        let dir = self.dir.clone();
+        if session.guard.is_finished() {
+            return session.join().map_err(|e| MountError::Os(dir, e));
+        }
+        session.umount_and_join().map_err(|e| MountError::Os(dir, e))
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            // Drop has no one to report to; the kernel cleans up a mount
+            // whose server is gone when it is unmounted later.
+            let _ = session.umount_and_join();
+        }
+    }
+}
+
+/// Checks that `dir` is an empty directory and `/dev/fuse` can be opened.
+fn check_mount_point(dir: &Path) -> Result<(), MountError> {
+    let meta = std::fs::metadata(dir).map_err(|_| MountError::Missing(dir.to_owned()))?;
+    if !meta.is_dir() {
+        return Err(MountError::NotADirectory(dir.to_owned()));
+    }
+    let mut entries = std::fs::read_dir(dir).map_err(|e| MountError::Os(dir.to_owned(), e))?;
+    if entries.next().is_some() {
+        return Err(MountError::NotEmpty(dir.to_owned()));
+    }
+    match std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse") {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(MountError::FuseUnavailable("/dev/fuse does not exist (load the fuse module)".into()))
+        }
+        Err(e) => Err(MountError::FuseUnavailable(format!("cannot open /dev/fuse: {e}"))),
+    }
+}
+
+/// Mounts `vfs` on the empty directory `dir` and serves it in the
+/// background until the returned handle unmounts it.
+pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, MountError> {
+    if options.threads == 0 {
+        return Err(MountError::Invalid("--threads must be at least 1".into()));
+    }
+    check_mount_point(dir)?;
+    let fs = fs::VfsFs::new(vfs, options.demo)
+        .map_err(|e| MountError::Invalid(format!("cannot set up the demo trees: {e}")))?;
+    let mut config = Config::default();
+    config.mount_options = vec![MountOption::FSName("vfscale".into()), MountOption::Subtype("vfscale".into())];
+    config.acl = if options.allow_other { SessionACL::All } else { SessionACL::Owner };
+    config.n_threads = Some(options.threads);
+    let session = Session::new(fs, dir, &config).map_err(|e| match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::ENODEV) => {
+            MountError::FuseUnavailable(format!("mounting {} was refused: {e}", dir.display()))
+        }
+        _ => MountError::Os(dir.to_owned(), e),
+    })?;
+    let session = session.spawn().map_err(|e| MountError::Os(dir.to_owned(), e))?;
+    Ok(Mounted { session: Some(session), dir: dir.to_owned() })
+}
+
+/// Mounts a fresh VFS on `dir` and serves it until SIGINT or SIGTERM (then
+/// unmounts) or until someone unmounts it (`vfscale umount DIR`).
+pub fn serve(dir: &Path, options: &MountOptions) -> Result<(), MountError> {
+    let signals = [libc::SIGINT, libc::SIGTERM];
+    // SAFETY: `set` is a local sigset_t initialised by sigemptyset before
+    // use; blocking the signals in this thread before the request threads
+    // start makes them inherit the mask, so only sigtimedwait below takes
+    // the signals.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in signals {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    };
+    let mounted = mount(dir, Vfs::default(), options)?;
+    eprintln!("vfscale: serving {} (Ctrl-C or `vfscale umount {}` to stop)", dir.display(), dir.display());
+    let timeout = libc::timespec { tv_sec: 0, tv_nsec: 100_000_000 };
+    loop {
+        // SAFETY: `set` and `timeout` are valid for the call; a null info
+        // pointer is allowed.
+        let signal = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+        if signals.contains(&signal) || mounted.is_finished() {
+            break;
+        }
+    }
+    mounted.unmount()
+}
+
+/// Unmounts the vfscale mount on `dir` (`vfscale umount DIR`); the server
+/// process then exits by itself.
+pub fn unmount(dir: &Path) -> Result<(), MountError> {
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| MountError::Invalid(format!("{} contains a NUL byte", dir.display())))?;
+    if !is_vfscale_mount(dir) {
+        return Err(MountError::Invalid(format!("{} is not a vfscale mount", dir.display())));
+    }
+    // SAFETY: `path` is a NUL-terminated string that outlives the call.
+    if unsafe { libc::umount2(path.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EPERM) {
+        return Err(MountError::Os(dir.to_owned(), err));
+    }
+    // Not root: the setuid helper may unmount what this user mounted.
+    for helper in ["fusermount3", "fusermount"] {
+        if let Ok(status) = std::process::Command::new(helper).arg("-u").arg(dir).status() {
+            return if status.success() {
+                Ok(())
+            } else {
+                Err(MountError::Os(dir.to_owned(), std::io::Error::other(format!("{helper} -u failed"))))
+            };
+        }
+    }
+    Err(MountError::Os(dir.to_owned(), err))
+}
+
+/// Whether `/proc/self/mounts` lists a vfscale mount on `dir`.
+pub fn is_vfscale_mount(dir: &Path) -> bool {
+    let Ok(dir) = std::fs::canonicalize(dir) else { return false };
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else { return false };
+    mounts.lines().any(|line| {
+        let mut fields = line.split(' ');
+        let (source, target) = (fields.next(), fields.next());
+        source == Some("vfscale")
+            && target.map(unescape_mount_path).as_deref() == Some(dir.as_os_str().as_encoded_bytes())
+    })
+}
+
+/// Undoes the octal escapes (`\040` for a space) of `/proc/self/mounts`.
+fn unescape_mount_path(field: &str) -> Vec<u8> {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok());
+        match (bytes[i], octal) {
+            (b'\\', Some(byte)) => {
+                out.push(byte);
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// How long [`wait_unmounted`] waits by default.
+pub const UNMOUNT_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits until `dir` is no longer a vfscale mount; false on timeout.
+pub fn wait_unmounted(dir: &Path, timeout: Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while is_vfscale_mount(dir) {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_point_checks_have_one_line_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("missing");
+        let err = mount(&missing, Vfs::default(), &MountOptions::default()).unwrap_err();
+        assert!(matches!(err, MountError::Missing(_)), "{err}");
+        assert!(err.to_string().contains("does not exist"));
+        let file = tmp.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        assert!(matches!(mount(&file, Vfs::default(), &MountOptions::default()), Err(MountError::NotADirectory(_))));
+        let err = mount(tmp.path(), Vfs::default(), &MountOptions::default()).unwrap_err();
+        assert!(matches!(err, MountError::NotEmpty(_)));
+        assert!(!err.to_string().contains('\n'));
+        let zero = MountOptions { threads: 0, ..MountOptions::default() };
+        assert!(matches!(mount(tmp.path(), Vfs::default(), &zero), Err(MountError::Invalid(_))));
+    }
+
+    #[test]
+    fn mount_paths_are_unescaped() {
+        assert_eq!(unescape_mount_path(r"/tmp/a\040b"), b"/tmp/a b");
+        assert_eq!(unescape_mount_path(r"/plain"), b"/plain");
+        assert_eq!(unescape_mount_path(r"/x\\"), br"/x\\");
+    }
+
+    #[test]
+    fn unmount_refuses_what_is_not_a_vfscale_mount() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(!is_vfscale_mount(tmp.path()));
+        assert!(matches!(unmount(tmp.path()), Err(MountError::Invalid(_))));
+        assert!(wait_unmounted(tmp.path(), Duration::ZERO));
+    }
+}

@@ -1,0 +1,112 @@
+//! Mounts a VFS in a temporary directory, drives it with real programs
+//! (`tests/script.sh`), and compares every result with the same script run
+//! on tmpfs. Skipped, with the reason printed, where FUSE is unavailable or
+//! mounting is not permitted.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+use vfscale::Vfs;
+use vfscale_fuse::{is_vfscale_mount, mount, wait_unmounted, MountError, MountOptions, Mounted};
+
+/// Mounts, or explains why this machine cannot.
+fn try_mount(dir: &Path, options: &MountOptions) -> Option<Mounted> {
+    match mount(dir, Vfs::default(), options) {
+        Ok(m) => Some(m),
+        Err(e @ MountError::FuseUnavailable(_)) => {
+            eprintln!("SKIPPED: {e}");
+            None
+        }
+        Err(e) => panic!("mount failed: {e}"),
+    }
+}
+
+fn run_script(dir: &Path) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/script.sh");
+    let out = Command::new("bash").arg(script).current_dir(dir).output().expect("bash runs");
+    assert!(out.status.success(), "script failed in {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("script output is UTF-8")
+}
+
+/// A directory on tmpfs: /dev/shm where it is tmpfs.
+fn tmpfs_dir() -> tempfile::TempDir {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    assert!(
+        mounts.lines().any(|l| l.split(' ').nth(1) == Some("/dev/shm") && l.split(' ').nth(2) == Some("tmpfs")),
+        "the comparison needs /dev/shm on tmpfs"
+    );
+    tempfile::tempdir_in("/dev/shm").expect("temp dir on /dev/shm")
+}
+
+#[test]
+fn tools_see_what_they_see_on_tmpfs() {
+    let mnt = tempfile::tempdir().unwrap();
+    let Some(mounted) = try_mount(mnt.path(), &MountOptions::default()) else { return };
+    assert!(is_vfscale_mount(mnt.path()));
+    let ours = run_script(mnt.path());
+    let reference = tmpfs_dir();
+    let theirs = run_script(reference.path());
+    mounted.unmount().expect("unmount");
+    assert!(wait_unmounted(mnt.path(), Duration::from_secs(5)), "still mounted after unmount");
+    let mismatches: Vec<String> = ours
+        .lines()
+        .zip(theirs.lines())
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("  vfscale: {a}\n  tmpfs:   {b}"))
+        .collect();
+    assert!(
+        mismatches.is_empty() && ours.lines().count() == theirs.lines().count(),
+        "vfscale and tmpfs differ:\n{}\n--- vfscale ---\n{ours}\n--- tmpfs ---\n{theirs}",
+        mismatches.join("\n")
+    );
+    assert!(ours.contains("second=1") && ours.contains("after=0"), "flock did not conflict:\n{ours}");
+    assert!(ours.contains("conflict 11\ngot it"), "fcntl locks did not conflict:\n{ours}");
+}
+
+#[test]
+fn demo_trees_show_live_values() {
+    let mnt = tempfile::tempdir().unwrap();
+    let options = MountOptions { demo: true, threads: 2, allow_other: false };
+    let Some(mounted) = try_mount(mnt.path(), &options) else { return };
+    let attr = mnt.path().join("sys/fs/vfscale/inodes");
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let before: usize = read(&attr).trim().parse().unwrap();
+    std::fs::create_dir(mnt.path().join("new")).unwrap();
+    let after: usize = read(&attr).trim().parse().unwrap();
+    assert_eq!(after, before + 1);
+    let drop = mnt.path().join("sys/fs/vfscale/drop_caches");
+    let status = Command::new("sh").arg("-c").arg("echo 2 > \"$1\"").arg("sh").arg(&drop).status().unwrap();
+    assert!(status.success());
+    assert_eq!(read(&drop), "2\n");
+    let me = std::process::id();
+    let status = read(&mnt.path().join(format!("proc/{me}/status")));
+    assert!(status.contains(&format!("Pid:\t{me}")), "{status}");
+    let listed: Vec<String> = std::fs::read_dir(mnt.path().join("proc"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(listed.contains(&me.to_string()) && listed.contains(&"self".to_string()));
+    assert_eq!(std::fs::read_link(mnt.path().join("proc/self")).unwrap().to_str().unwrap(), me.to_string());
+    let err = std::fs::remove_dir(mnt.path().join("sys")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EBUSY));
+    let err = std::fs::write(mnt.path().join("sys/fs/vfscale/new"), "x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EACCES));
+    mounted.unmount().expect("unmount");
+    assert!(wait_unmounted(mnt.path(), Duration::from_secs(5)));
+}
+
+#[test]
+fn unmount_from_outside_ends_the_session() {
+    let mnt = tempfile::tempdir().unwrap();
+    let Some(mounted) = try_mount(mnt.path(), &MountOptions::default()) else { return };
+    std::fs::write(mnt.path().join("f"), "x").unwrap();
+    vfscale_fuse::unmount(mnt.path()).expect("umount");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !mounted.is_finished() {
+        assert!(std::time::Instant::now() < deadline, "session still running after umount");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!is_vfscale_mount(mnt.path()));
+    assert!(!mnt.path().join("f").exists());
+    mounted.unmount().expect("joining an unmounted session");
+}

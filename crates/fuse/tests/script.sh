@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Drives the current directory with ordinary tools and prints what they
+# report, so a run on a vfscale mount can be compared with one on tmpfs.
+# Output is made independent of the directory and of timestamps; directory
+# sizes are left out (tmpfs counts bytes of entries, vfscale reports 0).
+set -u
+export LC_ALL=C
+run() {
+    echo "\$ $*"
+    "$@" 2>&1 | sed "s|$PWD|DIR|g"
+    echo "rc=${PIPESTATUS[0]}"
+}
+# `..` of the top directory lies outside the tree under test.
+listing() {
+    ls -la --time-style=+ "$@" | awk 'NR > 1 && $NF != ".." && $1 !~ /^d/ { print $1, $2, $3, $4, $5, $NF }
+        NR > 1 && $NF != ".." && $1 ~ /^d/ { print $1, $2, $3, $4, $NF }'
+}
+types() { stat -c '%n %F %s %h %a %u %g' "$@"; }
+
+run mkdir -p a/b/c
+run mkdir a
+run sh -c 'echo hello > a/b/c/file'
+run cat a/b/c/file
+run cp a/b/c/file a/copy
+run cmp a/b/c/file a/copy
+run mv a/copy a/b/moved
+run ls a a/b
+run ln -s b/c/file a/link
+run cat a/link
+run readlink a/link
+run ln a/b/moved a/hard
+run types a/b/moved a/hard a/link a/b/c/file
+run stat -c '%n %h' a a/b a/b/c
+run sh -c 'find . | sort'
+run listing a
+run rm a/b/c/file
+run cat a/link
+run cat a/missing
+run rmdir a/b
+run rm a/b
+run sh -c 'echo x >> a/app; echo y >> a/app; cat a/app'
+run truncate -s 3 a/app
+run wc -c a/app
+run chmod 600 a/app
+run touch -d @1000000000 a/app
+run stat -c '%n %a %Y %s' a/app
+run mkdir d1 d2
+run touch d1/x
+run mv d1/x d2/
+run mv d1 d2/
+run sh -c 'echo 1 > p; echo 2 > q; mv p q; cat q; ls p'
+run sh -c 'seq 1 200000 > big; cp big big2; cmp big big2 && wc -c big2 && md5sum < big2'
+run dd if=big of=part bs=1000 skip=5 count=3 status=none
+run md5sum part
+run sh -c 'ln -s loop loop; cat loop'
+run touch "$(printf 'x%.0s' {1..256})"
+run mv d2 d2/d1/inside
+run sh -c 'find . -type f | sort'
+run rm -r a d2
+run sh -c 'find . | sort'
+# flock(1): the second locker must fail while the first holds the lock.
+run sh -c 'flock -n lockf -c "sleep 2" & sleep 0.5; flock -n lockf -c true; echo second=$?; wait; flock -n lockf -c true; echo after=$?'
+# fcntl POSIX locks across two processes.
+run python3 - <<'EOF'
+import fcntl, os, subprocess, sys
+probe = """
+import fcntl, os
+fd = os.open('plock', os.O_RDWR)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 0)
+    print('got it')
+except OSError as e:
+    print('conflict', e.errno)
+"""
+fd = os.open('plock', os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.lockf(fd, fcntl.LOCK_EX, 5, 0)
+print(subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True).stdout.strip())
+fcntl.lockf(fd, fcntl.LOCK_UN, 5, 0)
+print(subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True).stdout.strip())
+EOF
+run rm lockf plock
+run listing .

@@ -1,0 +1,287 @@
+//! procfs: a directory whose children are generated from a live task
+//! table — `<pid>/stat`, `<pid>/status`, `<pid>/cmdline` — as Linux's
+//! `/proc` (seed 003, kernel-notes §3).
+//!
+//! Invariant: a `<pid>` inode (and those of its files) points at its task;
+//! the task's `alive` flag goes false, once, when it exits, and every
+//! dentry of that task is invalid from then on. `readdir` lists the tasks
+//! alive now; lookups make inodes on demand, as `proc_pid_lookup` does.
+//!
+//! Revalidating a `<pid>` dentry is one load of `alive`: no lock, no
+//! reference, no shared write. With [`ProcConfig::rcu_revalidate`] it runs
+//! in rcu-walk (Linux 5.16+); without it (`ProcConfig::ref_revalidate`, the
+//! seed's "before") it refuses there, so every walk through a `<pid>`
+//! directory restarts in ref-walk and takes references on the way.
+//!
+//! ```
+//! use vfscale::procfs::{ProcConfig, Procfs, TaskInfo};
+//! use vfscale::{Credentials, Errno, OpenFlags};
+//!
+//! let proc = Procfs::new(ProcConfig::rcu_revalidate());
+//! proc.add_task(42, TaskInfo::new("sleep", ["sleep", "10"]))?;
+//! let p = proc.vfs().process(Credentials::root());
+//! let mut buf = [0u8; 64];
+//! let fd = p.open("/42/cmdline", OpenFlags::RDONLY, 0)?;
+//! let n = p.read(fd, &mut buf)?;
+//! assert_eq!(&buf[..n], b"sleep\x0010\0");
+//! proc.exit_task(42)?;
+//! assert_eq!(p.pread(fd, &mut buf, 0), Err(Errno::ESRCH));
+//! assert_eq!(p.stat("/42"), Err(Errno::ENOENT));
+//! # Ok::<(), Errno>(())
+//! ```
+
+mod files;
+
+pub use files::TaskInfo;
+
+use crate::backend::{BackedFile, Backend, Revalidate};
+use crate::cred::Access;
+use crate::errno::{Errno, VfsResult};
+use crate::file::{DirEntry, OpenFlags};
+use crate::inode::{FileType, Inode, InodeRegistry, NewInode};
+use crate::{Credentials, Vfs, VfsConfig};
+use crossbeam_epoch::{Atomic, Owned};
+use files::{ProcFile, TaskFile};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use vfscale_sync::rwsem::{RwSem, SpinPolicy};
+
+/// Where `<pid>` dentries are revalidated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcConfig {
+    /// Decide in rcu-walk (`true`, Linux 5.16+) or refuse there (`false`).
+    pub rcu_revalidate: bool,
+}
+
+impl ProcConfig {
+    /// Before Linux 5.16: `pid_revalidate` returns `-ECHILD` in rcu-walk.
+    pub fn ref_revalidate() -> Self {
+        Self { rcu_revalidate: false }
+    }
+
+    /// Stephen Brennan's patch: revalidate in rcu-walk.
+    pub fn rcu_revalidate() -> Self {
+        Self { rcu_revalidate: true }
+    }
+}
+
+/// A task of the table. Its information is replaced whole by updates and
+/// read under the epoch, so readers of `/proc/<pid>/*` write nothing shared.
+struct Task {
+    pid: u32,
+    alive: AtomicBool,
+    info: Atomic<TaskInfo>,
+}
+
+impl Task {
+    fn new(pid: u32, info: TaskInfo) -> Task {
+        Task { pid, alive: AtomicBool::new(true), info: Atomic::new(info) }
+    }
+
+    /// Runs `f` on the current information.
+    fn with_info<R>(&self, f: impl FnOnce(&TaskInfo) -> R) -> R {
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: `info` is never null, and a replaced value is destroyed
+        // through the epoch after this guard unpins.
+        f(unsafe { self.info.load(Ordering::Acquire, &guard).deref() })
+    }
+
+    /// Replaces the information with `update` applied to a copy; callers
+    /// are serialized by the task table's lock.
+    fn update(&self, update: impl FnOnce(&mut TaskInfo)) {
+        let mut next = self.with_info(TaskInfo::clone);
+        update(&mut next);
+        let guard = crossbeam_epoch::pin();
+        let old = self.info.swap(Owned::new(next), Ordering::AcqRel, &guard);
+        // SAFETY: the old value is unreachable now and destroyed after every
+        // guard pinned now has unpinned.
+        unsafe { guard.defer_destroy(old) };
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        // SAFETY: the task is being dropped; nobody can read its info.
+        unsafe { drop(self.info.load(Ordering::Relaxed, crossbeam_epoch::unprotected()).into_owned()) }
+    }
+}
+
+/// What a procfs inode stands for (its `i_private`).
+enum Entry {
+    PidDir(Arc<Task>),
+    File(Arc<Task>, TaskFile),
+}
+
+impl Entry {
+    fn task(&self) -> &Task {
+        match self {
+            Entry::PidDir(task) | Entry::File(task, _) => task,
+        }
+    }
+}
+
+struct Shared {
+    config: ProcConfig,
+    tasks: RwSem<BTreeMap<u32, Arc<Task>>>,
+    registry: Arc<InodeRegistry>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Procfs").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    fn new_inode(&self, file_type: FileType, perm: u32, uid: u32, entry: Entry) -> Arc<Inode> {
+        let mut spec = NewInode::of(file_type, perm);
+        spec.uid = uid;
+        spec.gid = uid;
+        spec.private = Some(Arc::new(entry));
+        Inode::new(&self.registry, spec)
+    }
+}
+
+impl Backend for Shared {
+    fn revalidate(&self, _dir: &Inode, _name: &[u8], inode: &Inode, rcu: bool) -> Revalidate {
+        if rcu && !self.config.rcu_revalidate {
+            return Revalidate::NeedRefWalk;
+        }
+        match inode.private::<Entry>() {
+            Some(entry) if entry.task().alive.load(Ordering::Acquire) => Revalidate::Valid,
+            _ => Revalidate::Invalid,
+        }
+    }
+
+    fn revalidate_negative(&self, _dir: &Inode, _neg_rev: u64, _rcu: bool) -> Revalidate {
+        Revalidate::Invalid
+    }
+
+    fn permission(&self, inode: &Inode, cred: &Credentials, mask: Access, _rcu: bool) -> Option<VfsResult<()>> {
+        Some(if mask == Access::EXEC { inode.may_search(cred) } else { inode.permission(cred, mask) })
+    }
+
+    fn lookup(&self, dir: &Arc<Inode>, name: &[u8]) -> VfsResult<Option<Arc<Inode>>> {
+        match dir.private::<Entry>() {
+            None => {
+                let Some(pid) = parse_pid(name) else { return Ok(None) };
+                let task = self.tasks.read().get(&pid).cloned();
+                Ok(task.map(|task| {
+                    let uid = task.with_info(|t| t.uid);
+                    self.new_inode(FileType::Directory, 0o555, uid, Entry::PidDir(task))
+                }))
+            }
+            Some(Entry::PidDir(task)) => {
+                if !task.alive.load(Ordering::Acquire) {
+                    return Ok(None);
+                }
+                Ok(TaskFile::from_name(name).map(|kind| {
+                    let uid = task.with_info(|t| t.uid);
+                    self.new_inode(FileType::Regular, 0o444, uid, Entry::File(Arc::clone(task), kind))
+                }))
+            }
+            Some(Entry::File(..)) => Err(Errno::ENOTDIR),
+        }
+    }
+
+    fn caches_negatives(&self) -> bool {
+        false
+    }
+
+    fn readdir(&self, dir: &Inode) -> VfsResult<Vec<DirEntry>> {
+        let mut entries: Vec<DirEntry> = match dir.private::<Entry>() {
+            None => self
+                .tasks
+                .read()
+                .values()
+                .map(|t| DirEntry { name: t.pid.to_string().into_bytes(), ino: 0, file_type: FileType::Directory })
+                .collect(),
+            Some(Entry::PidDir(task)) if task.alive.load(Ordering::Acquire) => TaskFile::ALL
+                .iter()
+                .map(|f| DirEntry { name: f.name().as_bytes().to_vec(), ino: 0, file_type: FileType::Regular })
+                .collect(),
+            Some(_) => return Err(Errno::ENOENT),
+        };
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
+    }
+
+    fn open(&self, inode: &Arc<Inode>, _flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn BackedFile>> {
+        match inode.private::<Entry>() {
+            Some(Entry::File(task, kind)) => Ok(Box::new(ProcFile::new(Arc::clone(task), *kind))),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+}
+
+/// A pid as `/proc` spells it: decimal, no sign, no leading zero.
+fn parse_pid(name: &[u8]) -> Option<u32> {
+    if name.is_empty() || (name[0] == b'0' && name.len() > 1) || !name.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(name).ok()?.parse().ok()
+}
+
+/// A task table and the [`Vfs`] that shows it as `/proc`.
+#[derive(Debug)]
+pub struct Procfs {
+    vfs: Vfs,
+    shared: Arc<Shared>,
+}
+
+impl Procfs {
+    /// An empty task table.
+    pub fn new(config: ProcConfig) -> Procfs {
+        let mut shared = None;
+        let vfs = Vfs::with_backend(VfsConfig::default(), |registry, _root| {
+            let made = Arc::new(Shared {
+                config,
+                tasks: RwSem::new(BTreeMap::new(), SpinPolicy::Adaptive),
+                registry: Arc::clone(registry),
+            });
+            shared = Some(Arc::clone(&made));
+            made
+        });
+        Procfs { vfs, shared: shared.expect("the backend was made") }
+    }
+
+    /// The filesystem readers walk; its root is the `/proc` directory.
+    pub fn vfs(&self) -> &Vfs {
+        &self.vfs
+    }
+
+    /// Adds a live task; EEXIST if `pid` is taken, EINVAL for pid 0.
+    pub fn add_task(&self, pid: u32, info: TaskInfo) -> VfsResult<()> {
+        if pid == 0 {
+            return Err(Errno::EINVAL);
+        }
+        let mut tasks = self.shared.tasks.write();
+        if tasks.contains_key(&pid) {
+            return Err(Errno::EEXIST);
+        }
+        tasks.insert(pid, Arc::new(Task::new(pid, info)));
+        Ok(())
+    }
+
+    /// Changes a live task's information; ESRCH if there is none.
+    pub fn update_task(&self, pid: u32, update: impl FnOnce(&mut TaskInfo)) -> VfsResult<()> {
+        let tasks = self.shared.tasks.write();
+        tasks.get(&pid).ok_or(Errno::ESRCH)?.update(update);
+        Ok(())
+    }
+
+    /// The task exits: its directory disappears for new lookups at once,
+    /// and reads of its files already open fail with ESRCH.
+    pub fn exit_task(&self, pid: u32) -> VfsResult<()> {
+        let task = self.shared.tasks.write().remove(&pid).ok_or(Errno::ESRCH)?;
+        task.alive.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// The live pids, in order.
+    pub fn pids(&self) -> Vec<u32> {
+        self.shared.tasks.read().keys().copied().collect()
+    }
+}

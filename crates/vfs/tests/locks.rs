@@ -1,0 +1,282 @@
+//! File-lock semantics on vfscale alone: flock, POSIX and OFD record locks,
+//! deadlock detection, blocking waits, leases and the lock list, in every
+//! lock-list design. `locks_vs_kernel` compares the same calls with Linux.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+use vfscale::config::LockListKind;
+use vfscale::locks::*;
+use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs, VfsConfig};
+
+const KINDS: [LockListKind; 4] =
+    [LockListKind::PerCpuRwSem, LockListKind::LgLockTas, LockListKind::LgLockQueued, LockListKind::GlobalLock];
+
+fn each_kind(test: impl Fn(&Vfs)) {
+    for kind in KINDS {
+        test(&Vfs::new(VfsConfig { lock_list: kind, ..VfsConfig::default() }));
+    }
+}
+
+fn rw(p: &Process, path: &str) -> i32 {
+    p.open(path, OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap()
+}
+
+fn getlk(p: &Process, fd: i32, t: i16, start: i64, len: i64) -> (i16, i64, i64, i32) {
+    let mut l = Flock::new(t, start, len);
+    p.fcntl_getlk(fd, &mut l).unwrap();
+    (l.l_type, l.l_start, l.l_len, l.l_pid)
+}
+
+#[test]
+fn flock_shared_exclusive_conversion_and_release() {
+    each_kind(|vfs| {
+        let p = vfs.process(Credentials::root());
+        let (a, b) = (rw(&p, "/f"), rw(&p, "/f"));
+        p.flock(a, LOCK_SH).unwrap();
+        p.flock(b, LOCK_SH | LOCK_NB).unwrap();
+        assert_eq!(p.flock(b, LOCK_EX | LOCK_NB), Err(Errno::EWOULDBLOCK));
+        // The failed conversion released b's shared lock, as in Linux.
+        assert_eq!(vfs.locks().list().len(), 1);
+        p.flock(a, LOCK_EX | LOCK_NB).unwrap();
+        let dup = p.dup(a).unwrap();
+        p.close(a).unwrap();
+        assert_eq!(p.flock(b, LOCK_SH | LOCK_NB), Err(Errno::EWOULDBLOCK), "the dup keeps the description");
+        p.close(dup).unwrap();
+        p.flock(b, LOCK_EX | LOCK_NB).unwrap();
+        p.flock(b, LOCK_UN).unwrap();
+        p.flock(b, LOCK_UN).unwrap();
+        assert_eq!(p.flock(b, 0), Err(Errno::EINVAL));
+        assert!(vfs.locks().list().is_empty());
+    });
+}
+
+#[test]
+fn posix_ranges_merge_split_and_drop_on_close() {
+    each_kind(|vfs| {
+        let a = vfs.process(Credentials::root());
+        let b = vfs.process(Credentials::root());
+        let (fa, fa2, fb) = (rw(&a, "/f"), rw(&a, "/f"), rw(&b, "/f"));
+        a.fcntl_setlk(fa, &Flock::new(F_WRLCK, 0, 10)).unwrap();
+        a.fcntl_setlk(fa2, &Flock::new(F_WRLCK, 10, 10)).unwrap();
+        assert_eq!(vfs.locks().list().len(), 1, "adjacent locks of one owner merge");
+        assert_eq!(getlk(&b, fb, F_RDLCK, 15, 1), (F_WRLCK, 0, 20, a.pid()));
+        a.fcntl_setlk(fa, &Flock::new(F_UNLCK, 5, 5)).unwrap();
+        assert_eq!(vfs.locks().list().len(), 2, "unlocking the middle splits");
+        assert_eq!(getlk(&b, fb, F_WRLCK, 5, 5).0, F_UNLCK);
+        assert_eq!(getlk(&b, fb, F_WRLCK, 0, 0), (F_WRLCK, 0, 5, a.pid()));
+        a.fcntl_setlk(fa, &Flock::new(F_RDLCK, 12, 0)).unwrap();
+        assert_eq!(getlk(&b, fb, F_RDLCK, 30, 1), (F_UNLCK, 30, 1, 0), "no conflict leaves the range as given");
+        assert_eq!(getlk(&b, fb, F_WRLCK, 30, 1), (F_RDLCK, 12, 0, a.pid()));
+        assert_eq!(b.fcntl_setlk(fb, &Flock::new(F_RDLCK, 0, 1)), Err(Errno::EAGAIN));
+        // Closing any descriptor drops all of a's POSIX locks on the file.
+        a.close(fa2).unwrap();
+        b.fcntl_setlk(fb, &Flock::new(F_WRLCK, 0, 0)).unwrap();
+        assert_eq!(vfs.locks().list().len(), 1);
+        drop(b);
+        assert!(vfs.locks().list().is_empty(), "exit drops locks");
+    });
+}
+
+#[test]
+fn bad_requests() {
+    let vfs = Vfs::default();
+    let p = vfs.process(Credentials::root());
+    let fd = rw(&p, "/f");
+    let ro = p.open("/f", OpenFlags::RDONLY, 0).unwrap();
+    let wo = p.open("/f", OpenFlags::WRONLY, 0).unwrap();
+    let bad_whence = Flock { l_whence: 9, ..Flock::new(F_RDLCK, 0, 0) };
+    assert_eq!(p.fcntl_setlk(fd, &bad_whence), Err(Errno::EINVAL));
+    assert_eq!(p.fcntl_setlk(fd, &Flock::new(7, 0, 0)), Err(Errno::EINVAL));
+    assert_eq!(p.fcntl_setlk(fd, &Flock::new(F_RDLCK, 5, -6)), Err(Errno::EINVAL));
+    assert_eq!(p.fcntl_setlk(fd, &Flock::new(F_RDLCK, 2, i64::MAX)), Err(Errno::EOVERFLOW));
+    p.fcntl_setlk(fd, &Flock::new(F_RDLCK, 1, i64::MAX)).unwrap();
+    assert_eq!(p.fcntl_getlk(fd, &mut Flock::new(F_UNLCK, 0, 0)), Err(Errno::EINVAL));
+    assert_eq!(p.fcntl_setlk(ro, &Flock::new(F_WRLCK, 0, 0)), Err(Errno::EBADF));
+    assert_eq!(p.fcntl_setlk(wo, &Flock::new(F_RDLCK, 0, 0)), Err(Errno::EBADF));
+    assert_eq!(p.ofd_setlk(fd, &Flock { l_pid: 1, ..Flock::new(F_RDLCK, 0, 0) }), Err(Errno::EINVAL));
+    assert_eq!(p.fcntl_setlk(99, &Flock::new(F_RDLCK, 0, 0)), Err(Errno::EBADF));
+    assert_eq!(p.setlease(fd, 5), Err(Errno::EINVAL));
+    p.mkdir("/d", 0o755).unwrap();
+    let dir = p.open("/d", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    assert_eq!(p.setlease(dir, F_RDLCK.into()), Err(Errno::EINVAL));
+}
+
+#[test]
+fn ofd_locks_belong_to_the_description() {
+    each_kind(|vfs| {
+        let p = vfs.process(Credentials::root());
+        let (a, b) = (rw(&p, "/f"), rw(&p, "/f"));
+        p.ofd_setlk(a, &Flock::new(F_WRLCK, 0, 10)).unwrap();
+        assert_eq!(p.ofd_setlk(b, &Flock::new(F_RDLCK, 5, 1)), Err(Errno::EAGAIN));
+        let mut probe = Flock::new(F_RDLCK, 5, 1);
+        p.ofd_getlk(b, &mut probe).unwrap();
+        assert_eq!((probe.l_type, probe.l_pid), (F_WRLCK, -1));
+        // POSIX locks of the same process conflict with OFD locks.
+        assert_eq!(p.fcntl_setlk(b, &Flock::new(F_RDLCK, 5, 1)), Err(Errno::EAGAIN));
+        p.close(b).unwrap();
+        assert_eq!(vfs.locks().list().len(), 1, "closing another fd keeps OFD locks");
+        p.close(a).unwrap();
+        assert!(vfs.locks().list().is_empty());
+    });
+}
+
+#[test]
+fn deadlock_is_detected() {
+    each_kind(|vfs| {
+        let a = vfs.process(Credentials::root());
+        let b = vfs.process(Credentials::root());
+        let (fa, fb) = (rw(&a, "/f"), rw(&b, "/f"));
+        a.fcntl_setlk(fa, &Flock::new(F_WRLCK, 0, 1)).unwrap();
+        b.fcntl_setlk(fb, &Flock::new(F_WRLCK, 1, 1)).unwrap();
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| a.fcntl_setlkw(fa, &Flock::new(F_WRLCK, 1, 1), &Interrupt::never()));
+            while vfs.locks().blocked() == 0 {
+                std::thread::yield_now();
+            }
+            assert_eq!(b.fcntl_setlkw(fb, &Flock::new(F_WRLCK, 0, 1), &Interrupt::never()), Err(Errno::EDEADLK));
+            b.fcntl_setlk(fb, &Flock::new(F_UNLCK, 1, 1)).unwrap();
+            assert_eq!(waiter.join().unwrap(), Ok(()));
+        });
+        assert_eq!(getlk(&b, fb, F_RDLCK, 0, 0), (F_WRLCK, 0, 2, a.pid()));
+    });
+}
+
+#[test]
+fn waits_end_on_timeout_and_cancel_and_wake_in_order() {
+    let vfs = Vfs::default();
+    let holder = vfs.process(Credentials::root());
+    let fd = rw(&holder, "/f");
+    holder.fcntl_setlk(fd, &Flock::new(F_WRLCK, 0, 0)).unwrap();
+    let other = vfs.process(Credentials::root());
+    let ofd = rw(&other, "/f");
+    let start = Instant::now();
+    let timed = other.fcntl_setlkw(ofd, &Flock::new(F_RDLCK, 0, 0), &Interrupt::after(Duration::from_millis(30)));
+    assert_eq!(timed, Err(Errno::EINTR));
+    assert!(start.elapsed() >= Duration::from_millis(30));
+    let token = CancelToken::new();
+    std::thread::scope(|s| {
+        let t = s.spawn(|| other.fcntl_setlkw(ofd, &Flock::new(F_RDLCK, 0, 0), &Interrupt::never().with_token(&token)));
+        std::thread::sleep(Duration::from_millis(20));
+        token.cancel();
+        assert_eq!(t.join().unwrap(), Err(Errno::EINTR));
+    });
+    // flock waiters all get the lock in turn, none is lost.
+    let (f0, order) = (rw(&holder, "/g"), Arc::new(AtomicUsize::new(0)));
+    holder.flock(f0, LOCK_EX).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            let (vfs, order) = (vfs.clone(), Arc::clone(&order));
+            s.spawn(move || {
+                let p = vfs.process(Credentials::root());
+                let fd = rw(&p, "/g");
+                p.flock(fd, LOCK_EX).unwrap();
+                order.fetch_add(1, Ordering::SeqCst);
+                p.flock(fd, LOCK_UN).unwrap();
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(order.load(Ordering::SeqCst), 0);
+        holder.flock(f0, LOCK_UN).unwrap();
+    });
+    assert_eq!(order.load(Ordering::SeqCst), 4);
+}
+
+#[test]
+fn exclusion_under_contention() {
+    let iters: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    each_kind(|vfs| {
+        let inside = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (vfs, inside) = (vfs.clone(), &inside);
+                s.spawn(move || {
+                    let p = vfs.process(Credentials::root());
+                    let fd = rw(&p, "/c");
+                    for _ in 0..iters {
+                        if t % 2 == 0 {
+                            p.flock(fd, LOCK_EX).unwrap();
+                        } else {
+                            p.fcntl_setlkw(fd, &Flock::new(F_WRLCK, 0, 0), &Interrupt::never()).unwrap();
+                        }
+                        // flock and POSIX locks do not exclude each other, so
+                        // count each family separately.
+                        let bit = if t % 2 == 0 { 1 } else { 1 << 16 };
+                        let before = inside.fetch_add(bit, Ordering::SeqCst);
+                        assert_eq!(before & (0xffff * bit), 0, "two holders of one exclusive lock");
+                        inside.fetch_sub(bit, Ordering::SeqCst);
+                        if t % 2 == 0 {
+                            p.flock(fd, LOCK_UN).unwrap();
+                        } else {
+                            p.fcntl_setlk(fd, &Flock::new(F_UNLCK, 0, 0)).unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        assert!(vfs.locks().list().is_empty());
+    });
+}
+
+#[test]
+fn leases_break_on_conflicting_open() {
+    let vfs = Vfs::default();
+    vfs.locks().set_lease_break_time(Duration::from_millis(50));
+    let holder = vfs.process(Credentials::root());
+    let fd = rw(&holder, "/l");
+    assert_eq!(holder.setlease(fd, F_RDLCK.into()), Err(Errno::EAGAIN), "open for writing");
+    holder.setlease(fd, F_WRLCK.into()).unwrap();
+    assert_eq!(holder.getlease(fd), Ok(F_WRLCK));
+    let (tx, rx) = mpsc::channel();
+    holder.setlease_notify(fd, F_WRLCK.into(), Some(Arc::new(move |b: LeaseBreak| tx.send(b).unwrap()))).unwrap();
+    let opener = vfs.process(Credentials::root());
+    assert_eq!(opener.open("/l", OpenFlags::RDONLY | OpenFlags::NONBLOCK, 0), Err(Errno::EWOULDBLOCK));
+    assert_eq!(rx.try_recv().unwrap().target, F_RDLCK);
+    assert_eq!(holder.getlease(fd), Ok(F_RDLCK), "being downgraded");
+    // The holder answers: the reader gets in at once.
+    std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            let start = Instant::now();
+            let fd = opener.open("/l", OpenFlags::RDONLY, 0).unwrap();
+            (start.elapsed(), fd)
+        });
+        std::thread::sleep(Duration::from_millis(10));
+        holder.setlease(fd, F_UNLCK.into()).unwrap();
+        let (waited, rfd) = t.join().unwrap();
+        assert!(waited < Duration::from_secs(5));
+        opener.close(rfd).unwrap();
+    });
+    // Nobody answers: the lease goes after the break time.
+    holder.setlease(fd, F_WRLCK.into()).unwrap();
+    let start = Instant::now();
+    let wfd = opener.open("/l", OpenFlags::WRONLY, 0).unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(40), "{:?}", start.elapsed());
+    assert_eq!(holder.getlease(fd), Ok(F_UNLCK));
+    assert_eq!(holder.setlease(fd, F_WRLCK.into()), Err(Errno::EAGAIN), "another description is open");
+    assert_eq!(holder.setlease(fd, F_UNLCK.into()), Err(Errno::EAGAIN), "no lease to remove");
+    opener.close(wfd).unwrap();
+    let alice = vfs.process(Credentials::user(1000, 1000, []));
+    let afd = alice.open("/l", OpenFlags::RDONLY, 0);
+    assert_eq!(afd.and_then(|fd| alice.setlease(fd, F_RDLCK.into())), Err(Errno::EACCES));
+}
+
+#[test]
+fn proc_locks_lists_every_kind() {
+    each_kind(|vfs| {
+        let p = vfs.process(Credentials::root());
+        let fd = rw(&p, "/p");
+        let ro = p.open("/q", OpenFlags::CREAT | OpenFlags::RDONLY, 0o644).unwrap();
+        p.flock(fd, LOCK_SH).unwrap();
+        p.fcntl_setlk(fd, &Flock::new(F_WRLCK, 3, 4)).unwrap();
+        p.ofd_setlk(fd, &Flock::new(F_RDLCK, 100, 0)).unwrap();
+        p.setlease(ro, F_RDLCK.into()).unwrap();
+        let text = vfs.locks().proc_locks();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        for word in ["FLOCK", "POSIX", "OFDLCK", "LEASE", " 3 6", " 100 EOF"] {
+            assert!(text.contains(word), "{word} missing from\n{text}");
+        }
+        p.close(fd).unwrap();
+        p.close(ro).unwrap();
+        assert_eq!(vfs.locks().proc_locks(), "");
+    });
+}
