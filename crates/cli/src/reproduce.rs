@@ -171,7 +171,7 @@ impl Options {
         if self.quick {
             4
         } else {
-            6
+            5
         }
     }
 

@@ -13,11 +13,12 @@
 //! threads as the session has.
 
 use crate::demo::{Demo, Kind, SynthAttr};
+use crate::locks::Locks;
 use crate::nodes::Nodes;
 use fuser::{
-    AccessFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
-    TimeOrNow, WriteFlags,
+    AccessFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs,
+    ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -62,6 +63,7 @@ pub(crate) struct VfsFs {
     next_handle: AtomicU64,
     demo: Option<Demo>,
     topology: RwLock<()>,
+    locks: Arc<Locks>,
 }
 
 impl fmt::Debug for VfsFs {
@@ -204,11 +206,12 @@ impl VfsFs {
         let demo = if demo { Some(Demo::new(&vfs)?) } else { None };
         Ok(VfsFs {
             nodes: Nodes::new(Arc::clone(vfs.root())),
-            vfs,
+            vfs: vfs.clone(),
             handles: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             demo,
             topology: RwLock::new(()),
+            locks: Locks::new(vfs.clone()),
         })
     }
 
@@ -260,6 +263,15 @@ impl VfsFs {
 
     fn drop_handle(&self, fh: FileHandle) {
         self.handles.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh.0);
+    }
+
+    /// The open file description behind `fh` that locks apply to; ENOLCK
+    /// for a demo node, which has none.
+    fn lock_file(&self, fh: FileHandle) -> VfsResult<Arc<OpenFile>> {
+        match &*self.handle(fh)? {
+            Handle::File(file) | Handle::Dir { file: Some(file), .. } => Ok(Arc::clone(file)),
+            Handle::Dir { file: None, .. } | Handle::Synth { .. } => Err(Errno::ENOLCK),
+        }
     }
 
     /// Opens regular file `id` through a name the kernel reached it by (the
@@ -429,8 +441,17 @@ impl VfsFs {
 }
 
 impl Filesystem for VfsFs {
-    fn init(&mut self, _req: &Request, _config: &mut KernelConfig) -> std::io::Result<()> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // A kernel without one of them keeps those locks itself, on the
+        // mount's inodes, as for a local filesystem.
+        for flag in [InitFlags::FUSE_POSIX_LOCKS, InitFlags::FUSE_FLOCK_LOCKS] {
+            let _unsupported = config.add_capabilities(flag);
+        }
         Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.locks.cancel_waits();
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
@@ -662,7 +683,11 @@ impl Filesystem for VfsFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+        // A close: the closing file table's POSIX locks on the file go.
+        if let Ok(file) = self.lock_file(fh) {
+            self.locks.close(&file, lock_owner.0);
+        }
         reply.ok();
     }
 
@@ -672,12 +697,67 @@ impl Filesystem for VfsFs {
         _ino: INodeNo,
         fh: FileHandle,
         _flags: fuser::OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // The kernel names the open file's owner when it holds flock
+        // locks, which go with it.
+        if let (Ok(file), Some(owner)) = (self.lock_file(fh), lock_owner) {
+            self.locks.close(&file, owner.0);
+        }
         self.drop_handle(fh);
         reply.ok();
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        reply: ReplyLock,
+    ) {
+        match self.lock_file(fh).and_then(|file| self.locks.getlk(&file, lock_owner.0, start, end, typ)) {
+            Ok(Some((typ, start, end, pid))) => reply.locked(start, end, typ, pid),
+            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let file = match self.lock_file(fh) {
+            Ok(file) => file,
+            Err(e) => return reply.error(errno(e)),
+        };
+        let host_pid = if pid != 0 { pid } else { req.pid() };
+        if sleep {
+            let done = move |result: VfsResult<()>| match result {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            };
+            return self.locks.setlkw(file, lock_owner.0, (start, end, typ), host_pid, done);
+        }
+        match self.locks.setlk(&file, lock_owner.0, start, end, typ, host_pid) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {

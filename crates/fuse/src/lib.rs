@@ -23,15 +23,16 @@
 //! # Ok::<(), vfscale_fuse::MountError>(())
 //! ```
 //!
-//! File locks (`flock`, `fcntl`) are left to the kernel, which keeps them
-//! on the mount's inodes as for a local filesystem: the VFS has no lock
-//! manager yet, so `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS` are not
-//! requested.
+//! File locks (`flock`, `fcntl`) are forwarded by the kernel (the mount
+//! requests `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS`) and decided by the
+//! VFS's lock manager; see the `locks` module for how lock owners map and
+//! where this differs from a local filesystem.
 
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod demo;
 mod fs;
+mod locks;
 mod nodes;
 
 use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};

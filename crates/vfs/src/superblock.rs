@@ -16,6 +16,7 @@ use crate::reclaim::Reclaim;
 use std::fmt;
 use std::sync::{Arc, Weak};
 use vfscale_sync::dlock_list::{ConcurrentList, GlobalList, PerCpuList};
+use vfscale_sync::spin::TasLock;
 use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 use vfscale_sync::seqcount::SeqCount;
 
@@ -57,9 +58,12 @@ impl SuperBlock {
         config: VfsConfig,
         make_backend: impl FnOnce(&Arc<InodeRegistry>, &Arc<Inode>) -> Option<Arc<dyn Backend>>,
     ) -> SuperBlock {
+        // Test-and-set heads: in userspace a lock holder can be preempted,
+        // and a FIFO (ticket) lock then makes every later waiter wait for
+        // it and for each other in turn.
         let list: Box<dyn ConcurrentList<Weak<Inode>>> = match config.inode_list {
-            InodeListKind::PerCpu => Box::new(<PerCpuList<Weak<Inode>>>::new()),
-            InodeListKind::Global => Box::new(<GlobalList<Weak<Inode>>>::new()),
+            InodeListKind::PerCpu => Box::new(PerCpuList::<Weak<Inode>, TasLock>::new()),
+            InodeListKind::Global => Box::new(GlobalList::<Weak<Inode>, TasLock>::new()),
         };
         let inodes = Arc::new(InodeRegistry::new(list));
         let root = Inode::new(&inodes, NewInode::of(FileType::Directory, 0o755));

@@ -280,3 +280,28 @@ fn proc_locks_lists_every_kind() {
         assert_eq!(vfs.locks().proc_locks(), "");
     });
 }
+
+#[test]
+fn description_locks_skip_the_mode_check_and_close_like_a_descriptor() {
+    each_kind(|vfs| {
+        let (a, b) = (vfs.process(Credentials::root()), vfs.process(Credentials::root()));
+        drop(rw(&a, "/d"));
+        let ro = a.open_description("/d", OpenFlags::RDONLY, 0).unwrap();
+        // A write lock through a read-only description: EBADF by
+        // descriptor, allowed by description (FUSE's flock).
+        let fd = a.open("/d", OpenFlags::RDONLY, 0).unwrap();
+        assert_eq!(a.fcntl_setlk(fd, &Flock::new(F_WRLCK, 0, 0)), Err(Errno::EBADF));
+        a.posix_setlk_description(&ro, &Flock::new(F_WRLCK, 0, 10), None).unwrap();
+        assert_eq!(b.posix_setlk_description(&ro, &Flock::new(F_RDLCK, 5, 1), None), Err(Errno::EAGAIN));
+        let mut probe = Flock::new(F_RDLCK, 5, 1);
+        b.posix_getlk_description(&ro, &mut probe).unwrap();
+        assert_eq!((probe.l_type, probe.l_start, probe.l_len, probe.l_pid), (F_WRLCK, 0, 10, a.pid()));
+        let waiting = Interrupt::after(Duration::from_millis(20));
+        assert_eq!(b.posix_setlk_description(&ro, &Flock::new(F_RDLCK, 5, 1), Some(&waiting)), Err(Errno::EINTR));
+        a.posix_close_description(&ro);
+        b.posix_setlk_description(&ro, &Flock::new(F_RDLCK, 5, 1), Some(&Interrupt::never())).unwrap();
+        assert_eq!(vfs.locks().list().len(), 1);
+        b.posix_close_description(&ro);
+        assert!(vfs.locks().list().is_empty());
+    });
+}

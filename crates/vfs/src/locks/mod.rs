@@ -426,8 +426,20 @@ impl Process {
     }
 
     fn record(&self, fd: Fd, who: RecordOwner, lock: &Flock, cmd: RecordCmd<'_>) -> VfsResult<Flock> {
+        self.record_on(&*self.open_file(fd)?, who, lock, cmd, true)
+    }
+
+    /// A record lock command on `file`; `check_mode` makes the EBADF check
+    /// of the lock type against the description's access mode.
+    fn record_on(
+        &self,
+        file: &OpenFile,
+        who: RecordOwner,
+        lock: &Flock,
+        cmd: RecordCmd<'_>,
+        check_mode: bool,
+    ) -> VfsResult<Flock> {
         let set = !matches!(cmd, RecordCmd::Get);
-        let file = self.open_file(fd)?;
         let (start, end) = range::to_range(
             lock.l_whence,
             lock.l_start,
@@ -443,15 +455,18 @@ impl Process {
             F_UNLCK if set || who == RecordOwner::Ofd => None,
             _ => return Err(Errno::EINVAL),
         };
-        if set && (write == Some(false) && !file.is_readable() || write == Some(true) && !file.is_writable()) {
+        if check_mode
+            && set
+            && (write == Some(false) && !file.is_readable() || write == Some(true) && !file.is_writable())
+        {
             return Err(Errno::EBADF);
         }
         let owner = match who {
             RecordOwner::Ofd if lock.l_pid != 0 => return Err(Errno::EINVAL),
-            RecordOwner::Ofd => Owner::File(file_id(&file)),
+            RecordOwner::Ofd => Owner::File(file_id(file)),
             RecordOwner::Posix => Owner::Pid(self.pid()),
         };
-        let ctx = self.lock_context(&file);
+        let ctx = self.lock_context(file);
         let wait = match cmd {
             RecordCmd::Get => None,
             RecordCmd::Set => Some(None),
@@ -505,6 +520,31 @@ impl Process {
     /// `intr` fires first.
     pub fn fcntl_setlkw(&self, fd: Fd, lock: &Flock, intr: &Interrupt<'_>) -> VfsResult<()> {
         self.record(fd, RecordOwner::Posix, lock, RecordCmd::SetWait(intr)).map(drop)
+    }
+
+    /// `F_GETLK` on an open file description this process has no
+    /// descriptor for, as [`fcntl_getlk`](Self::fcntl_getlk): for front
+    /// ends that keep their own handle tables (FUSE).
+    pub fn posix_getlk_description(&self, file: &OpenFile, lock: &mut Flock) -> VfsResult<()> {
+        *lock = self.record_on(file, RecordOwner::Posix, lock, RecordCmd::Get, false)?;
+        Ok(())
+    }
+
+    /// `F_SETLK` (`intr` `None`) or `F_SETLKW` on an open file description
+    /// this process has no descriptor for, as
+    /// [`fcntl_setlk`](Self::fcntl_setlk), but without the check of the
+    /// lock type against the description's access mode: FUSE's kernel side
+    /// made that check for `fcntl` already, and forwards `flock`, which has
+    /// none, as the same request.
+    pub fn posix_setlk_description(&self, file: &OpenFile, lock: &Flock, intr: Option<&Interrupt<'_>>) -> VfsResult<()> {
+        let cmd = intr.map_or(RecordCmd::Set, RecordCmd::SetWait);
+        self.record_on(file, RecordOwner::Posix, lock, cmd, false).map(drop)
+    }
+
+    /// Drops every POSIX lock this process holds on `file`'s inode, as a
+    /// close of any of its descriptors of the file does (FUSE's `flush`).
+    pub fn posix_close_description(&self, file: &OpenFile) {
+        posix_close(file, self.pid());
     }
 
     /// `fcntl(fd, F_OFD_GETLK, lock)`: as [`fcntl_getlk`](Self::fcntl_getlk)

@@ -1,0 +1,277 @@
+//! File locks through the mount: the kernel forwards `fcntl` and `flock`
+//! (the mount requests `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS`) and
+//! vfscale's lock manager decides them.
+//!
+//! Invariant: each kernel lock owner (a request's `lock_owner`) maps to one
+//! vfscale [`Process`], whose pid owns the owner's locks, for as long as it
+//! may hold a lock or wait for one: an owner leaves the table only while it
+//! has no lock in the lock manager and no wait in flight, so no lock is ever
+//! left under a pid no one maps to. A blocking request (`F_SETLKW`, a
+//! blocking `flock`) waits on a thread of its own, so the request threads
+//! are never stalled by a lock holder.
+//!
+//! Ownership as Linux's FUSE sends it: for `fcntl` the lock owner is the
+//! caller's file table, whose locks go at `flush` (any close of the file);
+//! for `flock` it is the open file, whose locks go at its `release`. fuser
+//! 0.18 drops the `FUSE_LK_FLOCK` flag that tells the two apart, so both
+//! become POSIX locks of their lock owner, which keeps flock's per-open-file
+//! ownership. What differs from a local filesystem: `flock` and `fcntl`
+//! locks on one file conflict with each other; converting a `flock` lock
+//! is atomic (Linux releases it first); and fuser 0.18 does not pass
+//! `FUSE_INTERRUPT` on, so a blocked wait ends only when it is granted, on
+//! EDEADLK, or with EINTR at unmount — a caller killed while waiting stays
+//! in the kernel until then.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use vfscale::locks::{CancelToken, Flock, Interrupt, F_UNLCK};
+use vfscale::{Credentials, Errno, OpenFile, Process, Vfs, VfsResult};
+
+/// The largest file offset (`OFFSET_MAX`): a lock ending there runs to the
+/// end of the file.
+const OFFSET_MAX: u64 = i64::MAX as u64;
+
+/// A kernel lock owner's vfscale process.
+struct Owner {
+    process: Arc<Process>,
+    /// The host process that last locked as this owner (the tgid FUSE
+    /// passes), reported as the holder by `getlk`.
+    host_pid: u32,
+    /// Blocking requests of this owner in flight.
+    waits: usize,
+}
+
+/// The lock owners of one mount.
+pub(crate) struct Locks {
+    vfs: Vfs,
+    owners: Mutex<HashMap<u64, Owner>>,
+    /// Cancelled at unmount, ending every blocked wait with EINTR.
+    unmount: CancelToken,
+}
+
+impl fmt::Debug for Locks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Locks").field("owners", &self.table().len()).field("unmount", &self.unmount).finish()
+    }
+}
+
+/// A FUSE lock range (first and last byte, inclusive) as a `struct flock`.
+fn flock(typ: i32, start: u64, end: u64) -> VfsResult<Flock> {
+    let typ = i16::try_from(typ).map_err(|_| Errno::EINVAL)?;
+    if end < start || start > OFFSET_MAX {
+        return Err(Errno::EINVAL);
+    }
+    let len = if end >= OFFSET_MAX { 0 } else { (end - start + 1) as i64 };
+    Ok(Flock::new(typ, start as i64, len))
+}
+
+/// A `struct flock` range as FUSE's first and last byte.
+fn range(lock: &Flock) -> (u64, u64) {
+    let start = lock.l_start as u64;
+    let end = if lock.l_len == 0 { OFFSET_MAX } else { start + lock.l_len as u64 - 1 };
+    (start, end)
+}
+
+/// What `getlk` answers: type, first and last byte, holder's host pid.
+pub(crate) type Conflict = (i32, u64, u64, u32);
+
+impl Locks {
+    pub fn new(vfs: Vfs) -> Arc<Locks> {
+        Arc::new(Locks { vfs, owners: Mutex::new(HashMap::new()), unmount: CancelToken::new() })
+    }
+
+    fn table(&self) -> MutexGuard<'_, HashMap<u64, Owner>> {
+        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The process of `lock_owner`, created on first use; `host_pid` (0:
+    /// unknown, as for an unlock) becomes the pid `getlk` reports.
+    fn owner<'t>(&self, table: &'t mut HashMap<u64, Owner>, lock_owner: u64, host_pid: u32) -> &'t mut Owner {
+        let owner = table.entry(lock_owner).or_insert_with(|| Owner {
+            process: Arc::new(self.vfs.process(Credentials::root())),
+            host_pid,
+            waits: 0,
+        });
+        if host_pid != 0 {
+            owner.host_pid = host_pid;
+        }
+        owner
+    }
+
+    /// Removes `lock_owner` if it holds no lock and waits for none.
+    fn prune(&self, table: &mut HashMap<u64, Owner>, lock_owner: u64) {
+        let Some(owner) = table.get(&lock_owner) else { return };
+        let pid = owner.process.pid();
+        if owner.waits == 0 && !self.vfs.locks().list().iter().any(|l| l.pid == pid) {
+            table.remove(&lock_owner);
+        }
+    }
+
+    /// `F_GETLK` for `lock_owner`: the first conflicting lock, or `None`.
+    pub fn getlk(&self, file: &OpenFile, lock_owner: u64, start: u64, end: u64, typ: i32) -> VfsResult<Option<Conflict>> {
+        let mut lock = flock(typ, start, end)?;
+        let mut table = self.table();
+        // An owner not in the table holds nothing; a fresh pid stands in.
+        let process = match table.get(&lock_owner) {
+            Some(owner) => Arc::clone(&owner.process),
+            None => Arc::new(self.vfs.process(Credentials::root())),
+        };
+        process.posix_getlk_description(file, &mut lock)?;
+        if lock.l_type == F_UNLCK {
+            return Ok(None);
+        }
+        let holder = table.values_mut().find(|o| o.process.pid() == lock.l_pid).map_or(0, |o| o.host_pid);
+        let (start, end) = range(&lock);
+        Ok(Some((i32::from(lock.l_type), start, end, holder)))
+    }
+
+    /// `F_SETLK` for `lock_owner`; `host_pid` is the caller's process.
+    pub fn setlk(&self, file: &OpenFile, lock_owner: u64, start: u64, end: u64, typ: i32, host_pid: u32) -> VfsResult<()> {
+        let lock = flock(typ, start, end)?;
+        let mut table = self.table();
+        if lock.l_type == F_UNLCK && !table.contains_key(&lock_owner) {
+            return Ok(());
+        }
+        let result = self.owner(&mut table, lock_owner, host_pid).process.posix_setlk_description(file, &lock, None);
+        self.prune(&mut table, lock_owner);
+        result
+    }
+
+    /// `F_SETLKW` for `lock_owner`: waits on a thread of its own and calls
+    /// `done` with the outcome there (at once if the request is invalid).
+    pub fn setlkw(
+        self: &Arc<Self>,
+        file: Arc<OpenFile>,
+        lock_owner: u64,
+        (start, end, typ): (u64, u64, i32),
+        host_pid: u32,
+        done: impl FnOnce(VfsResult<()>) + Send + 'static,
+    ) {
+        let lock = match flock(typ, start, end) {
+            Ok(lock) => lock,
+            Err(e) => return done(Err(e)),
+        };
+        let process = {
+            let mut table = self.table();
+            let owner = self.owner(&mut table, lock_owner, host_pid);
+            owner.waits += 1;
+            Arc::clone(&owner.process)
+        };
+        let locks = Arc::clone(self);
+        let waiter = move || {
+            let intr = Interrupt::never().with_token(&locks.unmount);
+            let result = process.posix_setlk_description(&file, &lock, Some(&intr));
+            let mut table = locks.table();
+            if let Some(owner) = table.get_mut(&lock_owner) {
+                owner.waits -= 1;
+            }
+            locks.prune(&mut table, lock_owner);
+            drop(table);
+            done(result);
+        };
+        // Without a thread the reply is dropped, which fuser answers with
+        // EIO; the wait count must then be given back here.
+        if std::thread::Builder::new().name("vfscale-setlkw".into()).spawn(waiter).is_err() {
+            let mut table = self.table();
+            if let Some(owner) = table.get_mut(&lock_owner) {
+                owner.waits -= 1;
+            }
+            self.prune(&mut table, lock_owner);
+        }
+    }
+
+    /// `lock_owner` closed a descriptor of `file` (`flush`) or released an
+    /// open file it `flock`ed (`release`): its locks on the inode go.
+    pub fn close(&self, file: &OpenFile, lock_owner: u64) {
+        let mut table = self.table();
+        if let Some(owner) = table.get(&lock_owner) {
+            owner.process.posix_close_description(file);
+            self.prune(&mut table, lock_owner);
+        }
+    }
+
+    /// Ends every blocked wait with EINTR (at unmount).
+    pub fn cancel_waits(&self) {
+        self.unmount.cancel();
+    }
+}
+
+impl Drop for Locks {
+    fn drop(&mut self) {
+        self.unmount.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+    use vfscale::locks::{F_RDLCK, F_WRLCK};
+    use vfscale::OpenFlags;
+
+    fn setup() -> (Arc<Locks>, Arc<OpenFile>) {
+        let vfs = Vfs::default();
+        let file = vfs.process(Credentials::root()).open_description("/f", OpenFlags::CREAT | OpenFlags::RDONLY, 0o644);
+        (Locks::new(vfs), file.unwrap())
+    }
+
+    const WR: i32 = F_WRLCK as i32;
+    const RD: i32 = F_RDLCK as i32;
+    const UN: i32 = F_UNLCK as i32;
+
+    #[test]
+    fn ranges_convert_both_ways() {
+        assert_eq!(flock(WR, 0, OFFSET_MAX).unwrap(), Flock::new(F_WRLCK, 0, 0));
+        assert_eq!(flock(RD, 5, 9).unwrap(), Flock::new(F_RDLCK, 5, 5));
+        assert_eq!(range(&Flock::new(F_RDLCK, 5, 5)), (5, 9));
+        assert_eq!(range(&Flock::new(F_RDLCK, 5, 0)), (5, OFFSET_MAX));
+        assert_eq!(flock(RD, 9, 5), Err(Errno::EINVAL));
+        assert_eq!(flock(1 << 20, 0, 1), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn owners_conflict_and_getlk_names_the_host_pid() {
+        let (locks, file) = setup();
+        locks.setlk(&file, 1, 0, 9, WR, 111).unwrap();
+        assert_eq!(locks.setlk(&file, 2, 5, 5, RD, 222), Err(Errno::EAGAIN));
+        assert_eq!(locks.getlk(&file, 2, 5, 5, RD).unwrap(), Some((WR, 0, 9, 111)));
+        assert_eq!(locks.getlk(&file, 1, 5, 5, RD).unwrap(), None);
+        assert_eq!(locks.getlk(&file, 3, 10, OFFSET_MAX, WR).unwrap(), None);
+        locks.setlk(&file, 1, 0, OFFSET_MAX, UN, 0).unwrap();
+        locks.setlk(&file, 2, 5, 5, RD, 222).unwrap();
+        assert_eq!(locks.table().len(), 1, "owner 1 holds nothing and is gone");
+    }
+
+    #[test]
+    fn close_drops_the_owners_locks_and_the_owner() {
+        let (locks, file) = setup();
+        locks.setlk(&file, 1, 0, 0, WR, 111).unwrap();
+        locks.setlk(&file, 1, 7, 7, WR, 111).unwrap();
+        locks.close(&file, 2);
+        assert_eq!(locks.table().len(), 1);
+        locks.close(&file, 1);
+        assert!(locks.table().is_empty());
+        assert!(locks.vfs.locks().list().is_empty());
+        assert_eq!(locks.setlk(&file, 9, 0, OFFSET_MAX, UN, 0), Ok(()));
+        assert!(locks.table().is_empty());
+    }
+
+    #[test]
+    fn blocking_waits_run_on_their_own_thread() {
+        let (locks, file) = setup();
+        locks.setlk(&file, 1, 0, OFFSET_MAX, WR, 111).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        locks.setlkw(Arc::clone(&file), 2, (0, OFFSET_MAX, WR), 222, move |r| tx.send(r).unwrap());
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err(), "granted while held");
+        locks.close(&file, 1);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Ok(()));
+        locks.setlkw(Arc::clone(&file), 3, (0, 0, RD), 333, move |r| tx2.send(r).unwrap());
+        locks.cancel_waits();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Err(Errno::EINTR));
+        locks.setlkw(file, 4, (3, 1, RD), 444, |r| assert_eq!(r, Err(Errno::EINVAL)));
+        assert_eq!(locks.table().len(), 1, "only owner 2 holds a lock");
+    }
+}
