@@ -10,8 +10,8 @@ use vfscale_fuse::MountOptions;
 pub struct MountArgs {
     /// An empty directory to mount on.
     dir: PathBuf,
-    /// Add a kernfs-like `sys/` with live attributes and a procfs-like
-    /// `proc/` mirroring the host's processes.
+    /// Mount a kernfs tree on `sys/` with live attributes of the VFS and a
+    /// procfs task table on `proc/` mirroring the host's processes.
     #[arg(long)]
     demo: bool,
     /// Threads serving requests.

@@ -4,7 +4,15 @@
 //! (the mount does not use `default_permissions`) and its errno goes back
 //! to the caller unchanged.
 //!
-//! Invariant: the names recorded in the node table change only while the
+//! A mount serves a small mount table: the VFS it was given, and with
+//! `--demo` the instances of the demo trees, each mounted on a directory
+//! of the first. A node id carries its instance's index in its top bits
+//! ([`MOUNT_SHIFT`]) and the instance's own node id below them, so the
+//! instances' inode numbers never meet; a lookup that reaches a mount
+//! point answers with the mounted instance's root, as crossing a mount
+//! does, and renames and links between instances fail with EXDEV.
+//!
+//! Invariant: the names recorded in the node tables change only while the
 //! operation that changes them holds `topology` for writing (renames) or
 //! are added by replies that carry an entry; operations that turn a node id
 //! back into a name (open of a regular file, link, a rename into another
@@ -12,9 +20,9 @@
 //! other request runs without a lock of the front end's own, on as many
 //! threads as the session has.
 
-use crate::demo::{Demo, Kind, SynthAttr};
+use crate::demo::Demo;
 use crate::locks::Locks;
-use crate::nodes::Nodes;
+use crate::nodes::{Nodes, ROOT};
 use fuser::{
     AccessFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs,
@@ -35,40 +43,84 @@ use vfscale::{
     VfsResult,
 };
 
-/// How long the kernel may cache entries and attributes of VFS nodes: every
-/// change goes through this mount, which the kernel sees, so only changes
-/// made outside it (none, except by the demo trees) could be missed.
+/// How long the kernel may cache entries and attributes of the served
+/// VFS: every change goes through this mount, which the kernel sees.
 const TTL: Duration = Duration::from_secs(1);
-/// Demo nodes change on their own (processes come and go), so nothing of
-/// them is cached.
+/// The demo trees change on their own (processes come and go, attributes
+/// follow the VFS), so nothing of them is cached, and their files are read
+/// with direct I/O, past the sizes they report.
 const NO_TTL: Duration = Duration::ZERO;
 
-/// An open file or directory, behind a FUSE file handle.
-enum Handle {
-    /// A VFS regular file.
-    File(Arc<OpenFile>),
-    /// A directory: a snapshot of its entries, taken at offset 0 (opendir
-    /// or rewinddir), so the kernel's offsets index it.
-    Dir { file: Option<Arc<OpenFile>>, id: u64, entries: Mutex<Vec<(u64, FileType, Vec<u8>)>> },
-    /// A demo file: its contents as computed at open.
-    Synth { id: u64, contents: Vec<u8> },
+/// Node id bits below an instance's index: its own node ids (inode
+/// numbers, counted up from 1) stay far below.
+const MOUNT_SHIFT: u32 = 56;
+const LOCAL_MASK: u64 = (1 << MOUNT_SHIFT) - 1;
+
+/// The node id of instance `mount`'s node `local`.
+fn node_id(mount: usize, local: u64) -> u64 {
+    debug_assert!(local <= LOCAL_MASK, "node id {local} overflows into the instance bits");
+    (mount as u64) << MOUNT_SHIFT | local
 }
 
-/// The filesystem a mount serves: a VFS, the kernel's node ids into it,
-/// the open handles and, with `--demo`, the demo trees.
-pub(crate) struct VfsFs {
+/// One VFS instance of the mount table.
+struct Mount {
     vfs: Vfs,
+    /// Node ids (without the instance bits) into `vfs`.
     nodes: Nodes,
+    locks: Arc<Locks>,
+    /// The directory of the first instance this one is mounted on; `None`
+    /// for the first.
+    on: Option<u64>,
+    ttl: Duration,
+}
+
+impl Mount {
+    fn new(vfs: Vfs, on: Option<u64>, ttl: Duration) -> Mount {
+        Mount { nodes: Nodes::new(Arc::clone(vfs.root())), locks: Locks::new(vfs.clone()), vfs, on, ttl }
+    }
+
+    /// Whether this is a demo tree (kernfs, procfs), mounted on the first.
+    fn is_tree(&self) -> bool {
+        self.on.is_some()
+    }
+
+    /// The open flags a file of this instance is served with.
+    fn fopen(&self) -> FopenFlags {
+        if self.is_tree() {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        }
+    }
+}
+
+/// An open file or directory, behind a FUSE file handle, with the index of
+/// its instance.
+enum Handle {
+    /// A file, or a directory opened with `open`.
+    File { mount: usize, file: Arc<OpenFile> },
+    /// A directory: a snapshot of its entries, taken at offset 0 (opendir
+    /// or rewinddir), so the kernel's offsets index it.
+    Dir { mount: usize, file: Arc<OpenFile>, entries: Mutex<Vec<(u64, FileType, Vec<u8>)>> },
+}
+
+/// The filesystem a mount serves: the mount table, the kernel's node ids
+/// into it, and the open handles.
+pub(crate) struct VfsFs {
+    mounts: Vec<Mount>,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_handle: AtomicU64,
-    demo: Option<Demo>,
     topology: RwLock<()>,
-    locks: Arc<Locks>,
+    /// Keeps the demo trees' instances followed while the mount lives.
+    demo: Option<Demo>,
 }
 
 impl fmt::Debug for VfsFs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("VfsFs").field("nodes", &self.nodes).field("demo", &self.demo.is_some()).finish_non_exhaustive()
+        f.debug_struct("VfsFs")
+            .field("nodes", &self.mounts.iter().map(|m| m.nodes.len()).collect::<Vec<_>>())
+            .field("demo", &self.demo)
+            .finish_non_exhaustive()
     }
 }
 
@@ -143,32 +195,6 @@ fn file_attr(id: u64, st: &Stat) -> FileAttr {
     }
 }
 
-fn synth_attr(a: &SynthAttr) -> FileAttr {
-    let now = SystemTime::now();
-    let (kind, nlink) = match a.kind {
-        Kind::Dir => (fuser::FileType::Directory, 2),
-        Kind::File { .. } => (fuser::FileType::RegularFile, 1),
-        Kind::Symlink => (fuser::FileType::Symlink, 1),
-    };
-    FileAttr {
-        ino: INodeNo(a.id),
-        size: 0,
-        blocks: 0,
-        atime: now,
-        mtime: now,
-        ctime: now,
-        crtime: UNIX_EPOCH,
-        kind,
-        perm: a.mode as u16,
-        nlink,
-        uid: a.uid,
-        gid: a.gid,
-        rdev: 0,
-        blksize: 4096,
-        flags: 0,
-    }
-}
-
 /// The caller's supplementary groups, from the host's `/proc/PID/status`
 /// (FUSE passes only uid, gid and pid); none if the process is gone.
 fn groups_of(pid: u32) -> Vec<u32> {
@@ -204,51 +230,72 @@ impl VfsFs {
     /// `proc/`.
     pub fn new(vfs: Vfs, demo: bool) -> VfsResult<VfsFs> {
         let demo = if demo { Some(Demo::new(&vfs)?) } else { None };
+        let mut mounts = vec![Mount::new(vfs, None, TTL)];
+        for (on, tree) in demo.iter().flat_map(Demo::mounts) {
+            mounts.push(Mount::new(tree, Some(on), NO_TTL));
+        }
         Ok(VfsFs {
-            nodes: Nodes::new(Arc::clone(vfs.root())),
-            vfs: vfs.clone(),
+            mounts,
             handles: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
-            demo,
             topology: RwLock::new(()),
-            locks: Locks::new(vfs.clone()),
+            demo,
         })
     }
 
+    /// The instance of node id `id`, its index and the id within it.
+    fn split(&self, id: u64) -> VfsResult<(usize, &Mount, u64)> {
+        let index = (id >> MOUNT_SHIFT) as usize;
+        self.mounts.get(index).map(|m| (index, m, id & LOCAL_MASK)).ok_or(Errno::ESTALE)
+    }
+
     fn inode(&self, id: u64) -> VfsResult<Arc<Inode>> {
-        self.nodes.get(id).ok_or(Errno::ESTALE)
+        let (_, m, local) = self.split(id)?;
+        m.nodes.get(local).ok_or(Errno::ESTALE)
     }
 
-    /// A process working in directory `id`; EPERM in a demo directory,
-    /// which has no namespace operations (as kernfs's have none).
+    /// A process working in directory `id`.
     fn at(&self, cred: Credentials, id: u64) -> VfsResult<Process> {
-        if Demo::owns(id) {
-            return Err(Errno::EPERM);
-        }
-        self.vfs.process_in(cred, self.inode(id)?)
+        let (_, m, _) = self.split(id)?;
+        m.vfs.process_in(cred, self.inode(id)?)
     }
 
-    fn demo(&self) -> VfsResult<&Demo> {
-        self.demo.as_ref().ok_or(Errno::ENOENT)
+    /// The instance mounted on inode `ino` of instance `mount`, if any.
+    fn mounted_on(&self, mount: usize, ino: u64) -> Option<usize> {
+        if mount != 0 {
+            return None;
+        }
+        self.mounts.iter().position(|m| m.on == Some(ino))
     }
 
-    /// EBUSY if `inode` is a demo mount point, which must stay.
-    fn not_mount_point(&self, inode: &Inode) -> VfsResult<()> {
-        match &self.demo {
-            Some(demo) if demo.mounted_on(inode.ino()).is_some() => Err(Errno::EBUSY),
-            _ => Ok(()),
+    /// EBUSY if `inode` of instance `mount` is a mount point, which must
+    /// stay.
+    fn not_mount_point(&self, mount: usize, inode: &Inode) -> VfsResult<()> {
+        match self.mounted_on(mount, inode.ino()) {
+            Some(_) => Err(Errno::EBUSY),
+            None => Ok(()),
         }
     }
 
-    /// The entry reply for `inode`, reached as `name` in `parent`: one
-    /// more lookup of it, or the demo tree mounted on it.
-    fn entry(&self, parent: u64, name: &[u8], inode: &Arc<Inode>) -> (Duration, FileAttr) {
-        if let Some(root) = self.demo.as_ref().and_then(|d| d.mounted_on(inode.ino())) {
-            let attr = self.demo.as_ref().and_then(|d| d.getattr(root).ok()).expect("demo roots always exist");
-            return (NO_TTL, synth_attr(&attr));
+    /// The node id an entry of instance `mount` for inode `ino` shows.
+    fn listed_id(&self, mount: usize, ino: u64) -> u64 {
+        match self.mounted_on(mount, ino) {
+            Some(sub) => node_id(sub, ROOT),
+            None => node_id(mount, self.mounts[mount].nodes.node_id(ino)),
         }
-        let id = self.nodes.remember(parent, name, inode);
-        (TTL, file_attr(id, &inode.stat()))
+    }
+
+    /// The entry reply for `inode`, reached as `name` in directory
+    /// `parent`: one more lookup of it, or the root of the instance
+    /// mounted on it.
+    fn entry(&self, parent: u64, name: &[u8], inode: &Arc<Inode>) -> VfsResult<(Duration, FileAttr)> {
+        let (mount, m, local) = self.split(parent)?;
+        if let Some(sub) = self.mounted_on(mount, inode.ino()) {
+            let sub_mount = &self.mounts[sub];
+            return Ok((sub_mount.ttl, file_attr(node_id(sub, ROOT), &sub_mount.vfs.root().stat())));
+        }
+        let id = m.nodes.remember(local, name, inode);
+        Ok((m.ttl, file_attr(node_id(mount, id), &inode.stat())))
     }
 
     fn add_handle(&self, handle: Handle) -> FileHandle {
@@ -265,21 +312,23 @@ impl VfsFs {
         self.handles.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh.0);
     }
 
-    /// The open file description behind `fh` that locks apply to; ENOLCK
-    /// for a demo node, which has none.
-    fn lock_file(&self, fh: FileHandle) -> VfsResult<Arc<OpenFile>> {
+    /// The open file description behind `fh` that locks apply to, and the
+    /// lock owners of its instance.
+    fn lock_file(&self, fh: FileHandle) -> VfsResult<(&Arc<Locks>, Arc<OpenFile>)> {
         match &*self.handle(fh)? {
-            Handle::File(file) | Handle::Dir { file: Some(file), .. } => Ok(Arc::clone(file)),
-            Handle::Dir { file: None, .. } | Handle::Synth { .. } => Err(Errno::ENOLCK),
+            Handle::File { mount, file } | Handle::Dir { mount, file, .. } => {
+                Ok((&self.mounts[*mount].locks, Arc::clone(file)))
+            }
         }
     }
 
     /// Opens regular file `id` through a name the kernel reached it by (the
     /// VFS opens by path only), checking that the name still refers to it.
     fn open_by_name(&self, id: u64, inode: &Inode, cred: &Credentials, flags: OpenFlags) -> VfsResult<Arc<OpenFile>> {
+        let (mount, m, local) = self.split(id)?;
         let _names = self.topology.read().unwrap_or_else(|e| e.into_inner());
-        for (parent, name) in self.nodes.links(id).into_iter().rev() {
-            let Ok(p) = self.at(cred.clone(), parent) else { continue };
+        for (parent, name) in m.nodes.links(local).into_iter().rev() {
+            let Ok(p) = self.at(cred.clone(), node_id(mount, parent)) else { continue };
             match p.open_description(&name, flags, 0) {
                 Ok(file) if file.inode().ino() == inode.ino() => return Ok(file),
                 Ok(_) | Err(Errno::ENOENT) | Err(Errno::ESTALE) => continue,
@@ -292,42 +341,26 @@ impl VfsFs {
     fn do_open(&self, req: &Request, id: u64, flags: i32) -> VfsResult<(FileHandle, FopenFlags)> {
         let cred = credentials(req);
         let flags = OpenFlags(flags & !(libc::O_CREAT | libc::O_EXCL));
-        if Demo::owns(id) {
-            let demo = self.demo()?;
-            if demo.getattr(id)?.kind == Kind::Dir {
-                return self.do_opendir(req, id, flags.0);
-            }
-            let contents = demo.open(id, flags, &cred)?;
-            return Ok((self.add_handle(Handle::Synth { id, contents }), FopenFlags::FOPEN_DIRECT_IO));
-        }
+        let (mount, m, _) = self.split(id)?;
         let inode = self.inode(id)?;
         let file = if inode.file_type() == FileType::Directory {
-            self.vfs.process_in(cred, Arc::clone(&inode))?.open_description(".", flags, 0)?
+            m.vfs.process_in(cred, Arc::clone(&inode))?.open_description(".", flags, 0)?
         } else {
             self.open_by_name(id, &inode, &cred, flags)?
         };
-        Ok((self.add_handle(Handle::File(file)), FopenFlags::empty()))
+        Ok((self.add_handle(Handle::File { mount, file }), m.fopen()))
     }
 
     fn do_opendir(&self, req: &Request, id: u64, flags: i32) -> VfsResult<(FileHandle, FopenFlags)> {
-        let file = if Demo::owns(id) {
-            let attr = self.demo()?.getattr(id)?;
-            vfscale::cred::permission(libc::S_IFDIR | attr.mode, attr.uid, attr.gid, &credentials(req), Access::READ)?;
-            None
-        } else {
-            let p = self.vfs.process_in(credentials(req), self.inode(id)?)?;
-            Some(p.open_description(".", OpenFlags(flags | libc::O_DIRECTORY), 0)?)
-        };
-        let handle = Handle::Dir { file, id, entries: Mutex::new(Vec::new()) };
+        let (mount, _, _) = self.split(id)?;
+        let p = self.at(credentials(req), id)?;
+        let file = p.open_description(".", OpenFlags(flags | libc::O_DIRECTORY), 0)?;
+        let handle = Handle::Dir { mount, file, entries: Mutex::new(Vec::new()) };
         Ok((self.add_handle(handle), FopenFlags::empty()))
     }
 
     /// Re-reads a directory's entries into its handle (at offset 0).
-    fn snapshot(&self, file: Option<&OpenFile>, id: u64) -> VfsResult<Vec<(u64, FileType, Vec<u8>)>> {
-        let Some(file) = file else {
-            let entries = self.demo()?.entries(id)?;
-            return Ok(entries.into_iter().map(|e| (e.id, e.file_type, e.name)).collect());
-        };
+    fn snapshot(&self, mount: usize, file: &OpenFile) -> VfsResult<Vec<(u64, FileType, Vec<u8>)>> {
         file.lseek(0, vfscale::Whence::Set)?;
         let mut out = Vec::new();
         loop {
@@ -335,33 +368,31 @@ impl VfsFs {
             if batch.is_empty() {
                 break;
             }
-            out.extend(batch.into_iter().map(|e| (self.nodes.node_id(e.ino), e.file_type, e.name)));
+            out.extend(batch.into_iter().map(|e| (self.listed_id(mount, e.ino), e.file_type, e.name)));
         }
         Ok(out)
     }
 
     fn do_setattr(&self, req: &Request, id: u64, attr: SetAttr, fh: Option<FileHandle>) -> VfsResult<FileAttr> {
-        if Demo::owns(id) {
-            let synth = self.demo()?.getattr(id)?;
-            // `echo 2 > drop_caches` truncates before writing; the
-            // attribute has no size to lose.
-            let truncate_only = attr == SetAttr { size: Some(0), ..SetAttr::default() };
-            return match synth.kind {
-                Kind::File { writable: true } if truncate_only => Ok(synth_attr(&synth)),
-                _ => Err(Errno::EPERM),
-            };
-        }
+        let (_, m, _) = self.split(id)?;
         let inode = self.inode(id)?;
         let cred = credentials(req);
         let mut rest = attr;
-        if let (Some(len), Some(fh)) = (attr.size, fh) {
+        if m.is_tree() && attr.size.is_some() {
+            // sysfs ignores a size change (`echo 2 > attr` truncates
+            // first); the caller must still be allowed to write.
+            let st = inode.stat();
+            vfscale::cred::permission(st.mode, st.uid, st.gid, &cred, Access::WRITE)?;
+            rest.size = None;
+        }
+        if let (Some(len), Some(fh)) = (rest.size, fh) {
             // ftruncate (and O_TRUNC): the open file's write access decides.
-            if let Handle::File(file) = &*self.handle(fh)? {
+            if let Handle::File { file, .. } = &*self.handle(fh)? {
                 file.truncate(len, &cred)?;
                 rest.size = None;
             }
         }
-        self.vfs.process(cred).setattr(&inode, rest)?;
+        m.vfs.process(cred).setattr(&inode, rest)?;
         Ok(file_attr(id, &inode.stat()))
     }
 
@@ -374,7 +405,9 @@ impl VfsFs {
         newname: &[u8],
         flags: u32,
     ) -> VfsResult<()> {
-        if Demo::owns(parent) != Demo::owns(newparent) {
+        let (mount, m, local) = self.split(parent)?;
+        let (new_mount, _, new_local) = self.split(newparent)?;
+        if mount != new_mount {
             return Err(Errno::EXDEV);
         }
         if flags & !libc::RENAME_NOREPLACE != 0 {
@@ -383,60 +416,79 @@ impl VfsFs {
         let _names = self.topology.write().unwrap_or_else(|e| e.into_inner());
         let p = self.at(credentials(req), parent)?;
         let moved = p.resolve(name, false)?;
-        self.not_mount_point(&moved)?;
+        self.not_mount_point(mount, &moved)?;
         let target = if parent == newparent {
             newname.to_vec()
         } else {
-            join(&self.nodes.dir_path(newparent).ok_or(Errno::ESTALE)?, newname)
+            join(&m.nodes.dir_path(new_local).ok_or(Errno::ESTALE)?, newname)
         };
         let replaced = p.resolve(&target, false).ok();
         if let Some(replaced) = &replaced {
-            self.not_mount_point(replaced)?;
+            self.not_mount_point(mount, replaced)?;
         }
         p.rename2(name, &target, RenameFlags { noreplace: flags & libc::RENAME_NOREPLACE != 0 })?;
-        let moved_id = self.nodes.node_id(moved.ino());
+        let moved_id = m.nodes.node_id(moved.ino());
         if let Some(replaced) = replaced.filter(|r| r.ino() != moved.ino()) {
-            self.nodes.unlinked(self.nodes.node_id(replaced.ino()), newparent, newname);
+            m.nodes.unlinked(m.nodes.node_id(replaced.ino()), new_local, newname);
         }
-        self.nodes.unlinked(moved_id, parent, name);
-        self.nodes.linked(moved_id, newparent, newname);
+        m.nodes.unlinked(moved_id, local, name);
+        m.nodes.linked(moved_id, new_local, newname);
         Ok(())
     }
 
     fn do_link(&self, req: &Request, id: u64, newparent: u64, newname: &[u8]) -> VfsResult<(Duration, FileAttr)> {
-        if Demo::owns(id) || Demo::owns(newparent) {
+        let (mount, m, local) = self.split(id)?;
+        let (new_mount, _, new_local) = self.split(newparent)?;
+        if mount != new_mount {
             return Err(Errno::EXDEV);
         }
         let _names = self.topology.read().unwrap_or_else(|e| e.into_inner());
         let inode = self.inode(id)?;
         let cred = credentials(req);
-        for (parent, name) in self.nodes.links(id).into_iter().rev() {
-            let Ok(p) = self.at(cred.clone(), parent) else { continue };
+        for (parent, name) in m.nodes.links(local).into_iter().rev() {
+            let Ok(p) = self.at(cred.clone(), node_id(mount, parent)) else { continue };
             if p.resolve(&name, false).map(|i| i.ino()) != Ok(inode.ino()) {
                 continue;
             }
-            let target = if parent == newparent {
+            let target = if parent == new_local {
                 newname.to_vec()
             } else {
-                join(&self.nodes.dir_path(newparent).ok_or(Errno::ESTALE)?, newname)
+                join(&m.nodes.dir_path(new_local).ok_or(Errno::ESTALE)?, newname)
             };
             p.link(&name, &target)?;
-            return Ok(self.entry(newparent, newname, &inode));
+            return self.entry(newparent, newname, &inode);
         }
         Err(Errno::ESTALE)
     }
 
     fn do_unlink(&self, req: &Request, parent: u64, name: &[u8], dir: bool) -> VfsResult<()> {
+        let (mount, m, local) = self.split(parent)?;
         let p = self.at(credentials(req), parent)?;
         let victim = p.resolve(name, false)?;
-        self.not_mount_point(&victim)?;
+        self.not_mount_point(mount, &victim)?;
         if dir {
             p.rmdir(name)?;
         } else {
             p.unlink(name)?;
         }
-        self.nodes.unlinked(self.nodes.node_id(victim.ino()), parent, name);
+        m.nodes.unlinked(m.nodes.node_id(victim.ino()), local, name);
         Ok(())
+    }
+}
+
+/// Sends an entry reply.
+fn reply_entry(result: VfsResult<(Duration, FileAttr)>, reply: ReplyEntry) {
+    match result {
+        Ok((ttl, attr)) => reply.entry(&ttl, &attr, Generation(0)),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+/// Sends an empty reply.
+fn reply_empty(result: VfsResult<()>, reply: ReplyEmpty) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(e)),
     }
 }
 
@@ -451,36 +503,28 @@ impl Filesystem for VfsFs {
     }
 
     fn destroy(&mut self) {
-        self.locks.cancel_waits();
+        for m in &self.mounts {
+            m.locks.cancel_waits();
+        }
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = name.as_bytes();
-        let result = if Demo::owns(parent.0) {
-            self.demo().and_then(|d| d.lookup(parent.0, name)).map(|a| (NO_TTL, synth_attr(&a)))
-        } else {
-            self.at(credentials(req), parent.0)
-                .and_then(|p| p.resolve(name, false))
-                .map(|inode| self.entry(parent.0, name, &inode))
-        };
-        match result {
-            Ok((ttl, attr)) => reply.entry(&ttl, &attr, Generation(0)),
-            Err(e) => reply.error(errno(e)),
-        }
+        let result = self
+            .at(credentials(req), parent.0)
+            .and_then(|p| p.resolve(name, false))
+            .and_then(|inode| self.entry(parent.0, name, &inode));
+        reply_entry(result, reply);
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        if !Demo::owns(ino.0) {
-            self.nodes.forget(ino.0, nlookup);
+        if let Ok((_, m, local)) = self.split(ino.0) {
+            m.nodes.forget(local, nlookup);
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let result = if Demo::owns(ino.0) {
-            self.demo().and_then(|d| d.getattr(ino.0)).map(|a| (NO_TTL, synth_attr(&a)))
-        } else {
-            self.inode(ino.0).map(|i| (TTL, file_attr(ino.0, &i.stat())))
-        };
+        let result = self.split(ino.0).and_then(|(_, m, _)| Ok((m.ttl, file_attr(ino.0, &self.inode(ino.0)?.stat()))));
         match result {
             Ok((ttl, attr)) => reply.attr(&ttl, &attr),
             Err(e) => reply.error(errno(e)),
@@ -510,20 +554,15 @@ impl Filesystem for VfsFs {
             Err(_) => return reply.error(errno(Errno::EFBIG)),
         };
         let attr = SetAttr { mode, uid, gid, size, atime: set_time(atime), mtime: set_time(mtime) };
-        let ttl = if Demo::owns(ino.0) { NO_TTL } else { TTL };
-        match self.do_setattr(req, ino.0, attr, fh) {
-            Ok(attr) => reply.attr(&ttl, &attr),
+        let result = self.split(ino.0).and_then(|(_, m, _)| Ok((m.ttl, self.do_setattr(req, ino.0, attr, fh)?)));
+        match result {
+            Ok((ttl, attr)) => reply.attr(&ttl, &attr),
             Err(e) => reply.error(errno(e)),
         }
     }
 
-    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        let result = if Demo::owns(ino.0) {
-            self.demo().and_then(|d| d.readlink(ino.0, req.pid()))
-        } else {
-            self.inode(ino.0).and_then(|i| i.symlink_target().map(<[u8]>::to_vec).ok_or(Errno::EINVAL))
-        };
-        match result {
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.inode(ino.0).and_then(|i| i.symlink_target().map(<[u8]>::to_vec).ok_or(Errno::EINVAL)) {
             Ok(target) => reply.data(&target),
             Err(e) => reply.error(errno(e)),
         }
@@ -546,57 +585,37 @@ impl Filesystem for VfsFs {
             return reply.error(errno(Errno::EPERM));
         }
         let flags = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY;
-        match self.at(credentials(req), parent.0).and_then(|p| p.open_description(name, flags, mode & 0o7777)) {
-            Ok(file) => {
-                let (ttl, attr) = self.entry(parent.0, name, file.inode());
-                reply.entry(&ttl, &attr, Generation(0));
-            }
-            Err(e) => reply.error(errno(e)),
-        }
+        let result = self
+            .at(credentials(req), parent.0)
+            .and_then(|p| p.open_description(name, flags, mode & 0o7777))
+            .and_then(|file| self.entry(parent.0, name, file.inode()));
+        reply_entry(result, reply);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let name = name.as_bytes();
         let result = self.at(credentials(req), parent.0).and_then(|p| {
             p.mkdir(name, mode & 0o7777)?;
-            p.resolve(name, false)
+            self.entry(parent.0, name, &p.resolve(name, false)?)
         });
-        match result {
-            Ok(inode) => {
-                let (ttl, attr) = self.entry(parent.0, name, &inode);
-                reply.entry(&ttl, &attr, Generation(0));
-            }
-            Err(e) => reply.error(errno(e)),
-        }
+        reply_entry(result, reply);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.do_unlink(req, parent.0, name.as_bytes(), false) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), false), reply);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.do_unlink(req, parent.0, name.as_bytes(), true) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), true), reply);
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         let name = link_name.as_bytes();
         let result = self.at(credentials(req), parent.0).and_then(|p| {
             p.symlink(target.as_os_str().as_bytes(), name)?;
-            p.resolve(name, false)
+            self.entry(parent.0, name, &p.resolve(name, false)?)
         });
-        match result {
-            Ok(inode) => {
-                let (ttl, attr) = self.entry(parent.0, name, &inode);
-                reply.entry(&ttl, &attr, Generation(0));
-            }
-            Err(e) => reply.error(errno(e)),
-        }
+        reply_entry(result, reply);
     }
 
     fn rename(
@@ -609,17 +628,12 @@ impl Filesystem for VfsFs {
         flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        match self.do_rename(req, parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), flags.bits()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        let result = self.do_rename(req, parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), flags.bits());
+        reply_empty(result, reply);
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
-        match self.do_link(req, ino.0, newparent.0, newname.as_bytes()) {
-            Ok((ttl, attr)) => reply.entry(&ttl, &attr, Generation(0)),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply_entry(self.do_link(req, ino.0, newparent.0, newname.as_bytes()), reply);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
@@ -641,16 +655,11 @@ impl Filesystem for VfsFs {
         reply: ReplyData,
     ) {
         let result = self.handle(fh).and_then(|h| match &*h {
-            Handle::File(file) => {
+            Handle::File { file, .. } => {
                 let mut buf = vec![0; size as usize];
                 let n = file.pread(&mut buf, offset)?;
                 buf.truncate(n);
                 Ok(buf)
-            }
-            Handle::Synth { contents, .. } => {
-                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(contents.len());
-                let end = start.saturating_add(size as usize).min(contents.len());
-                Ok(contents[start..end].to_vec())
             }
             Handle::Dir { .. } => Err(Errno::EISDIR),
         });
@@ -673,8 +682,7 @@ impl Filesystem for VfsFs {
         reply: ReplyWrite,
     ) {
         let result = self.handle(fh).and_then(|h| match &*h {
-            Handle::File(file) => file.pwrite(data, offset, &credentials(req)),
-            Handle::Synth { id, .. } => self.demo()?.store(*id, data),
+            Handle::File { file, .. } => file.pwrite(data, offset, &credentials(req)),
             Handle::Dir { .. } => Err(Errno::EISDIR),
         });
         match result {
@@ -685,8 +693,8 @@ impl Filesystem for VfsFs {
 
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         // A close: the closing file table's POSIX locks on the file go.
-        if let Ok(file) = self.lock_file(fh) {
-            self.locks.close(&file, lock_owner.0);
+        if let Ok((locks, file)) = self.lock_file(fh) {
+            locks.close(&file, lock_owner.0);
         }
         reply.ok();
     }
@@ -703,61 +711,11 @@ impl Filesystem for VfsFs {
     ) {
         // The kernel names the open file's owner when it holds flock
         // locks, which go with it.
-        if let (Ok(file), Some(owner)) = (self.lock_file(fh), lock_owner) {
-            self.locks.close(&file, owner.0);
+        if let (Ok((locks, file)), Some(owner)) = (self.lock_file(fh), lock_owner) {
+            locks.close(&file, owner.0);
         }
         self.drop_handle(fh);
         reply.ok();
-    }
-
-    fn getlk(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        lock_owner: LockOwner,
-        start: u64,
-        end: u64,
-        typ: i32,
-        _pid: u32,
-        reply: ReplyLock,
-    ) {
-        match self.lock_file(fh).and_then(|file| self.locks.getlk(&file, lock_owner.0, start, end, typ)) {
-            Ok(Some((typ, start, end, pid))) => reply.locked(start, end, typ, pid),
-            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-
-    fn setlk(
-        &self,
-        req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        lock_owner: LockOwner,
-        start: u64,
-        end: u64,
-        typ: i32,
-        pid: u32,
-        sleep: bool,
-        reply: ReplyEmpty,
-    ) {
-        let file = match self.lock_file(fh) {
-            Ok(file) => file,
-            Err(e) => return reply.error(errno(e)),
-        };
-        let host_pid = if pid != 0 { pid } else { req.pid() };
-        if sleep {
-            let done = move |result: VfsResult<()>| match result {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(e)),
-            };
-            return self.locks.setlkw(file, lock_owner.0, (start, end, typ), host_pid, done);
-        }
-        match self.locks.setlk(&file, lock_owner.0, start, end, typ, host_pid) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
@@ -776,10 +734,10 @@ impl Filesystem for VfsFs {
             Ok(h) => h,
             Err(e) => return reply.error(errno(e)),
         };
-        let Handle::Dir { file, id, entries } = &*handle else { return reply.error(errno(Errno::ENOTDIR)) };
+        let Handle::Dir { mount, file, entries } = &*handle else { return reply.error(errno(Errno::ENOTDIR)) };
         let mut entries = entries.lock().unwrap_or_else(|e| e.into_inner());
         if offset == 0 {
-            match self.snapshot(file.as_deref(), *id) {
+            match self.snapshot(*mount, file) {
                 Ok(fresh) => *entries = fresh,
                 Err(e) => return reply.error(errno(e)),
             }
@@ -806,7 +764,7 @@ impl Filesystem for VfsFs {
         // not per filesystem, and `df` wants a size.
         const BLOCKS: u64 = 1 << 20;
         const FILES: u64 = 1 << 20;
-        let s = self.vfs.statfs();
+        let s = self.mounts[0].vfs.statfs();
         let used = s.bytes.div_ceil(4096).min(BLOCKS);
         let free = BLOCKS - used;
         reply.statfs(BLOCKS, free, free, FILES, FILES.saturating_sub(s.inodes as u64), 4096, 255, 4096);
@@ -821,25 +779,11 @@ impl Filesystem for VfsFs {
                 access |= a;
             }
         }
-        let owner = if Demo::owns(ino.0) {
-            self.demo().and_then(|d| d.getattr(ino.0)).map(|a| {
-                let t = match a.kind {
-                    Kind::Dir => libc::S_IFDIR,
-                    Kind::File { .. } => libc::S_IFREG,
-                    Kind::Symlink => libc::S_IFLNK,
-                };
-                (t | a.mode, a.uid, a.gid)
-            })
-        } else {
-            self.inode(ino.0).map(|i| {
-                let st = i.stat();
-                (st.mode, st.uid, st.gid)
-            })
-        };
-        match owner.and_then(|(mode, uid, gid)| vfscale::cred::permission(mode, uid, gid, &credentials(req), access)) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        let result = self.inode(ino.0).and_then(|i| {
+            let st = i.stat();
+            vfscale::cred::permission(st.mode, st.uid, st.gid, &credentials(req), access)
+        });
+        reply_empty(result, reply);
     }
 
     fn create(
@@ -853,20 +797,65 @@ impl Filesystem for VfsFs {
         reply: ReplyCreate,
     ) {
         let name = name.as_bytes();
-        if Demo::owns(parent.0) {
-            // Linux's vfs_create answers EACCES where a directory cannot
-            // hold new files.
-            return reply.error(errno(Errno::EACCES));
-        }
         let flags = OpenFlags(flags | libc::O_CREAT);
-        match self.at(credentials(req), parent.0).and_then(|p| p.open_description(name, flags, mode & 0o7777)) {
-            Ok(file) => {
-                let (ttl, attr) = self.entry(parent.0, name, file.inode());
-                let fh = self.add_handle(Handle::File(file));
-                reply.created(&ttl, &attr, Generation(0), fh, FopenFlags::empty());
+        let result = self.split(parent.0).and_then(|(mount, m, _)| {
+            if m.is_tree() {
+                // Linux's vfs_create answers EACCES where a directory
+                // cannot hold new files, as a kernfs one cannot.
+                return Err(Errno::EACCES);
             }
+            let file = self.at(credentials(req), parent.0)?.open_description(name, flags, mode & 0o7777)?;
+            let (ttl, attr) = self.entry(parent.0, name, file.inode())?;
+            Ok((ttl, attr, self.add_handle(Handle::File { mount, file }), m.fopen()))
+        });
+        match result {
+            Ok((ttl, attr, fh, fopen)) => reply.created(&ttl, &attr, Generation(0), fh, fopen),
             Err(e) => reply.error(errno(e)),
         }
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        reply: ReplyLock,
+    ) {
+        match self.lock_file(fh).and_then(|(locks, file)| locks.getlk(&file, lock_owner.0, start, end, typ)) {
+            Ok(Some((typ, start, end, pid))) => reply.locked(start, end, typ, pid),
+            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let (locks, file) = match self.lock_file(fh) {
+            Ok(found) => found,
+            Err(e) => return reply.error(errno(e)),
+        };
+        let host_pid = if pid != 0 { pid } else { req.pid() };
+        if sleep {
+            let done = move |result: VfsResult<()>| reply_empty(result, reply);
+            return locks.setlkw(file, lock_owner.0, (start, end, typ), host_pid, done);
+        }
+        reply_empty(locks.setlk(&file, lock_owner.0, start, end, typ, host_pid), reply);
     }
 }
 
@@ -903,6 +892,24 @@ mod tests {
         let line = status.lines().find(|l| l.starts_with("Groups:")).unwrap();
         assert_eq!(mine.len(), line.split_whitespace().count() - 1);
         assert!(groups_of(u32::MAX).is_empty());
+    }
+
+    #[test]
+    fn instances_keep_their_node_ids_apart() {
+        let fs = VfsFs::new(Vfs::default(), true).unwrap();
+        assert_eq!(fs.mounts.len(), 3);
+        assert_eq!(node_id(0, ROOT), ROOT);
+        for mount in 0..3 {
+            let (index, _, local) = fs.split(node_id(mount, 42)).unwrap();
+            assert_eq!((index, local), (mount, 42));
+            assert_eq!(fs.inode(node_id(mount, ROOT)).unwrap().ino(), fs.mounts[mount].vfs.root().ino());
+        }
+        assert_eq!(fs.split(node_id(3, ROOT)).err(), Some(Errno::ESTALE));
+        let p = fs.mounts[0].vfs.process(Credentials::root());
+        let sys = p.resolve("/sys", false).unwrap();
+        assert_eq!(fs.listed_id(0, sys.ino()), node_id(1, ROOT));
+        assert_eq!(fs.not_mount_point(0, &sys), Err(Errno::EBUSY));
+        assert_eq!(fs.listed_id(1, sys.ino()), node_id(1, fs.mounts[1].nodes.node_id(sys.ino())));
     }
 
     #[test]

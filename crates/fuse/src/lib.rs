@@ -3,11 +3,15 @@
 //! Serves a [`vfscale::Vfs`] to real programs through FUSE, so `ls`, `cp`,
 //! `find` and the rest run against the in-memory VFS: `vfscale mount DIR`.
 //!
+//! With `--demo` a small mount table adds two more VFS instances, a kernfs
+//! tree on `sys/` and a procfs task table on `proc/`.
+//!
 //! Every FUSE request becomes the matching VFS call with the caller's
 //! credentials (uid, gid, and supplementary groups read from the host's
 //! `/proc`), and the VFS's errno goes back unchanged. The mount does not use
 //! `default_permissions`: the VFS makes the permission checks. Node ids are
-//! VFS inode numbers (the root is FUSE's id 1); the kernel's lookup counts
+//! VFS inode numbers with the instance's index in the top bits (the root is
+//! FUSE's id 1); the kernel's lookup counts
 //! keep a node's inode alive until it forgets it, even after the last name
 //! is gone. Requests are handled on several threads.
 //!
@@ -25,8 +29,11 @@
 //!
 //! File locks (`flock`, `fcntl`) are forwarded by the kernel (the mount
 //! requests `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS`) and decided by the
-//! VFS's lock manager; see the `locks` module for how lock owners map and
-//! where this differs from a local filesystem.
+//! VFS's lock manager, each kernel lock owner becoming a VFS process. fuser
+//! 0.18 does not tell `flock` from `fcntl` requests, so both are record
+//! locks of their owner: unlike on a local filesystem, a `flock` and an
+//! `fcntl` lock on one file conflict, and a blocked wait ends only when it
+//! is granted or, with EINTR, at unmount.
 
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -44,8 +51,9 @@ use vfscale::Vfs;
 /// How to mount.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountOptions {
-    /// Add the demo trees: a kernfs-like `sys/` with live attributes and a
-    /// procfs-like `proc/` mirroring the host's processes.
+    /// Mount the demo trees: a [`vfscale::kernfs::Kernfs`] `sys/` whose
+    /// attributes show the VFS live, and a [`vfscale::procfs::Procfs`]
+    /// `proc/` mirroring the host's processes.
     pub demo: bool,
     /// Threads serving requests (at least 1).
     pub threads: usize,

@@ -8,7 +8,10 @@
 //! has no lock in the lock manager and no wait in flight, so no lock is ever
 //! left under a pid no one maps to. A blocking request (`F_SETLKW`, a
 //! blocking `flock`) waits on a thread of its own, so the request threads
-//! are never stalled by a lock holder.
+//! are never stalled by a lock holder. The table's mutex is held across
+//! the non-blocking part of every request, which serializes the lock
+//! requests of one mount and keeps an owner from being removed while it
+//! takes a lock; removing one scans the instance's lock list.
 //!
 //! Ownership as Linux's FUSE sends it: for `fcntl` the lock owner is the
 //! caller's file table, whose locks go at `flush` (any close of the file);
@@ -109,7 +112,14 @@ impl Locks {
     }
 
     /// `F_GETLK` for `lock_owner`: the first conflicting lock, or `None`.
-    pub fn getlk(&self, file: &OpenFile, lock_owner: u64, start: u64, end: u64, typ: i32) -> VfsResult<Option<Conflict>> {
+    pub fn getlk(
+        &self,
+        file: &OpenFile,
+        lock_owner: u64,
+        start: u64,
+        end: u64,
+        typ: i32,
+    ) -> VfsResult<Option<Conflict>> {
         let mut lock = flock(typ, start, end)?;
         let mut table = self.table();
         // An owner not in the table holds nothing; a fresh pid stands in.
@@ -127,7 +137,15 @@ impl Locks {
     }
 
     /// `F_SETLK` for `lock_owner`; `host_pid` is the caller's process.
-    pub fn setlk(&self, file: &OpenFile, lock_owner: u64, start: u64, end: u64, typ: i32, host_pid: u32) -> VfsResult<()> {
+    pub fn setlk(
+        &self,
+        file: &OpenFile,
+        lock_owner: u64,
+        start: u64,
+        end: u64,
+        typ: i32,
+        host_pid: u32,
+    ) -> VfsResult<()> {
         let lock = flock(typ, start, end)?;
         let mut table = self.table();
         if lock.l_type == F_UNLCK && !table.contains_key(&lock_owner) {

@@ -61,6 +61,11 @@ fn tools_see_what_they_see_on_tmpfs() {
     );
     assert!(ours.contains("second=1") && ours.contains("after=0"), "flock did not conflict:\n{ours}");
     assert!(ours.contains("conflict 11\ngot it"), "fcntl locks did not conflict:\n{ours}");
+    assert!(
+        ours.contains("child blocked True\ngetlk True 0 2 5 True\nwaited"),
+        "F_GETLK or F_SETLKW misbehaved:\n{ours}"
+    );
+    assert!(ours.contains("\nwaited\nrc=0") && ours.contains("\nshared\nrc=0"), "flock waits misbehaved:\n{ours}");
 }
 
 #[test]
@@ -78,18 +83,51 @@ fn demo_trees_show_live_values() {
     let status = Command::new("sh").arg("-c").arg("echo 2 > \"$1\"").arg("sh").arg(&drop).status().unwrap();
     assert!(status.success());
     assert_eq!(read(&drop), "2\n");
+    // vfscale's lock manager decides flock: its lock list shows the lock
+    // while flock(1) holds it, and nothing once it is gone.
+    let locks = mnt.path().join("sys/fs/vfscale/locks");
+    let held = Command::new("timeout")
+        .args(["10", "flock"])
+        .arg(mnt.path().join("lockf"))
+        .arg("cat")
+        .arg(&locks)
+        .output()
+        .unwrap();
+    let held = String::from_utf8(held.stdout).unwrap();
+    assert!(held.starts_with("1: POSIX ") && held.contains(" WRITE "), "{held}");
+    assert_eq!(read(&locks), "\n");
+    // proc/ follows the host: this process is there, a new child appears
+    // within a few refreshes, and `ps`-style reads see its command line.
     let me = std::process::id();
     let status = read(&mnt.path().join(format!("proc/{me}/status")));
     assert!(status.contains(&format!("Pid:\t{me}")), "{status}");
-    let listed: Vec<String> = std::fs::read_dir(mnt.path().join("proc"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert!(listed.contains(&me.to_string()) && listed.contains(&"self".to_string()));
-    assert_eq!(std::fs::read_link(mnt.path().join("proc/self")).unwrap().to_str().unwrap(), me.to_string());
+    let listed = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect()
+    };
+    assert!(listed(&mnt.path().join("proc")).contains(&me.to_string()));
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let cmdline = mnt.path().join(format!("proc/{}/cmdline", child.id()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !cmdline.exists() {
+        assert!(std::time::Instant::now() < deadline, "child {} never appeared in proc/", child.id());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(read(&cmdline), "sleep\x0030\0");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while cmdline.exists() {
+        assert!(std::time::Instant::now() < deadline, "child {} never left proc/", child.id());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(listed(&mnt.path().join("sys/fs")), ["vfscale"]);
     let err = std::fs::remove_dir(mnt.path().join("sys")).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EBUSY));
     let err = std::fs::write(mnt.path().join("sys/fs/vfscale/new"), "x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EACCES));
+    let err = std::fs::rename(mnt.path().join("new"), mnt.path().join("sys/new")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EXDEV));
+    let err = std::fs::write(mnt.path().join("sys/fs/vfscale/inodes"), "1").unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EACCES));
     mounted.unmount().expect("unmount");
     assert!(wait_unmounted(mnt.path(), Duration::from_secs(5)));

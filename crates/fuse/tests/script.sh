@@ -78,5 +78,31 @@ print(subprocess.run([sys.executable, '-c', probe], capture_output=True, text=Tr
 fcntl.lockf(fd, fcntl.LOCK_UN, 5, 0)
 print(subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True).stdout.strip())
 EOF
-run rm lockf plock
+# F_GETLK names the holder; F_SETLKW waits for it, and the wait is granted
+# when the holder unlocks.
+run python3 - <<'EOF'
+import fcntl, os, struct, subprocess, sys, time
+fd = os.open('plock2', os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.lockf(fd, fcntl.LOCK_EX, 5, 2)
+probe = """
+import fcntl, os, struct, sys
+fd = os.open('plock2', os.O_RDWR)
+arg = struct.pack('hhqqi4x', fcntl.F_WRLCK, 0, 0, 0, 0)
+t, w, s, l, pid = struct.unpack('hhqqi4x', fcntl.fcntl(fd, fcntl.F_GETLK, arg))
+print('getlk', t == fcntl.F_WRLCK, w, s, l, pid == int(sys.argv[1]), flush=True)
+fcntl.lockf(fd, fcntl.LOCK_EX, 1, 3)
+print('waited')
+"""
+child = subprocess.Popen([sys.executable, '-c', probe, str(os.getpid())], stdout=subprocess.PIPE, text=True)
+getlk = child.stdout.readline().strip()
+time.sleep(0.5)
+print('child blocked', child.poll() is None)
+fcntl.lockf(fd, fcntl.LOCK_UN, 5, 2)
+print(getlk)
+print(child.communicate(timeout=10)[0].strip())
+EOF
+# A blocking flock waits for the holder; shared flocks coexist.
+run sh -c 'flock lockf -c "sleep 1" & sleep 0.3; timeout 10 flock lockf -c "echo waited"; wait'
+run sh -c 'flock -s lockf -c "sleep 1" & sleep 0.3; flock -n -s lockf -c "echo shared"; wait'
+run rm lockf plock plock2
 run listing .

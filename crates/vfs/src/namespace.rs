@@ -85,7 +85,8 @@ impl<'a> Ctx<'a> {
     where
         'a: 'd,
     {
-        // Trees a backend provides change only through the backend's API.
+        // Trees a backend provides change only through the backend's API:
+        // their directories have no `->mkdir`, `->unlink`, ... (EPERM).
         if self.sb.backend.is_some() {
             return Err(Errno::EPERM);
         }
@@ -124,6 +125,10 @@ impl<'a> Ctx<'a> {
         perm: u32,
         symlink_target: Box<[u8]>,
     ) -> VfsResult<Arc<Inode>> {
+        // Nor `->create`, which `vfs_create` reports as EACCES.
+        if self.sb.backend.is_some() && file_type == FileType::Regular {
+            return Err(Errno::EACCES);
+        }
         let mut locked = self.lock_dir(dir)?;
         if locked.children.contains_key(name) {
             return Err(Errno::EEXIST);

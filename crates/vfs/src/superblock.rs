@@ -16,9 +16,9 @@ use crate::reclaim::Reclaim;
 use std::fmt;
 use std::sync::{Arc, Weak};
 use vfscale_sync::dlock_list::{ConcurrentList, GlobalList, PerCpuList};
-use vfscale_sync::spin::TasLock;
 use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 use vfscale_sync::seqcount::SeqCount;
+use vfscale_sync::spin::TasLock;
 
 pub(crate) struct SuperBlock {
     pub config: VfsConfig,

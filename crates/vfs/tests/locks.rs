@@ -285,7 +285,7 @@ fn proc_locks_lists_every_kind() {
 fn description_locks_skip_the_mode_check_and_close_like_a_descriptor() {
     each_kind(|vfs| {
         let (a, b) = (vfs.process(Credentials::root()), vfs.process(Credentials::root()));
-        drop(rw(&a, "/d"));
+        a.close(rw(&a, "/d")).unwrap();
         let ro = a.open_description("/d", OpenFlags::RDONLY, 0).unwrap();
         // A write lock through a read-only description: EBADF by
         // descriptor, allowed by description (FUSE's flock).

@@ -386,7 +386,7 @@ mod tests {
             }
         });
         assert_eq!(sem.read().count, written.load(Relaxed) as u64);
-        assert!(!sem.is_locked());
+        assert!(sem.raw.is_idle(), "leaked bias, waiter or reservation: {:?}", sem.raw);
     }
 
     #[test]
@@ -443,6 +443,7 @@ mod tests {
                 assert!(waited < Duration::from_secs(2), "{policy:?}: writer waited {waited:?}");
             });
             assert_eq!(*sem.read(), 1);
+            assert!(sem.raw.is_idle());
         }
     }
 

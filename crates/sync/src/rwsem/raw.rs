@@ -393,7 +393,7 @@ impl RawRwSem {
         let empties_queue = readers == queue.len();
         let mut count = self.count.load(Ordering::Relaxed);
         loop {
-            if count & WRITER_LOCKED != 0 && false {
+            if count & WRITER_LOCKED != 0 {
                 // A barging writer took it; its release wakes us again.
                 if count & HANDOFF == 0 && queue[0].handoff_at.expired() {
                     if let Err(now) =
@@ -450,10 +450,16 @@ impl RawRwSem {
     /// Spin only while the wait is likely shorter than a sleep and a wake:
     /// one spinner, a writer owner that keeps changing, CPUs to spare.
     fn spin_adaptive(&self) -> bool {
-        if cpus_oversubscribed() || self.spinner.load(Ordering::Relaxed) || self.spinner.swap(true, Ordering::Acquire) {
+        if self.spinner.load(Ordering::Relaxed) || self.spinner.swap(true, Ordering::Acquire) {
             return false;
         }
-        let mut budget = Deadline::after(self.config.spin_budget);
+        let over_us: u64 = std::env::var("OVER_US").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let spin_budget = if cpus_oversubscribed() {
+            self.config.spin_budget.min(std::time::Duration::from_micros(over_us))
+        } else {
+            self.config.spin_budget
+        };
+        let mut budget = Deadline::after(spin_budget);
         let mut seen = self.progress.load(Ordering::Relaxed);
         let mut owner_budget = Deadline::after(self.config.owner_spin_budget);
         let taken = loop {
@@ -478,6 +484,13 @@ impl RawRwSem {
             spin_loop();
         };
         self.spinner.store(false, Ordering::Release);
+        if !taken {
+            let yields: u32 = std::env::var("YIELDS").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+            for _ in 0..yields {
+                crate::shim::yield_now();
+                if self.try_write_unqueued().is_ok() { return true; }
+            }
+        }
         taken
     }
 }

@@ -536,7 +536,12 @@ impl Process {
     /// lock type against the description's access mode: FUSE's kernel side
     /// made that check for `fcntl` already, and forwards `flock`, which has
     /// none, as the same request.
-    pub fn posix_setlk_description(&self, file: &OpenFile, lock: &Flock, intr: Option<&Interrupt<'_>>) -> VfsResult<()> {
+    pub fn posix_setlk_description(
+        &self,
+        file: &OpenFile,
+        lock: &Flock,
+        intr: Option<&Interrupt<'_>>,
+    ) -> VfsResult<()> {
         let cmd = intr.map_or(RecordCmd::Set, RecordCmd::SetWait);
         self.record_on(file, RecordOwner::Posix, lock, cmd, false).map(drop)
     }
