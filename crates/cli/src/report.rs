@@ -194,6 +194,7 @@ fn throughput_chart(cells: &[CellReport], title: &str, path: &Path) -> Result<()
         .map_err(chart_error)?;
     chart
         .configure_mesh()
+        .light_line_style(TRANSPARENT)
         .x_desc("threads (log scale)")
         .y_desc("ops/s, all threads")
         .x_labels(12)

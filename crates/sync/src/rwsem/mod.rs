@@ -48,9 +48,17 @@
 //!   userspace can see in place of "owner is on a CPU": one spinner at a
 //!   time; only on a writer-held lock whose write-acquisition counter moves
 //!   within [`RwSemConfig::owner_spin_budget`]; never on a reader-held lock
-//!   or a reserved one; never while the system has more runnable threads
-//!   than this process has CPUs (sampled from `/proc/loadavg` at most once a
-//!   millisecond); and for [`RwSemConfig::spin_budget`] at most.
+//!   or a reserved one; and for [`RwSemConfig::spin_budget`] at most. When
+//!   the system has more runnable threads than this process has CPUs
+//!   (sampled from `/proc/loadavg` at most once a millisecond), the spin is
+//!   capped at about what blocking costs
+//!   ([`RwSemConfig::oversubscribed_spin_budget`]: a failed spin then wastes
+//!   no more than sleeping at once), followed by a few `sched_yield` retries,
+//!   which give the CPU to whoever is runnable (a preempted owner included)
+//!   yet catch a release without a cross-CPU wake-up. On a 2-CPU VM with
+//!   16 writers this keeps it level with `std` and `parking_lot` at 1 us and
+//!   100 us holds; sleeping at once instead cost it a third of its
+//!   throughput at 1 us.
 //!
 //! # Raw use
 //!

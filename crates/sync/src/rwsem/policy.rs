@@ -23,9 +23,11 @@ pub enum SpinPolicy {
     /// Spin only while it can pay off: one spinner at a time, only on a
     /// writer-held lock whose owner changes within
     /// [`RwSemConfig::owner_spin_budget`], never on a reader-held lock, never
-    /// once a waiter asked for hand-off, never while more threads are
-    /// runnable than there are CPUs, and for at most
-    /// [`RwSemConfig::spin_budget`] in all.
+    /// once a waiter asked for hand-off, for at most
+    /// [`RwSemConfig::spin_budget`] in all. While more threads are runnable
+    /// than there are CPUs, spin at most
+    /// [`RwSemConfig::oversubscribed_spin_budget`] (about the cost of
+    /// blocking), then yield and retry a few times before sleeping.
     Adaptive,
 }
 
@@ -69,6 +71,10 @@ pub struct RwSemConfig {
     /// [`SpinPolicy::Adaptive`] stops spinning when the same write
     /// acquisition has held the lock for this long while it watched.
     pub owner_spin_budget: Duration,
+    /// [`SpinPolicy::Adaptive`]'s spin budget while more threads are
+    /// runnable than there are CPUs: about what a futex sleep and wake-up
+    /// cost, so a spin that fails wastes no more than blocking at once would.
+    pub oversubscribed_spin_budget: Duration,
 }
 
 impl RwSemConfig {
@@ -77,14 +83,21 @@ impl RwSemConfig {
     pub const SCHED_TICK: Duration = Duration::from_millis(4);
 
     /// Defaults for `policy`: hand-off after 4 ms; `Spin` spins up to a
-    /// tick; `Adaptive` up to 50 us in all and 20 us on one owner.
+    /// tick; `Adaptive` up to 50 us in all, 20 us on one owner and 4 us
+    /// while CPUs are oversubscribed.
     pub fn new(policy: SpinPolicy) -> Self {
         let (spin_budget, owner_spin_budget) = match policy {
             SpinPolicy::Block => (Duration::ZERO, Duration::ZERO),
             SpinPolicy::Spin => (Self::SCHED_TICK, Self::SCHED_TICK),
             SpinPolicy::Adaptive => (Duration::from_micros(50), Duration::from_micros(20)),
         };
-        Self { policy, handoff_after: Duration::from_millis(4), spin_budget, owner_spin_budget }
+        Self {
+            policy,
+            handoff_after: Duration::from_millis(4),
+            spin_budget,
+            owner_spin_budget,
+            oversubscribed_spin_budget: Duration::from_micros(4),
+        }
     }
 }
 
@@ -201,5 +214,6 @@ mod tests {
         assert_eq!(adaptive.policy, SpinPolicy::Adaptive);
         assert!(adaptive.owner_spin_budget <= adaptive.spin_budget);
         assert!(adaptive.spin_budget < RwSemConfig::SCHED_TICK);
+        assert!(adaptive.oversubscribed_spin_budget <= adaptive.owner_spin_budget);
     }
 }
