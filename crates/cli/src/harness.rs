@@ -1,8 +1,9 @@
 //! Runs one benchmark cell — a (workload, variant, threads) triple — a number
 //! of times, each run behind a real start barrier, after one warm-up run.
 //!
-//! A run spawns its threads, waits until all of them are parked on the
-//! barrier and releases them; its wall time runs from the first thread's
+//! A run spawns its threads, pins thread i to the i-th allowed CPU modulo
+//! their number (as sysfs_benchmark pins thread i to CPU i % ncpu), waits
+//! until all of them are parked on the barrier and releases them; its wall time runs from the first thread's
 //! start to the last thread's end, as the threads themselves saw them.
 //! Every thread does the same number of operations, so `ops_per_sec` is `threads * iterations / elapsed`
 //! (the aggregate of all threads) and `per_op_ns` is `elapsed / iterations`
@@ -171,14 +172,42 @@ struct OneRun {
     threads: Vec<Duration>,
 }
 
+/// The CPUs this process may run on, in order.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills the zeroed set we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+/// Pins the calling thread to `cpu`, as sysfs_benchmark pins thread i to
+/// CPU i % ncpu; best effort (a refusal leaves it unpinned).
+fn pin_to(cpu: usize) {
+    // SAFETY: plain libc calls on a zeroed cpu_set_t we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+    }
+}
+
 fn one_run(subject: &dyn Subject, threads: usize, iterations: u64) -> OneRun {
     subject.prepare_run(threads);
     let barrier = Barrier::new(threads + 1);
+    let cpus = allowed_cpus();
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|thread| {
                 let barrier = &barrier;
+                let cpu = (!cpus.is_empty()).then(|| cpus[thread % cpus.len()]);
                 scope.spawn(move || {
+                    if let Some(cpu) = cpu {
+                        pin_to(cpu);
+                    }
                     barrier.wait();
                     let start = Instant::now();
                     subject.run_thread(thread, iterations);

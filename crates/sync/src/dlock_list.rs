@@ -52,7 +52,7 @@
 
 use crate::cpu::{current_cpu, possible_cpus};
 use crate::shim::{AtomicUsize, Ordering};
-use crate::spin::{RawSpinLock, SpinLock, TicketLock};
+use crate::spin::{RawSpinLock, SpinLock, TasLock};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 
@@ -230,8 +230,10 @@ fn owns(list: u64, handle: &ListHandle) -> bool {
 /// The dlock list: one cache-padded `{lock, entries}` head per possible CPU.
 ///
 /// See the [module doc](self) for the iteration guarantees. `R` is the
-/// spinlock flavour of every head.
-pub struct PerCpuList<T, R: RawSpinLock = TicketLock> {
+/// spinlock flavour of every head; the default is test-and-set because a
+/// userspace holder can be preempted, and a FIFO (ticket) lock then makes
+/// every later waiter wait for it and for each other in turn.
+pub struct PerCpuList<T, R: RawSpinLock = TasLock> {
     id: u64,
     heads: Box<[CachePadded<Head<T, R>>]>,
 }
@@ -329,7 +331,7 @@ impl<T, R: RawSpinLock> fmt::Debug for PerCpuList<T, R> {
 
 /// The "before": one lock over one list, like `s_inode_list_lock` over
 /// `sb->s_inodes`. Every operation takes the same lock.
-pub struct GlobalList<T, R: RawSpinLock = TicketLock> {
+pub struct GlobalList<T, R: RawSpinLock = TasLock> {
     id: u64,
     head: Head<T, R>,
 }
