@@ -389,7 +389,7 @@ impl<T, R: RawSpinLock> fmt::Debug for GlobalList<T, R> {
 mod tests {
     use super::*;
     use crate::shim::AtomicBool;
-    use crate::spin::TasLock;
+    use crate::spin::{TasLock, TicketLock};
     use std::sync::{Arc, Barrier, Mutex, Weak};
 
     fn stress_iters(default: usize) -> usize {
@@ -617,8 +617,9 @@ mod tests {
         let list = PerCpuList::<u64, TasLock>::with_heads(2);
         list.add(1);
         assert_eq!(format!("{list:?}"), r#"PerCpuList { flavour: "tas", heads: 2, len: 1 }"#);
-        let global = GlobalList::<u64>::new();
+        let global = GlobalList::<u64, TicketLock>::new();
         assert_eq!(format!("{global:?}"), r#"GlobalList { flavour: "ticket", len: 0 }"#);
+        assert_eq!(format!("{:?}", GlobalList::<u64>::new()), r#"GlobalList { flavour: "tas", len: 0 }"#);
         assert!(format!("{:?}", global.add(1)).starts_with("ListHandle"));
     }
 

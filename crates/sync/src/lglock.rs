@@ -344,29 +344,9 @@ impl<R: RawSpinLock, T: fmt::Debug> fmt::Debug for LgPerCpuGlobalGuard<'_, R, T>
 mod tests {
     use super::*;
     use crate::spin::{McsLock, TasLock};
+    use crate::test_support::Budget;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Barrier};
-
-    /// Per-thread stress budget: `VFSCALE_STRESS_ITERS` iterations (default
-    /// `default`), cut short after 500 ms so an oversubscribed machine cannot
-    /// stretch the test (FIFO spinlocks stall whenever the next waiter is
-    /// preempted). Checks count the work actually done.
-    #[derive(Clone, Copy)]
-    struct Budget {
-        iters: usize,
-        until: std::time::Instant,
-    }
-
-    impl Budget {
-        fn new(default: usize) -> Self {
-            let iters = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
-            Self { iters, until: std::time::Instant::now() + std::time::Duration::from_millis(500) }
-        }
-
-        fn allows(&self, i: usize) -> bool {
-            i < self.iters && (i % 32 != 0 || std::time::Instant::now() < self.until)
-        }
-    }
 
     #[test]
     fn new_has_one_slot_per_possible_cpu() {

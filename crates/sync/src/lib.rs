@@ -33,6 +33,8 @@ pub mod percpu_rwsem;
 pub mod rwsem;
 pub mod seqcount;
 pub mod spin;
+#[cfg(all(test, not(loom)))]
+mod test_support;
 
 pub use dlock_list::{ConcurrentList, GlobalList, ListHandle, PerCpuList};
 pub use lglock::{LgLock, LgPerCpu};

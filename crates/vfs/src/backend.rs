@@ -14,7 +14,7 @@ use crate::file::{DirEntry, OpenFlags};
 use crate::inode::Inode;
 use crate::Credentials;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A hook's verdict on a cached dentry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,4 +59,24 @@ pub(crate) trait BackedFile: Send + Sync + fmt::Debug {
     fn read(&self, buf: &mut [u8], offset: u64) -> VfsResult<usize>;
     /// Writes at `offset`.
     fn write(&self, buf: &[u8], offset: u64) -> VfsResult<usize>;
+}
+
+/// A seq_file-like snapshot of a generated file: made by `render` at a read
+/// from offset 0 (or at the first read), then read on from by later ones.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot(Mutex<Option<Vec<u8>>>);
+
+impl Snapshot {
+    /// Reads at `offset`, rendering first when needed.
+    pub fn read(&self, buf: &mut [u8], offset: u64, render: impl FnOnce() -> VfsResult<Vec<u8>>) -> VfsResult<usize> {
+        let mut snapshot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if offset == 0 || snapshot.is_none() {
+            *snapshot = Some(render()?);
+        }
+        let data = snapshot.as_deref().unwrap_or_default();
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
+        let n = buf.len().min(data.len() - start);
+        buf[..n].copy_from_slice(&data[start..start + n]);
+        Ok(n)
+    }
 }

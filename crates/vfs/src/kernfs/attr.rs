@@ -2,11 +2,11 @@
 //! that turns them into sysfs read/write semantics.
 
 use super::NodeState;
-use crate::backend::BackedFile;
+use crate::backend::{BackedFile, Snapshot};
 use crate::errno::{Errno, VfsResult};
 use crate::inode::Inode;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Largest write `store` accepts (sysfs's `atomic_write_len`, a page);
 /// longer writes fail with E2BIG.
@@ -53,7 +53,7 @@ where
 pub(crate) struct OpenAttribute {
     inode: Arc<Inode>,
     attr: Arc<dyn Attribute>,
-    snapshot: Mutex<Option<Vec<u8>>>,
+    snapshot: Snapshot,
 }
 
 impl fmt::Debug for OpenAttribute {
@@ -64,7 +64,7 @@ impl fmt::Debug for OpenAttribute {
 
 impl OpenAttribute {
     pub fn new(inode: Arc<Inode>, attr: Arc<dyn Attribute>) -> Self {
-        OpenAttribute { inode, attr, snapshot: Mutex::new(None) }
+        OpenAttribute { inode, attr, snapshot: Snapshot::default() }
     }
 
     fn state(&self) -> &NodeState {
@@ -75,15 +75,7 @@ impl OpenAttribute {
 impl BackedFile for OpenAttribute {
     fn read(&self, buf: &mut [u8], offset: u64) -> VfsResult<usize> {
         let _active = self.state().active.get().ok_or(Errno::ENODEV)?;
-        let mut snapshot = self.snapshot.lock().unwrap_or_else(|e| e.into_inner());
-        if offset == 0 || snapshot.is_none() {
-            *snapshot = Some(self.attr.show()?);
-        }
-        let data = snapshot.as_deref().unwrap_or_default();
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
-        let n = buf.len().min(data.len() - start);
-        buf[..n].copy_from_slice(&data[start..start + n]);
-        Ok(n)
+        self.snapshot.read(buf, offset, || self.attr.show())
     }
 
     fn write(&self, buf: &[u8], _offset: u64) -> VfsResult<usize> {

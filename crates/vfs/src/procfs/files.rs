@@ -1,11 +1,11 @@
 //! The per-task files and the text they show.
 
 use super::Task;
-use crate::backend::BackedFile;
+use crate::backend::{BackedFile, Snapshot};
 use crate::errno::{Errno, VfsResult};
 use std::fmt;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What `/proc/<pid>` shows about a task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +94,7 @@ impl TaskFile {
 pub(super) struct ProcFile {
     task: Arc<Task>,
     kind: TaskFile,
-    snapshot: Mutex<Option<Vec<u8>>>,
+    snapshot: Snapshot,
 }
 
 impl fmt::Debug for ProcFile {
@@ -105,7 +105,7 @@ impl fmt::Debug for ProcFile {
 
 impl ProcFile {
     pub fn new(task: Arc<Task>, kind: TaskFile) -> ProcFile {
-        ProcFile { task, kind, snapshot: Mutex::new(None) }
+        ProcFile { task, kind, snapshot: Snapshot::default() }
     }
 }
 
@@ -114,15 +114,7 @@ impl BackedFile for ProcFile {
         if !self.task.alive.load(Ordering::Acquire) {
             return Err(Errno::ESRCH);
         }
-        let mut snapshot = self.snapshot.lock().unwrap_or_else(|e| e.into_inner());
-        if offset == 0 || snapshot.is_none() {
-            *snapshot = Some(self.task.with_info(|info| self.kind.render(self.task.pid, info)));
-        }
-        let data = snapshot.as_deref().unwrap_or_default();
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
-        let n = buf.len().min(data.len() - start);
-        buf[..n].copy_from_slice(&data[start..start + n]);
-        Ok(n)
+        self.snapshot.read(buf, offset, || Ok(self.task.with_info(|info| self.kind.render(self.task.pid, info))))
     }
 
     /// These files have no write method: Linux lets root open them for
