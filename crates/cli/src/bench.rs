@@ -121,7 +121,6 @@ pub fn table(reports: &[CellReport]) -> String {
     if !reports.is_empty() && reports.iter().all(|r| crate::workloads::locks::NAMES.contains(&r.workload)) {
         return run_time_table(reports);
     }
-    let mut out = String::new();
     let header = [
         "variant",
         "threads",
@@ -156,25 +155,7 @@ pub fn table(reports: &[CellReport]) -> String {
             format!("{:.3}", r.stats.cpu_system_s.median),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len()).map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(
-                |(c, cell)| {
-                    if c == 0 {
-                        format!("{cell:<w$}", w = widths[c])
-                    } else {
-                        format!("{cell:>w$}", w = widths[c])
-                    }
-                },
-            )
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    align(rows)
 }
 
 /// Seed 004's table: mean, variance, sigma, max and min of the wall time

@@ -88,6 +88,22 @@ pub struct VfsConfig {
     pub lock_list: LockListKind,
 }
 
+impl VfsConfig {
+    /// Every "before" design at once: ref-walk only, one global directory
+    /// mutex, no negative dentries, one global inode list and one global
+    /// file-lock lock.
+    pub fn before() -> VfsConfig {
+        VfsConfig {
+            walk: WalkMode::RefOnly,
+            dir_locking: DirLocking::GlobalMutex,
+            negative_dentries: NegativeDentries::Uncached,
+            inode_list: InodeListKind::Global,
+            lock_list: LockListKind::GlobalLock,
+            ..VfsConfig::default()
+        }
+    }
+}
+
 impl Default for VfsConfig {
     /// The scalable design: RCU walk, per-directory rwsems, cached negative
     /// dentries, per-CPU inode list.

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
-use vfscale::config::{DirLocking, InodeListKind, NegativeDentries, WalkMode};
+use vfscale::config::NegativeDentries;
 use vfscale::path::{NAME_MAX, PATH_MAX};
 use vfscale::{
     Credentials, Errno, Fd, FileType, OpenFlags, Process, SetTime, Stat, Timespec, Vfs, VfsConfig, VfsResult, Whence,
@@ -20,16 +20,7 @@ use vfscale::{
 
 /// The scalable design and the "before" design of every variant.
 fn configs() -> [VfsConfig; 2] {
-    [
-        VfsConfig::default(),
-        VfsConfig {
-            walk: WalkMode::RefOnly,
-            dir_locking: DirLocking::GlobalMutex,
-            negative_dentries: NegativeDentries::Uncached,
-            inode_list: InodeListKind::Global,
-            ..VfsConfig::default()
-        },
-    ]
+    [VfsConfig::default(), VfsConfig::before()]
 }
 
 /// Runs `test` on a fresh filesystem of each config, with a root process.

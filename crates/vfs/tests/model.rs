@@ -18,12 +18,14 @@
 //! [`Op::resolved`]). Fixed sequences at the end pin rules on which vfscale
 //! and Linux have differed.
 
+mod common;
+
+use common::all_configs;
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::Config;
 use std::collections::BTreeMap;
 use std::fmt;
-use vfscale::config::{DirLocking, InodeListKind, NegativeDentries, WalkMode};
 use vfscale::mode::{S_IFMT, S_ISGID, S_ISUID, S_ISVTX, S_IXGRP};
 use vfscale::{Credentials, Errno, FileType, OpenFlags, Process, RenameFlags, Stat, Vfs, VfsConfig};
 
@@ -1075,20 +1077,6 @@ fn split_idents(out: &mut Out) -> Vec<u64> {
         Out::Entries(entries) => entries.iter_mut().map(|e| std::mem::take(&mut e.2)).collect(),
         _ => Vec::new(),
     }
-}
-
-fn all_configs() -> Vec<VfsConfig> {
-    let mut out = Vec::new();
-    for walk in [WalkMode::Rcu, WalkMode::RefOnly] {
-        for dir_locking in [DirLocking::RwSem, DirLocking::GlobalMutex] {
-            for negative_dentries in [NegativeDentries::Cached, NegativeDentries::Uncached] {
-                for inode_list in [InodeListKind::PerCpu, InodeListKind::Global] {
-                    out.push(VfsConfig { walk, dir_locking, negative_dentries, inode_list, ..VfsConfig::default() });
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Runs `ops` on a fresh vfscale and a fresh model; the first difference

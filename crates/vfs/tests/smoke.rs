@@ -1,19 +1,7 @@
-use vfscale::config::{DirLocking, InodeListKind, NegativeDentries, WalkMode};
-use vfscale::{Credentials, Errno, OpenFlags, Vfs, VfsConfig, Whence};
+mod common;
 
-fn all_configs() -> Vec<VfsConfig> {
-    let mut out = Vec::new();
-    for walk in [WalkMode::Rcu, WalkMode::RefOnly] {
-        for dir_locking in [DirLocking::RwSem, DirLocking::GlobalMutex] {
-            for negative_dentries in [NegativeDentries::Cached, NegativeDentries::Uncached] {
-                for inode_list in [InodeListKind::PerCpu, InodeListKind::Global] {
-                    out.push(VfsConfig { walk, dir_locking, negative_dentries, inode_list, ..VfsConfig::default() });
-                }
-            }
-        }
-    }
-    out
-}
+use common::all_configs;
+use vfscale::{Credentials, Errno, OpenFlags, Vfs, Whence};
 
 #[test]
 fn basic_namespace_in_every_config() {

@@ -17,21 +17,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
-use vfscale::config::{DirLocking, InodeListKind, NegativeDentries, WalkMode};
+use vfscale::config::WalkMode;
 use vfscale::{Credentials, Errno, FileType, OpenFlags, Process, Stat, Vfs, VfsConfig, VfsResult};
 
 fn iterations() -> usize {
     std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(600)
-}
-
-fn before_config() -> VfsConfig {
-    VfsConfig {
-        walk: WalkMode::RefOnly,
-        dir_locking: DirLocking::GlobalMutex,
-        negative_dentries: NegativeDentries::Uncached,
-        inode_list: InodeListKind::Global,
-        ..VfsConfig::default()
-    }
 }
 
 fn root_of(vfs: &Vfs) -> Process {
@@ -413,13 +403,13 @@ fn stress_default_config() {
 
 #[test]
 fn stress_before_config() {
-    stress(before_config());
+    stress(VfsConfig::before());
 }
 
 /// rcu-walk over the global directory mutex and uncached negatives.
 #[test]
 fn stress_rcu_walk_with_before_locking() {
-    stress(VfsConfig { walk: WalkMode::Rcu, ..before_config() });
+    stress(VfsConfig { walk: WalkMode::Rcu, ..VfsConfig::before() });
 }
 
 /// ref-walk with the scalable locks and cached negatives.
