@@ -1,7 +1,7 @@
 //! `vfscale bench`: runs every (variant, threads) cell of one workload and
 //! reports each as a table row or a JSON object.
 
-use crate::harness::{run_cell, CellStats, RunPlan};
+use crate::harness::{run_cells, CellStats, RunPlan};
 use crate::workloads::{Params, Subject, Workload};
 use serde::Serialize;
 
@@ -52,27 +52,25 @@ pub struct CellReport {
 }
 
 impl BenchRequest {
-    /// Runs every cell, variant-major, calling `progress` before each.
-    pub fn run(&self, mut progress: impl FnMut(&str, usize)) -> Vec<CellReport> {
+    /// Runs every cell, runs of all cells interleaved (see
+    /// [`run_cells`]); `progress(variant, threads, run)` before each run,
+    /// run 0 being the warm-up. Reports come variant-major.
+    pub fn run(&self, progress: impl FnMut(&str, usize, usize)) -> Vec<CellReport> {
         let hold = self.workload.takes_hold.then_some(self.params);
-        let mut reports = Vec::new();
-        for &variant in &self.variants {
-            let subject = (self.workload.build)(variant, &self.params);
-            let cells = Cells { workload: self.workload.name, variant, hold, note: None };
-            reports.extend(cells.measure(subject.as_ref(), &self.threads, self.plan, &mut progress));
-        }
-        reports
+        let subjects: Vec<(&'static str, Box<dyn Subject>)> =
+            self.variants.iter().map(|&variant| (variant, (self.workload.build)(variant, &self.params))).collect();
+        let subjects: Vec<(&'static str, &dyn Subject)> = subjects.iter().map(|(v, s)| (*v, s.as_ref())).collect();
+        let cells = Cells { workload: self.workload.name, hold, note: None };
+        cells.measure(&subjects, &self.threads, self.plan, progress)
     }
 }
 
-/// The labels of one variant's cells: what [`Cells::measure`] stamps on
+/// The labels of one workload's cells: what [`Cells::measure`] stamps on
 /// every report, for vfscale workloads and host drivers alike.
 #[derive(Debug, Clone)]
 pub struct Cells {
     /// Workload name.
     pub workload: &'static str,
-    /// Variant name.
-    pub variant: &'static str,
     /// `--hold-us` / `--work-us`, for workloads that take them.
     pub hold: Option<Params>,
     /// A remark on how the cells were run, copied into each report.
@@ -80,36 +78,44 @@ pub struct Cells {
 }
 
 impl Cells {
-    /// Runs `subject` at each thread count and reports every cell, with
-    /// the speedup against this variant's 1-thread cell when there is one.
+    /// Runs each (variant, thread count) cell, their runs interleaved, and
+    /// reports every cell, variant-major, with the speedup against its
+    /// variant's 1-thread cell when there is one. `progress(variant,
+    /// threads, run)` is called before each run; run 0 is the warm-up.
     pub fn measure(
         &self,
-        subject: &dyn Subject,
+        subjects: &[(&'static str, &dyn Subject)],
         threads: &[usize],
         plan: RunPlan,
-        mut progress: impl FnMut(&str, usize),
+        mut progress: impl FnMut(&str, usize, usize),
     ) -> Vec<CellReport> {
-        let mut reports: Vec<CellReport> = threads
+        let labels: Vec<(&'static str, usize)> =
+            subjects.iter().flat_map(|&(variant, _)| threads.iter().map(move |&t| (variant, t))).collect();
+        let cells: Vec<(&dyn Subject, usize)> =
+            subjects.iter().flat_map(|&(_, subject)| threads.iter().map(move |&t| (subject, t))).collect();
+        let runs = run_cells(&cells, plan, |cell, run| progress(labels[cell].0, labels[cell].1, run));
+        let mut reports: Vec<CellReport> = labels
             .iter()
-            .map(|&threads| {
-                progress(self.variant, threads);
-                CellReport {
-                    workload: self.workload,
-                    variant: self.variant,
-                    threads,
-                    runs: plan.runs,
-                    iterations: plan.iterations,
-                    hold_us: self.hold.map(|p| p.hold_us),
-                    work_us: self.hold.map(|p| p.work_us),
-                    note: self.note.clone(),
-                    stats: run_cell(subject, threads, plan).stats(),
-                    speedup: None,
-                }
+            .zip(runs)
+            .map(|(&(variant, threads), runs)| CellReport {
+                workload: self.workload,
+                variant,
+                threads,
+                runs: plan.runs,
+                iterations: plan.iterations,
+                hold_us: self.hold.map(|p| p.hold_us),
+                work_us: self.hold.map(|p| p.work_us),
+                note: self.note.clone(),
+                stats: runs.stats(),
+                speedup: None,
             })
             .collect();
-        let base = reports.iter().find(|r| r.threads == 1).map(|r| r.stats.ops_per_sec.median);
-        for report in &mut reports {
-            report.speedup = base.map(|b| report.stats.ops_per_sec.median / b);
+        for variant in subjects.iter().map(|&(v, _)| v) {
+            let base =
+                reports.iter().find(|r| r.variant == variant && r.threads == 1).map(|r| r.stats.ops_per_sec.median);
+            for report in reports.iter_mut().filter(|r| r.variant == variant) {
+                report.speedup = base.map(|b| report.stats.ops_per_sec.median / b);
+            }
         }
         reports
     }
@@ -237,8 +243,12 @@ mod tests {
     #[test]
     fn every_cell_is_reported_with_speedup_against_one_thread() {
         let mut seen = Vec::new();
-        let reports = request(vec![1, 2]).run(|v, t| seen.push((v.to_string(), t)));
-        assert_eq!(seen.len(), 4);
+        let reports = request(vec![1, 2]).run(|v, t, run| seen.push((v.to_string(), t, run)));
+        // Every cell: a warm-up and two measured runs, interleaved by round.
+        assert_eq!(seen.len(), 12);
+        assert_eq!(seen[..4].iter().map(|s| s.2).collect::<Vec<_>>(), [0; 4]);
+        assert_eq!(seen[4..].iter().filter(|s| s.0 == "lockref" && s.1 == 2).count(), 2);
+        assert!(seen[4..8].iter().all(|s| s.2 == 1) && seen[8..].iter().all(|s| s.2 == 2));
         assert_eq!(reports.len(), 4);
         for r in &reports {
             assert_eq!(r.runs, 2);
@@ -254,13 +264,13 @@ mod tests {
 
     #[test]
     fn no_speedup_without_a_one_thread_cell() {
-        let reports = request(vec![2]).run(|_, _| {});
+        let reports = request(vec![2]).run(|_, _, _| {});
         assert!(reports.iter().all(|r| r.speedup.is_none()));
     }
 
     #[test]
     fn json_has_the_documented_fields() {
-        let reports = request(vec![1]).run(|_, _| {});
+        let reports = request(vec![1]).run(|_, _, _| {});
         let json = serde_json::to_value(&reports).unwrap();
         let cell = &json[0];
         for key in ["workload", "variant", "threads", "runs", "iterations", "ops_per_sec", "per_op_ns", "speedup"] {

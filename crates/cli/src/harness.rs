@@ -145,24 +145,51 @@ impl CellRuns {
 }
 
 /// Runs `subject` with `threads` threads: one warm-up run of a tenth of the
-/// iterations, then `plan.runs` measured runs.
+/// iterations, then `plan.runs` measured runs (tests' shorthand for one cell).
+#[cfg(test)]
 pub fn run_cell(subject: &dyn Subject, threads: usize, plan: RunPlan) -> CellRuns {
-    assert!(threads > 0 && plan.runs > 0 && plan.iterations > 0, "validated by the caller");
-    one_run(subject, threads, (plan.iterations / 10).max(1));
-    let mut runs = CellRuns {
-        threads,
-        iterations: plan.iterations,
-        elapsed: Vec::new(),
-        cpu: Vec::new(),
-        thread_elapsed: Vec::new(),
-    };
-    for _ in 0..plan.runs {
-        let run = one_run(subject, threads, plan.iterations);
-        runs.elapsed.push(run.elapsed);
-        runs.cpu.push(run.cpu);
-        runs.thread_elapsed.push(run.threads);
+    run_cells(&[(subject, threads)], plan, |_, _| {}).pop().expect("one cell in, one out")
+}
+
+/// Runs several cells (a subject and a thread count each) in rounds: every
+/// cell's warm-up run (a tenth of the iterations) first, then `plan.runs`
+/// rounds in which each cell runs once, starting one cell later each round.
+/// Interleaving spreads the drift of a shared machine (other tenants, clock
+/// changes) over all cells alike instead of biasing whichever ran last.
+/// `before_run(cell, run)` is called before every run; run 0 is the warm-up.
+pub fn run_cells(
+    cells: &[(&dyn Subject, usize)],
+    plan: RunPlan,
+    mut before_run: impl FnMut(usize, usize),
+) -> Vec<CellRuns> {
+    assert!(cells.iter().all(|&(_, t)| t > 0) && plan.runs > 0 && plan.iterations > 0, "validated by the caller");
+    for (index, &(subject, threads)) in cells.iter().enumerate() {
+        before_run(index, 0);
+        one_run(subject, threads, (plan.iterations / 10).max(1));
     }
-    runs
+    let mut results: Vec<CellRuns> = cells
+        .iter()
+        .map(|&(_, threads)| CellRuns {
+            threads,
+            iterations: plan.iterations,
+            elapsed: Vec::new(),
+            cpu: Vec::new(),
+            thread_elapsed: Vec::new(),
+        })
+        .collect();
+    for round in 0..plan.runs {
+        for offset in 0..cells.len() {
+            let index = (round + offset) % cells.len();
+            let (subject, threads) = cells[index];
+            before_run(index, round + 1);
+            let run = one_run(subject, threads, plan.iterations);
+            let runs = &mut results[index];
+            runs.elapsed.push(run.elapsed);
+            runs.cpu.push(run.cpu);
+            runs.thread_elapsed.push(run.threads);
+        }
+    }
+    results
 }
 
 /// What one run measured.

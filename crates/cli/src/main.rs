@@ -129,8 +129,10 @@ fn bench_command(args: BenchArgs) -> Result<(), String> {
         return Ok(());
     }
     let request = bench_request(&args)?;
-    let reports = request.run(|variant, threads| {
-        eprintln!("[{}] {variant} x{threads}", request.workload.name);
+    let reports = request.run(|variant, threads, run| {
+        if run == 0 {
+            eprintln!("[{}] {variant} x{threads} (warm-up)", request.workload.name);
+        }
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reports).map_err(|e| e.to_string())?);
@@ -194,7 +196,7 @@ fn describe(request: &BenchRequest) -> String {
         String::new()
     };
     format!(
-        "{}: {} iterations per thread, {} runs per cell after a warm-up{hold}\n",
+        "{}: {} iterations per thread, {} runs per cell after a warm-up, runs of all cells interleaved{hold}\n",
         request.workload.name, request.plan.iterations, request.plan.runs
     )
 }
@@ -227,10 +229,15 @@ fn host_command(args: BenchArgs) -> Result<(), String> {
             return Ok(());
         }
     };
-    let cells = Cells { workload: driver.name, variant: host::VARIANT, hold: None, note: built.note };
+    let cells = Cells { workload: driver.name, hold: None, note: built.note };
     let plan = RunPlan { runs: args.runs, iterations };
+    let subjects = [(host::VARIANT, built.subject.as_ref())];
     let reports = host::quietly(|| {
-        cells.measure(built.subject.as_ref(), &args.threads, plan, |_, t| eprintln!("[host {name}] x{t}"))
+        cells.measure(&subjects, &args.threads, plan, |_, t, run| {
+            if run == 0 {
+                eprintln!("[host {name}] x{t}");
+            }
+        })
     })
     .map_err(|reason| format!("host {name} failed: {reason}"))?;
     if args.json {
@@ -287,9 +294,9 @@ fn reproduce_command(args: ReproduceArgs) -> Result<(), String> {
     if args.quick {
         println!("--quick: {} runs per cell and a fifth of the iterations; figures are noisier", options.runs());
     }
-    let bar = ProgressBar::new(reproduce::cell_count(&experiments, &options) as u64);
+    let bar = ProgressBar::new(reproduce::run_count(&experiments, &options) as u64);
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} cells  {msg}")
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} runs  {msg}")
             .expect("a valid template")
             .progress_chars("=> "),
     );

@@ -11,7 +11,7 @@
 //! thread count: the throughput ratio, its bootstrap interval, and a
 //! Mann–Whitney verdict.
 
-use crate::bench::{self, CellReport, Cells};
+use crate::bench::{self, BenchRequest, CellReport, Cells};
 use crate::harness::RunPlan;
 use crate::host;
 use crate::machine::Machine;
@@ -283,12 +283,16 @@ impl Plan {
     }
 }
 
-/// The number of cells `run` will measure (for the progress bar).
-pub fn cell_count(experiments: &[&Experiment], options: &Options) -> usize {
-    experiments.iter().flat_map(|e| e.cases).map(|c| Plan::resolve(c).cells(options.threads.len())).sum()
+/// The number of runs, warm-ups included, that `run` will report to its
+/// `progress` callback (for the progress bar).
+pub fn run_count(experiments: &[&Experiment], options: &Options) -> usize {
+    let cells: usize =
+        experiments.iter().flat_map(|e| e.cases).map(|c| Plan::resolve(c).cells(options.threads.len())).sum();
+    cells * (options.runs() + 1)
 }
 
-/// Runs one experiment; `progress` is told about each cell before it runs.
+/// Runs one experiment; `progress` is told about each run (warm-ups too)
+/// before it starts.
 pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(&str)) -> ExperimentResult {
     let mut notes = Vec::new();
     let mut cases = Vec::new();
@@ -309,30 +313,26 @@ pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(
         if let Some(workload) = plan.vfs {
             let iterations = options.iterations((workload.default_iterations)(&params));
             result.iterations = Some(iterations);
-            let hold = workload.takes_hold.then_some(params);
-            for &variant in workload.variants {
-                let subject = (workload.build)(variant, &params);
-                let cells = Cells { workload: workload.name, variant, hold, note: None };
-                let mut tell =
-                    |v: &str, t: usize| progress(&format!("[{}] {} {v} x{t}", experiment.name, workload.name));
-                result.cells.extend(cells.measure(
-                    subject.as_ref(),
-                    &options.threads,
-                    RunPlan { runs, iterations },
-                    &mut tell,
-                ));
-            }
+            let request = BenchRequest {
+                workload,
+                variants: workload.variants.to_vec(),
+                threads: options.threads.clone(),
+                plan: RunPlan { runs, iterations },
+                params,
+            };
+            result.cells.extend(request.run(|v: &str, t: usize, _: usize| {
+                progress(&format!("[{}] {} {v} x{t}", experiment.name, workload.name))
+            }));
             result.verdicts = judge(workload, case, &result.cells);
         }
         if let Some(driver) = plan.host {
             let iterations = options.iterations(driver.default_iterations);
             let outcome = driver.probe().and_then(|built| {
-                let cells = Cells { workload: driver.name, variant: host::VARIANT, hold: None, note: built.note };
+                let cells = Cells { workload: driver.name, hold: None, note: built.note };
+                let subjects = [(host::VARIANT, built.subject.as_ref())];
                 let mut tell =
-                    |_: &str, t: usize| progress(&format!("[{}] host {} x{t}", experiment.name, driver.name));
-                host::quietly(|| {
-                    cells.measure(built.subject.as_ref(), &options.threads, RunPlan { runs, iterations }, &mut tell)
-                })
+                    |_: &str, t: usize, _: usize| progress(&format!("[{}] host {} x{t}", experiment.name, driver.name));
+                host::quietly(|| cells.measure(&subjects, &options.threads, RunPlan { runs, iterations }, &mut tell))
             });
             match outcome {
                 Ok(cells) => {
@@ -340,9 +340,11 @@ pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(
                     result.cells.extend(cells);
                 }
                 Err(reason) => {
-                    // Keep the progress bar honest about the cells skipped.
+                    // Keep the progress bar honest about the runs skipped.
                     for &t in &options.threads {
-                        progress(&format!("[{}] host {} x{t} (skipped)", experiment.name, driver.name));
+                        for _ in 0..=runs {
+                            progress(&format!("[{}] host {} x{t} (skipped)", experiment.name, driver.name));
+                        }
                     }
                     notes.push(format!("host {}: skipped: {reason}", driver.name));
                 }
@@ -631,7 +633,8 @@ mod tests {
         let options = Options { quick: true, threads: vec![1, 2] };
         let mut seen = 0;
         let result = run(&experiment, &options, &mut |_| seen += 1);
-        assert_eq!(seen, 6, "3 variants x 2 thread counts");
+        assert_eq!(seen, 6 * (options.runs() + 1), "3 variants x 2 thread counts, each warm-up and runs");
+        assert_eq!(seen, run_count(&[&experiment], &options), "the progress bar's length");
         result
     }
 
