@@ -15,6 +15,8 @@
 //! the global side is frequent: it costs one lock round-trip per CPU. The
 //! kernel replaced it with a per-CPU rwsem in 4.9
 //! ([`PerCpuRwSem`](crate::percpu_rwsem::PerCpuRwSem)).
+//! Each slot's lock and data share one cache line, so a local locker that
+//! finds its slot taken over by a global locker pays one miss, not two.
 //! Unlike the kernel, a userspace thread may migrate while it holds a local
 //! lock, so the guard remembers the slot it locked ([`LgLocalGuard::cpu`]);
 //! taking the global lock while holding a local one deadlocks.
@@ -41,7 +43,7 @@ use std::ops::{Deref, DerefMut};
 
 /// One raw spinlock of flavour `R` per CPU, with a local and a global mode.
 pub struct LgLock<R: RawSpinLock = TicketLock> {
-    locks: Box<[CachePadded<R>]>,
+    inner: LgPerCpu<R, ()>,
 }
 
 impl<R: RawSpinLock> LgLock<R> {
@@ -56,18 +58,17 @@ impl<R: RawSpinLock> LgLock<R> {
     ///
     /// If `cpus` is zero.
     pub fn with_cpus(cpus: usize) -> Self {
-        assert!(cpus > 0, "LgLock needs at least one slot");
-        Self { locks: (0..cpus).map(|_| CachePadded::new(R::default())).collect() }
+        Self { inner: LgPerCpu::with_cpus(cpus) }
     }
 
     /// The number of slots.
     pub fn cpus(&self) -> usize {
-        self.locks.len()
+        self.inner.cpus()
     }
 
     /// Locks the current CPU's slot.
     pub fn local_lock(&self) -> LgLocalGuard<'_, R> {
-        self.lock_slot(current_cpu() % self.cpus())
+        LgLocalGuard { inner: self.inner.local_lock() }
     }
 
     /// Locks slot `cpu`, e.g. the one an item recorded when it was added.
@@ -77,21 +78,12 @@ impl<R: RawSpinLock> LgLock<R> {
     /// If `cpu >= self.cpus()`: a slot number from elsewhere is a bug, and
     /// wrapping it would silently lock the wrong slot.
     pub fn lock_cpu(&self, cpu: usize) -> LgLocalGuard<'_, R> {
-        assert!(cpu < self.cpus(), "LgLock::lock_cpu: cpu {cpu} out of range 0..{}", self.cpus());
-        self.lock_slot(cpu)
+        LgLocalGuard { inner: self.inner.lock_cpu(cpu) }
     }
 
     /// Locks every slot, in index order.
     pub fn global_lock(&self) -> LgGlobalGuard<'_, R> {
-        for lock in self.locks.iter() {
-            lock.lock();
-        }
-        LgGlobalGuard { lg: self, _not_send: PhantomData }
-    }
-
-    fn lock_slot(&self, cpu: usize) -> LgLocalGuard<'_, R> {
-        self.locks[cpu].lock();
-        LgLocalGuard { lg: self, cpu, _not_send: PhantomData }
+        LgGlobalGuard { inner: self.inner.global_lock() }
     }
 }
 
@@ -103,72 +95,56 @@ impl<R: RawSpinLock> Default for LgLock<R> {
 
 impl<R: RawSpinLock> fmt::Debug for LgLock<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let locked = self.locks.iter().filter(|lock| lock.is_locked()).count();
         f.debug_struct("LgLock")
             .field("flavour", &R::NAME)
             .field("cpus", &self.cpus())
-            .field("locked_slots", &locked)
+            .field("locked_slots", &self.inner.locked_slots())
             .finish()
     }
 }
 
 /// Holds one slot of an [`LgLock`]; releases it when dropped.
 pub struct LgLocalGuard<'a, R: RawSpinLock> {
-    lg: &'a LgLock<R>,
-    cpu: usize,
-    /// Queued flavours release per-thread state: the guard stays on its thread.
-    _not_send: PhantomData<*const ()>,
+    inner: LgPerCpuLocalGuard<'a, R, ()>,
 }
 
 impl<R: RawSpinLock> LgLocalGuard<'_, R> {
     /// The slot this guard holds (the caller may have migrated since).
     pub fn cpu(&self) -> usize {
-        self.cpu
-    }
-}
-
-impl<R: RawSpinLock> Drop for LgLocalGuard<'_, R> {
-    fn drop(&mut self) {
-        // SAFETY: the guard was created by locking this slot and drops once.
-        unsafe { self.lg.locks[self.cpu].unlock() }
+        self.inner.cpu()
     }
 }
 
 impl<R: RawSpinLock> fmt::Debug for LgLocalGuard<'_, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LgLocalGuard").field("cpu", &self.cpu).finish()
+        f.debug_struct("LgLocalGuard").field("cpu", &self.cpu()).finish()
     }
 }
 
 /// Holds every slot of an [`LgLock`]; releases them all when dropped.
 pub struct LgGlobalGuard<'a, R: RawSpinLock> {
-    lg: &'a LgLock<R>,
-    /// Queued flavours release per-thread state: the guard stays on its thread.
-    _not_send: PhantomData<*const ()>,
-}
-
-impl<R: RawSpinLock> Drop for LgGlobalGuard<'_, R> {
-    fn drop(&mut self) {
-        for lock in self.lg.locks.iter() {
-            // SAFETY: `global_lock` took every slot; each is released once.
-            unsafe { lock.unlock() }
-        }
-    }
+    inner: LgPerCpuGlobalGuard<'a, R, ()>,
 }
 
 impl<R: RawSpinLock> fmt::Debug for LgGlobalGuard<'_, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LgGlobalGuard").field("cpus", &self.lg.cpus()).finish()
+        f.debug_struct("LgGlobalGuard").field("cpus", &self.inner.cpus()).finish()
     }
 }
 
-/// Per-CPU data of type `T`, slot `i` protected by slot `i` of an [`LgLock`].
+/// One CPU's lock and the data it protects, on one cache line.
+struct Slot<R, T> {
+    lock: R,
+    data: UnsafeCell<T>,
+}
+
+/// Per-CPU data of type `T`, slot `i` protected by lock `i` of a local/global
+/// lock, each slot's lock and data sharing a cache line.
 ///
 /// A local guard gives `&mut T` of one slot; the global guard gives access
 /// to all of them at once.
 pub struct LgPerCpu<R: RawSpinLock, T> {
-    lock: LgLock<R>,
-    slots: Box<[CachePadded<UnsafeCell<T>>]>,
+    slots: Box<[CachePadded<Slot<R, T>>]>,
 }
 
 // SAFETY: each slot's data is only reached through a guard holding that
@@ -182,19 +158,21 @@ impl<R: RawSpinLock, T> LgPerCpu<R, T> {
     /// # Panics
     ///
     /// If `cpus` is zero.
-    pub fn from_fn(cpus: usize, init: impl FnMut(usize) -> T) -> Self {
-        let lock = LgLock::with_cpus(cpus);
-        Self { lock, slots: (0..cpus).map(init).map(|v| CachePadded::new(UnsafeCell::new(v))).collect() }
+    pub fn from_fn(cpus: usize, mut init: impl FnMut(usize) -> T) -> Self {
+        assert!(cpus > 0, "LgLock needs at least one slot");
+        let slots =
+            (0..cpus).map(|i| CachePadded::new(Slot { lock: R::default(), data: UnsafeCell::new(init(i)) })).collect();
+        Self { slots }
     }
 
     /// The number of slots.
     pub fn cpus(&self) -> usize {
-        self.lock.cpus()
+        self.slots.len()
     }
 
     /// Locks the current CPU's slot and gives access to its data.
     pub fn local_lock(&self) -> LgPerCpuLocalGuard<'_, R, T> {
-        self.local_guard(self.lock.local_lock())
+        self.lock_slot(current_cpu() % self.cpus())
     }
 
     /// Locks slot `cpu` and gives access to its data.
@@ -203,22 +181,36 @@ impl<R: RawSpinLock, T> LgPerCpu<R, T> {
     ///
     /// If `cpu >= self.cpus()`, as [`LgLock::lock_cpu`].
     pub fn lock_cpu(&self, cpu: usize) -> LgPerCpuLocalGuard<'_, R, T> {
-        self.local_guard(self.lock.lock_cpu(cpu))
+        assert!(cpu < self.cpus(), "LgLock::lock_cpu: cpu {cpu} out of range 0..{}", self.cpus());
+        self.lock_slot(cpu)
     }
 
-    /// Locks every slot and gives access to all the data.
+    /// Locks every slot, in index order, and gives access to all the data.
     pub fn global_lock(&self) -> LgPerCpuGlobalGuard<'_, R, T> {
-        LgPerCpuGlobalGuard { _guard: self.lock.global_lock(), slots: &self.slots }
+        for slot in self.slots.iter() {
+            slot.lock.lock();
+        }
+        LgPerCpuGlobalGuard { slots: &self.slots, _not_send: PhantomData }
     }
 
     /// Consumes the structure and returns the data, slot by slot.
     pub fn into_inner(self) -> Vec<T> {
-        self.slots.into_vec().into_iter().map(|slot| slot.into_inner().into_inner()).collect()
+        self.slots.into_vec().into_iter().map(|slot| CachePadded::into_inner(slot).data.into_inner()).collect()
     }
 
-    fn local_guard<'a>(&'a self, guard: LgLocalGuard<'a, R>) -> LgPerCpuLocalGuard<'a, R, T> {
-        let slot = &self.slots[guard.cpu()];
-        LgPerCpuLocalGuard { guard, slot }
+    fn lock_slot(&self, cpu: usize) -> LgPerCpuLocalGuard<'_, R, T> {
+        let slot = &self.slots[cpu];
+        slot.lock.lock();
+        LgPerCpuLocalGuard { slot, cpu, _not_send: PhantomData }
+    }
+
+    fn locked_slots(&self) -> usize {
+        self.slots.iter().filter(|slot| slot.lock.is_locked()).count()
+    }
+
+    #[cfg(test)]
+    fn is_slot_locked(&self, cpu: usize) -> bool {
+        self.slots[cpu].lock.is_locked()
     }
 }
 
@@ -246,20 +238,26 @@ impl<R: RawSpinLock, T: Default> Default for LgPerCpu<R, T> {
 
 impl<R: RawSpinLock, T> fmt::Debug for LgPerCpu<R, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LgPerCpu").field("lock", &self.lock).finish_non_exhaustive()
+        f.debug_struct("LgPerCpu")
+            .field("flavour", &R::NAME)
+            .field("cpus", &self.cpus())
+            .field("locked_slots", &self.locked_slots())
+            .finish_non_exhaustive()
     }
 }
 
 /// Holds one slot of an [`LgPerCpu`]; dereferences to that slot's data.
 pub struct LgPerCpuLocalGuard<'a, R: RawSpinLock, T> {
-    guard: LgLocalGuard<'a, R>,
-    slot: &'a UnsafeCell<T>,
+    slot: &'a Slot<R, T>,
+    cpu: usize,
+    /// Queued flavours release per-thread state: the guard stays on its thread.
+    _not_send: PhantomData<*const ()>,
 }
 
 impl<R: RawSpinLock, T> LgPerCpuLocalGuard<'_, R, T> {
-    /// The slot this guard holds.
+    /// The slot this guard holds (the caller may have migrated since).
     pub fn cpu(&self) -> usize {
-        self.guard.cpu()
+        self.cpu
     }
 }
 
@@ -268,7 +266,7 @@ impl<R: RawSpinLock, T> Deref for LgPerCpuLocalGuard<'_, R, T> {
     fn deref(&self) -> &T {
         // SAFETY: the guard holds this slot's lock, so no `&mut T` to the
         // slot exists elsewhere.
-        self.slot.with(|p| unsafe { &*p })
+        self.slot.data.with(|p| unsafe { &*p })
     }
 }
 
@@ -276,7 +274,14 @@ impl<R: RawSpinLock, T> DerefMut for LgPerCpuLocalGuard<'_, R, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard holds this slot's lock and is borrowed mutably,
         // so this is the only reference to the slot.
-        self.slot.with_mut(|p| unsafe { &mut *p })
+        self.slot.data.with_mut(|p| unsafe { &mut *p })
+    }
+}
+
+impl<R: RawSpinLock, T> Drop for LgPerCpuLocalGuard<'_, R, T> {
+    fn drop(&mut self) {
+        // SAFETY: the guard was created by locking this slot and drops once.
+        unsafe { self.slot.lock.unlock() }
     }
 }
 
@@ -288,8 +293,9 @@ impl<R: RawSpinLock, T: fmt::Debug> fmt::Debug for LgPerCpuLocalGuard<'_, R, T> 
 
 /// Holds every slot of an [`LgPerCpu`]; gives access to all of them.
 pub struct LgPerCpuGlobalGuard<'a, R: RawSpinLock, T> {
-    _guard: LgGlobalGuard<'a, R>,
-    slots: &'a [CachePadded<UnsafeCell<T>>],
+    slots: &'a [CachePadded<Slot<R, T>>],
+    /// Queued flavours release per-thread state: the guard stays on its thread.
+    _not_send: PhantomData<*const ()>,
 }
 
 impl<R: RawSpinLock, T> LgPerCpuGlobalGuard<'_, R, T> {
@@ -306,7 +312,7 @@ impl<R: RawSpinLock, T> LgPerCpuGlobalGuard<'_, R, T> {
     pub fn get(&self, cpu: usize) -> &T {
         // SAFETY: the guard holds every slot's lock and is borrowed shared,
         // so only shared references to the slots exist.
-        self.slots[cpu].with(|p| unsafe { &*p })
+        self.slots[cpu].data.with(|p| unsafe { &*p })
     }
 
     /// Slot `cpu`'s data, mutably.
@@ -317,20 +323,29 @@ impl<R: RawSpinLock, T> LgPerCpuGlobalGuard<'_, R, T> {
     pub fn get_mut(&mut self, cpu: usize) -> &mut T {
         // SAFETY: the guard holds every slot's lock and is borrowed mutably,
         // so this is the only reference to the slot.
-        self.slots[cpu].with_mut(|p| unsafe { &mut *p })
+        self.slots[cpu].data.with_mut(|p| unsafe { &mut *p })
     }
 
     /// Every slot's data, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
         // SAFETY: as in `get`.
-        self.slots.iter().map(|slot| slot.with(|p| unsafe { &*p }))
+        self.slots.iter().map(|slot| slot.data.with(|p| unsafe { &*p }))
     }
 
     /// Every slot's data, mutably, in slot order.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
         // SAFETY: as in `get_mut`; the slots are distinct, so the references
         // do not alias.
-        self.slots.iter().map(|slot| slot.with_mut(|p| unsafe { &mut *p }))
+        self.slots.iter().map(|slot| slot.data.with_mut(|p| unsafe { &mut *p }))
+    }
+}
+
+impl<R: RawSpinLock, T> Drop for LgPerCpuGlobalGuard<'_, R, T> {
+    fn drop(&mut self) {
+        for slot in self.slots.iter() {
+            // SAFETY: `global_lock` took every slot; each is released once.
+            unsafe { slot.lock.unlock() }
+        }
     }
 }
 
@@ -367,10 +382,10 @@ mod tests {
         let guard = lg.local_lock();
         let cpu = guard.cpu();
         assert!(cpu < 4);
-        assert!(lg.locks[cpu].is_locked());
-        assert_eq!(lg.locks.iter().filter(|l| l.is_locked()).count(), 1);
+        assert!(lg.inner.is_slot_locked(cpu));
+        assert_eq!(lg.inner.locked_slots(), 1);
         drop(guard);
-        assert!(!lg.locks.iter().any(|l| l.is_locked()));
+        assert!(lg.inner.locked_slots() == 0);
     }
 
     #[test]
@@ -379,7 +394,7 @@ mod tests {
         let a = lg.lock_cpu(2);
         let b = lg.lock_cpu(0);
         assert_eq!((a.cpu(), b.cpu()), (2, 0));
-        assert!(lg.locks[2].is_locked() && lg.locks[0].is_locked() && !lg.locks[1].is_locked());
+        assert!(lg.inner.is_slot_locked(2) && lg.inner.is_slot_locked(0) && !lg.inner.is_slot_locked(1));
         assert_eq!(format!("{a:?}"), "LgLocalGuard { cpu: 2 }");
     }
 
@@ -393,11 +408,11 @@ mod tests {
     fn global_lock_takes_every_slot() {
         let lg: LgLock<McsLock> = LgLock::with_cpus(5);
         let guard = lg.global_lock();
-        assert!(lg.locks.iter().all(|l| l.is_locked()));
+        assert!(lg.inner.locked_slots() == lg.cpus());
         assert_eq!(format!("{guard:?}"), "LgGlobalGuard { cpus: 5 }");
         assert_eq!(format!("{lg:?}"), "LgLock { flavour: \"mcs\", cpus: 5, locked_slots: 5 }");
         drop(guard);
-        assert!(!lg.locks.iter().any(|l| l.is_locked()));
+        assert!(lg.inner.locked_slots() == 0);
         let _local = lg.lock_cpu(4);
     }
 
@@ -443,7 +458,7 @@ mod tests {
         }
         assert_eq!(format!("{all:?}"), "[1, 2, 21, 4]");
         drop(all);
-        assert!(format!("{counts:?}").starts_with("LgPerCpu { lock: LgLock { flavour: \"ticket\""));
+        assert_eq!(format!("{counts:?}"), "LgPerCpu { flavour: \"ticket\", cpus: 4, locked_slots: 0, .. }");
         assert_eq!(*counts.lock_cpu(3), 4);
     }
 

@@ -5,35 +5,41 @@
 //! Invariant: a reader is inside only while its slot's counter includes it
 //! and it saw `readers_blocked` clear *after* incrementing; a writer is
 //! inside only after setting `readers_blocked` and then seeing every counter
-//! at zero. Two `SeqCst` fences make the two checks a Dekker pair, so at
-//! least one side always sees the other.
+//! at zero. The reader's `SeqCst` increment and `SeqCst` flag load and the
+//! writer's `SeqCst` fence make the two checks a Dekker pair, so at least
+//! one side always sees the other.
 //!
 //! Use it for data read from many CPUs and written rarely: a reader
-//! increments and later decrements its CPU's counter, each followed by a
-//! fence, and writes no cache line that readers on other CPUs write. A writer is expensive (it scans every CPU's counter and may sleep),
-//! so frequent writers belong on [`RwSem`](crate::rwsem::RwSem). Writers are
-//! preferred: once a writer arrives, new readers wait, so a steady stream of
-//! writers can starve readers.
+//! increments and later decrements its CPU's counter and reads a flag that
+//! only writers write, so it writes no cache line that readers on other
+//! CPUs write. A writer is expensive (it scans every CPU's counter and may
+//! sleep), so frequent writers belong on [`RwSem`](crate::rwsem::RwSem).
+//! Writers are preferred: once a writer arrives, new readers wait, so a
+//! steady stream of writers can starve readers. Both sides spin briefly
+//! before they sleep on a futex.
 //!
-//! # Why fences stand in for `synchronize_rcu()`
+//! # What stands in for `synchronize_rcu()`
 //!
 //! The kernel's reader does a plain per-CPU increment inside an RCU-sched
 //! section; the writer flips readers to the slow path and then waits a grace
 //! period, after which every reader either saw the flip or has its increment
-//! visible. Userspace has no cheap grace period, so each side issues a
-//! `SeqCst` fence between its write and its read:
+//! visible. Userspace has no cheap grace period; instead the reader's
+//! accesses are `SeqCst` (on x86 the increment is a locked instruction,
+//! which is a full barrier, and the load a plain move) and the writer
+//! issues a `SeqCst` fence between its write and its reads:
 //!
 //! ```text
-//! reader: count[cpu] += 1; fence(SeqCst); if readers_blocked { back off }
+//! reader: count[cpu] += 1 (SeqCst); if readers_blocked (SeqCst load) { back off }
 //! writer: readers_blocked = 1; fence(SeqCst); wait until sum(count) == 0
 //! ```
 //!
-//! All `SeqCst` fences are totally ordered. If the reader's fence comes
-//! first, the writer's counter loads (after its fence) see the increment; if
-//! the writer's comes first, the reader's flag load (after its fence) sees
-//! the flag. So "reader misses the flag *and* writer misses the reader" is
-//! impossible. A reader leaving uses the same pair (decrement, fence, check
-//! the flag) to decide whether the writer may be asleep and needs a wake-up.
+//! The reader's two accesses and the writer's fence are totally ordered. If
+//! the increment comes before the fence, the writer's counter loads (after
+//! its fence) see it; otherwise the fence comes before the reader's flag
+//! load, which then sees the flag. So "reader misses the flag *and* writer
+//! misses the reader" is impossible. A reader leaving uses the same pair
+//! (decrement, check the flag) to decide whether the writer may be asleep
+//! and needs a wake-up.
 //!
 //! ```
 //! use vfscale_sync::percpu_rwsem::PerCpuRwSem;
@@ -46,7 +52,7 @@
 //! ```
 
 use crate::cpu::{current_cpu, possible_cpus};
-use crate::shim::{fence, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
+use crate::shim::{fence, seqcst_fence_for_loom, spin_loop, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -124,14 +130,17 @@ impl<T: ?Sized> PerCpuRwSem<T> {
             }
         }
         self.block_readers();
-        loop {
-            // Read the wake count before checking, so a reader leaving after
-            // the check changes it and the sleep below returns at once.
-            let seen = self.writer_wake.load(Ordering::Acquire);
-            if !self.readers_inside() {
-                break;
+        // Readers' sections are usually short: spin before sleeping.
+        if !spin_until(|| !self.readers_inside()) {
+            loop {
+                // Read the wake count before checking, so a reader leaving
+                // after the check changes it and the sleep returns at once.
+                let seen = self.writer_wake.load(Ordering::Acquire);
+                if !self.readers_inside() {
+                    break;
+                }
+                sleep::wait(&self.writer_wake, seen);
             }
-            sleep::wait(&self.writer_wake, seen);
         }
         crate::audit::lock_acquired();
         PerCpuRwSemWriteGuard { sem: self }
@@ -164,12 +173,13 @@ impl<T: ?Sized> PerCpuRwSem<T> {
     }
 
     fn try_read_at(&self, slot: usize) -> Option<PerCpuRwSemReadGuard<'_, T>> {
-        self.readers[slot].fetch_add(1, Ordering::Relaxed);
-        // Dekker pair with the fence in `block_readers` (module doc).
-        fence(Ordering::SeqCst);
-        // Acquire: seeing OPEN stored by a leaving writer orders its writes
+        // SeqCst increment and load: the reader's half of the Dekker pair
+        // with the fence in `block_readers` (module doc). The load also
+        // acquires: seeing OPEN stored by a leaving writer orders its writes
         // before our reads.
-        if self.readers_blocked.load(Ordering::Acquire) == OPEN {
+        self.readers[slot].fetch_add(1, Ordering::SeqCst);
+        seqcst_fence_for_loom();
+        if self.readers_blocked.load(Ordering::SeqCst) == OPEN {
             crate::audit::lock_acquired();
             return Some(PerCpuRwSemReadGuard { sem: self, slot });
         }
@@ -182,19 +192,24 @@ impl<T: ?Sized> PerCpuRwSem<T> {
     fn read_exit(&self, slot: usize) {
         // Release: the writer's acquire load of this counter orders our reads
         // before its writes.
-        let before = self.readers[slot].fetch_sub(1, Ordering::Release);
+        let before = self.readers[slot].fetch_sub(1, Ordering::SeqCst);
         debug_assert!(before > 0, "PerCpuRwSem: reader count below zero");
         // Dekker pair with `block_readers` again: either we see the flag or
         // the waiting writer sees our decrement before it sleeps.
-        fence(Ordering::SeqCst);
-        if self.readers_blocked.load(Ordering::Relaxed) != OPEN {
+        seqcst_fence_for_loom();
+        if self.readers_blocked.load(Ordering::SeqCst) != OPEN {
             self.writer_wake.fetch_add(1, Ordering::Release);
             sleep::wake(&self.writer_wake, 1);
         }
     }
 
-    /// Sleeps until no writer holds or waits for the semaphore.
+    /// Waits until no writer holds or waits for the semaphore: spins a
+    /// little first (a writer's section is often shorter than a futex
+    /// round trip), then sleeps.
     fn wait_until_open(&self) {
+        if spin_until(|| self.readers_blocked.load(Ordering::Relaxed) == OPEN) {
+            return;
+        }
         loop {
             match self.readers_blocked.load(Ordering::Relaxed) {
                 OPEN => return,
@@ -215,7 +230,7 @@ impl<T: ?Sized> PerCpuRwSem<T> {
     /// Sends new readers to the slow path; the caller holds `writer_lock`.
     fn block_readers(&self) {
         self.readers_blocked.store(BLOCKED, Ordering::Relaxed);
-        // Dekker pair with the fences in `try_read_at` and `read_exit`.
+        // Dekker pair with the SeqCst accesses in `try_read_at` and `read_exit`.
         fence(Ordering::SeqCst);
     }
 
@@ -245,6 +260,22 @@ impl<T: ?Sized> PerCpuRwSem<T> {
 /// loops at once give loom an unbounded schedule to explore. Here a loom
 /// waiter parks until a `wake` on the same word, so a lost wake-up ends in a
 /// deadlock that loom reports, and waiting threads are not scheduled.
+/// Rounds of `spin_loop` a waiter polls its condition before it sleeps:
+/// about a futex wait and wake-up's worth (a few microseconds). One under
+/// loom, so models stay small yet cover the spin.
+const SPINS_BEFORE_SLEEP: u32 = if cfg!(loom) { 1 } else { 100 };
+
+/// Polls `done` up to [`SPINS_BEFORE_SLEEP`] times; whether it came true.
+fn spin_until(mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..SPINS_BEFORE_SLEEP {
+        if done() {
+            return true;
+        }
+        spin_loop();
+    }
+    done()
+}
+
 mod sleep {
     use crate::shim::AtomicU32;
 

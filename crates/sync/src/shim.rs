@@ -21,6 +21,17 @@ pub(crate) use std::{
 
 pub(crate) use std::sync::atomic::Ordering;
 
+/// Loom models `SeqCst` loads, stores and read-modify-writes as plain
+/// acquire/release, so code that relies on their single total order (a
+/// store-then-load handshake, Dekker style) calls this between the two
+/// accesses: a real `SeqCst` fence under loom, nothing otherwise. The
+/// `SeqCst` accesses themselves are what make the shipped code correct.
+#[inline(always)]
+pub(crate) fn seqcst_fence_for_loom() {
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
+}
+
 /// An `UnsafeCell` whose accesses loom can check for data races.
 #[derive(Debug, Default)]
 pub(crate) struct UnsafeCell<T: ?Sized>(

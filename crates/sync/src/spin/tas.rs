@@ -1,6 +1,6 @@
-//! Test-and-test-and-set spinlock: one flag, waiters spin on a plain load
-//! and only try the atomic swap when the flag looks free. Unfair; cheapest
-//! uncontended.
+//! Test-and-test-and-set spinlock: one flag; `lock` tries one swap, then
+//! waiters spin on a plain load and only try the swap again when the flag
+//! looks free. Unfair; cheapest uncontended.
 
 use super::{relax, RawSpinLock};
 use crate::shim::{AtomicBool, Ordering};
@@ -17,6 +17,13 @@ unsafe impl RawSpinLock for TasLock {
     const NAME: &'static str = "tas";
 
     fn lock(&self) {
+        // First a bare swap: when the line sits in another CPU's cache (a
+        // global locker just used it), a load then a swap would fetch it
+        // twice, shared then exclusive.
+        if !self.locked.swap(true, Ordering::Acquire) {
+            crate::audit::lock_acquired();
+            return;
+        }
         let mut spins = 0;
         while !self.try_lock() {
             while self.locked.load(Ordering::Relaxed) {
