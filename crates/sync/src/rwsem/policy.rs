@@ -27,7 +27,9 @@ pub enum SpinPolicy {
     /// [`RwSemConfig::spin_budget`] in all. While more threads are runnable
     /// than there are CPUs, spin at most
     /// [`RwSemConfig::oversubscribed_spin_budget`] (about the cost of
-    /// blocking), then yield and retry a few times before sleeping.
+    /// blocking), then yield and retry a few times before sleeping; writers
+    /// that find another spinner then yield and retry too. A release leaves
+    /// sleeping writers asleep while a spinner is there to take the lock.
     Adaptive,
 }
 

@@ -17,8 +17,19 @@
 //! holding `queue`, so under that lock `WAITERS` is exact. Every waiter
 //! sleeps on a futex word of its own (`Waiter::state`). Readers are granted
 //! the lock by whoever wakes them (the waker adds their biases); a writer is
-//! only told to retry and takes the lock itself, while holding `queue`, and
-//! only when it is the front.
+//! only told to retry and takes the lock itself, while holding `queue`: the
+//! front as the queue's own (the only way past `HANDOFF`), any other writer
+//! by stealing it like a newcomer, leaving the queue if it wins.
+//!
+//! A release that finds the lock free and writers at the front wakes the
+//! first of them still asleep, even if an earlier one was woken and has not
+//! run yet (as parking_lot unparks one thread per contended unlock): with
+//! more threads than CPUs a woken thread may wait long for a CPU, and
+//! waking only the front would leave the queue idle behind it while the
+//! threads that never slept keep barging. It wakes nobody while an adaptive
+//! spinner is active, unless the lock is reserved or the front is due a
+//! hand-off: the spinner takes the lock (and its release wakes), or stops,
+//! queues and retries under `queue`, taking the lock if it is free.
 //!
 //! # No lost wake-ups
 //!
@@ -29,10 +40,10 @@
 //! holder in `count` after its own `WAITERS` update, so the holder's release
 //! RMW comes later in `count`'s modification order and sees `WAITERS` (which
 //! stays set while anyone is queued): the releaser will take `queue` and
-//! wake the front. A front writer told to retry that loses the lock to a
-//! barging writer sleeps again, and that writer's release wakes it again.
-//! A waker only wakes a front writer while the lock is free; if it is not,
-//! the release that frees it sees `WAITERS` and wakes later.
+//! wake a sleeping writer at the front. A writer told to retry that loses
+//! the lock to a barging writer sleeps again, and that writer's release
+//! wakes again. A waker only wakes a writer while the lock is free; if it
+//! is not, the release that frees it sees `WAITERS` and wakes later.
 //!
 //! # Hand-off
 //!
@@ -318,7 +329,13 @@ impl RawRwSem {
             self.count.fetch_or(WAITERS, Ordering::Relaxed);
         }
         loop {
-            if Arc::ptr_eq(&queue[0].waiter, &waiter) && self.try_write_queued(&mut queue) {
+            if Arc::ptr_eq(&queue[0].waiter, &waiter) {
+                if self.try_write_queued(&mut queue) {
+                    return;
+                }
+            } else if self.try_write_unqueued().is_ok() {
+                let at = queue.iter().position(|entry| Arc::ptr_eq(&entry.waiter, &waiter)).expect("we are queued");
+                queue.remove(at);
                 return;
             }
             // Set under `queue`, where wakers look at it, so a wake between
@@ -375,17 +392,32 @@ impl RawRwSem {
         wake_all(&to_wake);
     }
 
-    /// Under `queue`: grants the lock to the readers at the front, or tells
-    /// a front writer to retry if the lock is free. The futex wakes are left
+    /// Under `queue`: grants the lock to the readers at the front, or, if
+    /// the lock is free, tells the first writer at the front that is still
+    /// asleep to retry. The futex wakes are left
     /// in `to_wake`, for after `queue` is released.
     fn wake_locked(&self, queue: &mut VecDeque<Entry>, to_wake: &mut Vec<Arc<Waiter>>) {
         let Some(front) = queue.front() else { return };
         if front.kind == Kind::Writer {
-            if self.count.load(Ordering::Relaxed) & LOCK_MASK == 0
-                && front.waiter.state.load(Ordering::Relaxed) == WAITING
-            {
-                front.waiter.state.store(WOKEN, Ordering::Release);
-                to_wake.push(Arc::clone(&front.waiter));
+            // A spinner will take the free lock before any sleeper could
+            // wake, and queues and retries if it stops: leave the sleepers
+            // be (Go's mutex does the same). Not once the lock is reserved
+            // (exact here: `HANDOFF` changes only under `queue`): the
+            // spinner cannot take it, and the front must wake to. Nor when
+            // the front is due a hand-off, which it can only claim awake.
+            let reserved = self.count.load(Ordering::Relaxed) & HANDOFF != 0;
+            if self.spinner.load(Ordering::Relaxed) && !reserved && !queue[0].handoff_at.expired() {
+                return;
+            }
+            if self.count.load(Ordering::Relaxed) & LOCK_MASK == 0 {
+                let asleep = queue
+                    .iter()
+                    .take_while(|entry| entry.kind == Kind::Writer)
+                    .find(|entry| entry.waiter.state.load(Ordering::Relaxed) == WAITING);
+                if let Some(entry) = asleep {
+                    entry.waiter.state.store(WOKEN, Ordering::Release);
+                    to_wake.push(Arc::clone(&entry.waiter));
+                }
             }
             return;
         }
@@ -454,9 +486,13 @@ impl RawRwSem {
     /// few times: a yield hands the CPU to whoever is runnable, a preempted
     /// owner included, so it takes nothing the owner needs, yet keeps this
     /// writer runnable to catch the release without a cross-CPU wake-up.
+    /// Writers that find another spinner yield the same way when the CPUs
+    /// are oversubscribed, and queue at once otherwise.
     fn spin_adaptive(&self) -> bool {
         if self.spinner.load(Ordering::Relaxed) || self.spinner.swap(true, Ordering::Acquire) {
-            return false;
+            // Someone else spins. Oversubscribed, a yield costs the owner
+            // nothing and keeps this writer off the futex queue a while.
+            return cpus_oversubscribed() && self.yield_and_retry();
         }
         let oversubscribed = cpus_oversubscribed();
         let budget = match oversubscribed {
@@ -466,27 +502,41 @@ impl RawRwSem {
         let mut budget = Deadline::after(budget);
         let mut seen = self.progress.load(Ordering::Relaxed);
         let mut owner_budget = Deadline::after(self.config.owner_spin_budget);
+        let mut spins: u32 = 0;
         let taken = loop {
             let count = match self.try_write_unqueued() {
                 Ok(()) => break true,
                 Err(count) => count,
             };
-            if !spinnable(count) || budget.expired() {
+            if !spinnable(count) {
                 break false;
             }
-            let now = self.progress.load(Ordering::Relaxed);
-            if now != seen {
-                seen = now;
-                owner_budget = Deadline::after(self.config.owner_spin_budget);
-            } else if owner_budget.expired() {
-                break false;
+            // The clock costs as much as a few rounds: read it every few.
+            if spins % CLOCK_EVERY_SPINS == 0 {
+                if budget.expired() {
+                    break false;
+                }
+                let now = self.progress.load(Ordering::Relaxed);
+                if now != seen {
+                    seen = now;
+                    owner_budget = Deadline::after(self.config.owner_spin_budget);
+                } else if owner_budget.expired() {
+                    break false;
+                }
             }
+            spins = spins.wrapping_add(1);
             spin_loop();
         };
         self.spinner.store(false, Ordering::Release);
         if taken || !oversubscribed {
             return taken;
         }
+        self.yield_and_retry()
+    }
+
+    /// Yields and retries a steal a few times, while the lock stays
+    /// writer-held; true if it took the lock.
+    fn yield_and_retry(&self) -> bool {
         for _ in 0..YIELDS_WHEN_OVERSUBSCRIBED {
             yield_now();
             match self.try_write_unqueued() {
@@ -499,12 +549,19 @@ impl RawRwSem {
     }
 }
 
+/// An adaptive spinner looks at the clock (spin budget, owner progress) once
+/// per this many rounds.
+const CLOCK_EVERY_SPINS: u32 = 8;
+
 /// How many times an adaptive writer yields and retries before it queues,
-/// when CPUs are oversubscribed. Sized on a 2-CPU VM, 16 writers, 100 us
-/// holds: 8 (about parking_lot's count) left it 10-15% behind parking_lot
-/// and 3.16 spinning; 32 matched them. Each round costs a syscall, and a
-/// round only takes long when others are runnable, who then get the CPU.
-const YIELDS_WHEN_OVERSUBSCRIBED: u32 = 32;
+/// when CPUs are oversubscribed (parking_lot yields 7 times). Sized on a
+/// 2-CPU VM, 16 writers: with only the spinner yielding, 8 rounds gave
+/// 0.93-1.06x parking_lot's throughput at 1 us holds (median of per-round
+/// ratios, 16-20 interleaved runs) and 1.12x at 100 us, 32 rounds
+/// 0.91-0.98x and 1.40x; with every writer yielding, 8 rounds gave
+/// 1.01-1.11x and 1.19-1.31x. Each round costs a syscall, and a round only
+/// takes long when others are runnable, who then get the CPU.
+const YIELDS_WHEN_OVERSUBSCRIBED: u32 = 8;
 
 /// Whether an adaptive writer may keep waiting actively on a lock it failed
 /// to steal: only on a writer. Not when it is reserved for a waiter, nor
@@ -669,6 +726,54 @@ mod tests {
         assert_eq!(sem.count.load(Relaxed), 0);
     }
 
+    /// Each wake of a free lock tells one more sleeping writer at the front
+    /// to retry, even while the ones woken before have not run yet; a
+    /// writer behind a reader is left asleep.
+    #[test]
+    fn each_wake_rouses_the_next_sleeping_front_writer() {
+        let sem = RawRwSem::new(SpinPolicy::Block);
+        let waiters: Vec<Arc<Waiter>> = (0..3).map(|_| Arc::new(Waiter { state: AtomicU32::new(WAITING) })).collect();
+        {
+            let mut queue = sem.queue.lock();
+            queue.push_back(sem.entry(Kind::Writer, &waiters[0]));
+            queue.push_back(sem.entry(Kind::Writer, &waiters[1]));
+            queue.push_back(sem.entry(Kind::Reader, &Arc::new(Waiter { state: AtomicU32::new(WAITING) })));
+            queue.push_back(sem.entry(Kind::Writer, &waiters[2]));
+        }
+        sem.count.store(WAITERS, Relaxed);
+        let states = || waiters.iter().map(|w| w.state.load(Relaxed)).collect::<Vec<_>>();
+        sem.wake();
+        assert_eq!(states(), [WOKEN, WAITING, WAITING]);
+        sem.wake();
+        assert_eq!(states(), [WOKEN, WOKEN, WAITING]);
+        sem.wake();
+        assert_eq!(states(), [WOKEN, WOKEN, WAITING], "the writer behind the reader stays asleep");
+        assert_eq!(sem.queue.lock().len(), 4, "waking leaves writers queued until they take the lock");
+        // A held lock wakes nobody: its release will.
+        waiters[1].state.store(WAITING, Relaxed);
+        sem.count.store(WAITERS | WRITER_LOCKED, Relaxed);
+        sem.wake();
+        assert_eq!(states(), [WOKEN, WAITING, WAITING]);
+    }
+
+    /// While an adaptive spinner spins, a free lock's wake leaves the
+    /// sleepers be, unless the front is due a hand-off.
+    #[test]
+    fn an_active_spinner_defers_wake_ups_but_not_a_due_hand_off() {
+        for (handoff_after, woken) in [(Duration::from_secs(60), WAITING), (Duration::ZERO, WOKEN)] {
+            let sem = RawRwSem::with_config(RwSemConfig { handoff_after, ..RwSemConfig::new(SpinPolicy::Adaptive) });
+            let waiter = Arc::new(Waiter { state: AtomicU32::new(WAITING) });
+            sem.queue.lock().push_back(sem.entry(Kind::Writer, &waiter));
+            sem.count.store(WAITERS, Relaxed);
+            sem.spinner.store(true, Relaxed);
+            sem.wake();
+            assert_eq!(waiter.state.load(Relaxed), woken, "handoff_after {handoff_after:?}");
+            sem.spinner.store(false, Relaxed);
+            sem.wake();
+            assert_eq!(waiter.state.load(Relaxed), WOKEN);
+        }
+    }
+
     /// A front writer that waited past `handoff_after` reserves the lock:
     /// a barging `try_lock_exclusive` fails until that writer has had it.
     #[test]
@@ -786,9 +891,14 @@ mod tests {
     #[test]
     fn adaptive_allows_one_spinner() {
         let sem = RawRwSem::new(SpinPolicy::Adaptive);
+        sem.lock_exclusive();
         sem.spinner.store(true, Relaxed);
-        assert!(!sem.spin_adaptive(), "a second spinner parks instead");
-        assert!(!sem.is_locked());
+        // It does not spin; oversubscribed, it yields and retries a few
+        // times, which fail while the lock stays held.
+        assert!(!sem.spin_adaptive(), "a second writer queues instead of spinning");
+        assert!(sem.spinner.load(Relaxed), "and leaves the spinner's flag alone");
+        // SAFETY: taken above.
+        unsafe { sem.unlock_exclusive() };
     }
 
     #[test]
