@@ -253,13 +253,6 @@ impl<T: ?Sized> PerCpuRwSem<T> {
     }
 }
 
-/// Futex sleep and wake-up, with a loom stand-in that really blocks.
-///
-/// Under loom, `futex::wait` is a bare yield: a lost wake-up would go
-/// unnoticed (the caller just re-checks), and two threads yielding in wait
-/// loops at once give loom an unbounded schedule to explore. Here a loom
-/// waiter parks until a `wake` on the same word, so a lost wake-up ends in a
-/// deadlock that loom reports, and waiting threads are not scheduled.
 /// Rounds of `spin_loop` a waiter polls its condition before it sleeps:
 /// about a futex wait and wake-up's worth (a few microseconds). One under
 /// loom, so models stay small yet cover the spin.
@@ -276,6 +269,13 @@ fn spin_until(mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
+/// Futex sleep and wake-up, with a loom stand-in that really blocks.
+///
+/// Under loom, `futex::wait` is a bare yield: a lost wake-up would go
+/// unnoticed (the caller just re-checks), and two threads yielding in wait
+/// loops at once give loom an unbounded schedule to explore. Here a loom
+/// waiter parks until a `wake` on the same word, so a lost wake-up ends in a
+/// deadlock that loom reports, and waiting threads are not scheduled.
 mod sleep {
     use crate::shim::AtomicU32;
 

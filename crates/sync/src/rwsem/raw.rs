@@ -394,8 +394,8 @@ impl RawRwSem {
 
     /// Under `queue`: grants the lock to the readers at the front, or, if
     /// the lock is free, tells the first writer at the front that is still
-    /// asleep to retry. The futex wakes are left
-    /// in `to_wake`, for after `queue` is released.
+    /// asleep to retry. The futex wakes are left in `to_wake`, for after
+    /// `queue` is released.
     fn wake_locked(&self, queue: &mut VecDeque<Entry>, to_wake: &mut Vec<Arc<Waiter>>) {
         let Some(front) = queue.front() else { return };
         if front.kind == Kind::Writer {
@@ -405,11 +405,12 @@ impl RawRwSem {
             // (exact here: `HANDOFF` changes only under `queue`): the
             // spinner cannot take it, and the front must wake to. Nor when
             // the front is due a hand-off, which it can only claim awake.
-            let reserved = self.count.load(Ordering::Relaxed) & HANDOFF != 0;
+            let count = self.count.load(Ordering::Relaxed);
+            let reserved = count & HANDOFF != 0;
             if self.spinner.load(Ordering::Relaxed) && !reserved && !queue[0].handoff_at.expired() {
                 return;
             }
-            if self.count.load(Ordering::Relaxed) & LOCK_MASK == 0 {
+            if count & LOCK_MASK == 0 {
                 let asleep = queue
                     .iter()
                     .take_while(|entry| entry.kind == Kind::Writer)
