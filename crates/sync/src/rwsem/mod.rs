@@ -592,6 +592,31 @@ mod loom_models {
         });
     }
 
+    /// A reader whose fast path failed behind a writer, and a second writer
+    /// that may queue while only the reader's transient bias is in the
+    /// count: whichever way the reader goes on (an adaptive one backs out
+    /// to spin, then retries or trades the bias for the queue), the writer
+    /// is woken and both finish.
+    fn writer_queued_behind_a_transient_reader(config: RwSemConfig) {
+        loom::model(move || {
+            let sem = Arc::new(RwSem::with_config(0u32, config));
+            let held = sem.write();
+            let reader = {
+                let sem = sem.clone();
+                thread::spawn(move || assert!(read_even(&sem) <= 2))
+            };
+            let writer = {
+                let sem = sem.clone();
+                thread::spawn(move || add_two(&sem, false))
+            };
+            drop(held);
+            reader.join().unwrap();
+            writer.join().unwrap();
+            assert_eq!(read_even(&sem), 2);
+            assert!(sem.raw.is_idle());
+        });
+    }
+
     /// The 3-thread models spin at most one try under loom (budget zero):
     /// the spin code still runs, and the wake-up protocol they check is
     /// the same whatever the spinning did. The barging model runs for
@@ -663,6 +688,11 @@ mod loom_models {
     #[test]
     fn adaptive_handoff() {
         handoff(one_try(SpinPolicy::Adaptive));
+    }
+
+    #[test]
+    fn adaptive_writer_queued_behind_a_transient_reader() {
+        writer_queued_behind_a_transient_reader(one_try(SpinPolicy::Adaptive));
     }
 
     #[test]

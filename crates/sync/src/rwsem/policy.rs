@@ -7,7 +7,10 @@ use std::time::Duration;
 
 /// What a writer does when the lock is taken, before it queues and sleeps.
 ///
-/// Readers never spin under any policy (as in Linux): they queue at once.
+/// Readers queue at once under `Block` and `Spin` (as in Linux since 5.11).
+/// Under `Adaptive` a reader whose fast path failed first waits actively,
+/// within the same budgets as a writer, for the writer in its way to be
+/// done (Linux let readers spin from 5.3 to 5.10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SpinPolicy {
     /// Never spin: queue and sleep on a futex at once (the rwsem before

@@ -191,12 +191,19 @@ impl RawRwSem {
     /// `try_lock_shared`) and releases that hold once. Debug builds panic if
     /// no reader holds the lock.
     pub unsafe fn unlock_shared(&self) {
-        let prev = self.count.fetch_sub(READER_BIAS, Ordering::Release);
+        let prev = self.drop_reader_bias();
         debug_assert!(prev & READER_MASK != 0, "RwSem: read unlock of a lock that is not read-locked");
+    }
+
+    /// Gives back one reader bias, a hold or a transient one, waking the
+    /// queue if it was the last with waiters queued; the count before.
+    fn drop_reader_bias(&self) -> u64 {
+        let prev = self.count.fetch_sub(READER_BIAS, Ordering::Release);
         // The last bias gone with waiters queued: the lock is free now.
         if prev & (WAITERS | WRITER_LOCKED | READER_MASK) == WAITERS | READER_BIAS {
             self.wake();
         }
+        prev
     }
 
     /// Takes the lock exclusive: spins per the policy, then sleeps.
@@ -293,6 +300,9 @@ impl RawRwSem {
     #[cold]
     fn lock_shared_slow(&self) {
         self.debug_check_not_write_holder("read");
+        if self.config.policy == SpinPolicy::Adaptive && self.spin_for_read() {
+            return;
+        }
         let waiter = Arc::new(Waiter { state: AtomicU32::new(WAITING) });
         let mut to_wake = Vec::new();
         {
@@ -452,6 +462,34 @@ impl RawRwSem {
         for entry in queue.drain(..readers) {
             entry.waiter.state.store(GRANTED, Ordering::Release);
             to_wake.push(entry.waiter);
+        }
+    }
+
+    /// An adaptive reader whose fast path failed waits actively a short
+    /// while for the writer in its way (holding, queued or reserving) to be
+    /// done: it gives its transient bias back (waking as a release would),
+    /// polls the count, and retries the fast path once nothing blocks
+    /// readers. True if it took the lock; false when the budget ran out,
+    /// with a transient bias held again for the queue.
+    fn spin_for_read(&self) -> bool {
+        let budget = match cpus_oversubscribed() {
+            true => self.config.spin_budget.min(self.config.oversubscribed_spin_budget),
+            false => self.config.owner_spin_budget,
+        };
+        let mut budget = Deadline::after(budget);
+        let mut spins: u32 = 0;
+        loop {
+            self.drop_reader_bias();
+            while self.count.load(Ordering::Relaxed) & READ_FAIL_MASK != 0 {
+                if spins % CLOCK_EVERY_SPINS == 0 && budget.expired() {
+                    return self.count.fetch_add(READER_BIAS, Ordering::Acquire) & READ_FAIL_MASK == 0;
+                }
+                spins = spins.wrapping_add(1);
+                spin_loop();
+            }
+            if self.count.fetch_add(READER_BIAS, Ordering::Acquire) & READ_FAIL_MASK == 0 {
+                return true;
+            }
         }
     }
 
@@ -773,6 +811,22 @@ mod tests {
             sem.wake();
             assert_eq!(waiter.state.load(Relaxed), WOKEN);
         }
+    }
+
+    /// An adaptive reader whose fast path failed gives its transient bias
+    /// back while it waits: it gets in once nothing blocks readers, and
+    /// when its budget runs out it holds a transient bias again, for the
+    /// queue.
+    #[test]
+    fn adaptive_reader_waits_without_its_bias() {
+        let config = RwSemConfig { owner_spin_budget: Duration::ZERO, ..RwSemConfig::new(SpinPolicy::Adaptive) };
+        let sem = RawRwSem::with_config(config);
+        sem.count.store(READER_BIAS, Relaxed);
+        assert!(sem.spin_for_read(), "nothing blocks readers");
+        assert_eq!(sem.count.load(Relaxed), READER_BIAS, "one reader holds it");
+        sem.count.store(WRITER_LOCKED | READER_BIAS, Relaxed);
+        assert!(!sem.spin_for_read(), "the writer outlasts a zero budget");
+        assert_eq!(sem.count.load(Relaxed), WRITER_LOCKED | READER_BIAS, "transient bias back, for the queue");
     }
 
     /// A front writer that waited past `handoff_after` reserves the lock:
