@@ -567,37 +567,19 @@ mod loom_models {
         });
     }
 
-    /// A reader queued behind a writer, and a second writer that barges in
-    /// between the first one's release and its wake-up: the waker must not
-    /// grant the reader while the barger holds the lock. (Loom reaches it
-    /// in two preemptions: the holder's after spawning the reader, and
-    /// after its release RMW; the barger's yield lets the waker run.)
-    fn barging_writer_vs_granted_reader(config: RwSemConfig) {
-        loom::model(move || {
-            let sem = Arc::new(RwSem::with_config(0u32, config));
-            let held = sem.write();
-            let reader = {
-                let sem = sem.clone();
-                thread::spawn(move || assert!(read_even(&sem) <= 2))
-            };
-            let barger = {
-                let sem = sem.clone();
-                thread::spawn(move || add_two(&sem, true))
-            };
-            drop(held);
-            reader.join().unwrap();
-            barger.join().unwrap();
-            assert_eq!(read_even(&sem), 2);
-            assert!(sem.raw.is_idle());
-        });
-    }
-
-    /// A reader whose fast path failed behind a writer, and a second writer
-    /// that may queue while only the reader's transient bias is in the
-    /// count: whichever way the reader goes on (an adaptive one backs out
-    /// to spin, then retries or trades the bias for the queue), the writer
-    /// is woken and both finish.
-    fn writer_queued_behind_a_transient_reader(config: RwSemConfig) {
+    /// A held lock, a reader that queues (or, adaptive, backs out of its
+    /// failed fast path to spin) behind it, and a second writer; the holder
+    /// releases. Two cases share the shape:
+    /// - with `writer_pauses`, the writer barges in between the holder's
+    ///   release and the reader's wake-up: the waker must not grant the
+    ///   reader while the barger holds the lock. (Loom reaches it in two
+    ///   preemptions: the holder's after spawning the reader, and after its
+    ///   release RMW; the barger's yield lets the waker run.)
+    /// - without, the writer may queue while only the reader's transient
+    ///   bias is in the count: whichever way the reader goes on (backs out
+    ///   to spin, then retries or trades the bias for the queue), the
+    ///   writer is woken and both finish.
+    fn reader_and_writer_behind_a_held_lock(config: RwSemConfig, writer_pauses: bool) {
         loom::model(move || {
             let sem = Arc::new(RwSem::with_config(0u32, config));
             let held = sem.write();
@@ -607,7 +589,7 @@ mod loom_models {
             };
             let writer = {
                 let sem = sem.clone();
-                thread::spawn(move || add_two(&sem, false))
+                thread::spawn(move || add_two(&sem, writer_pauses))
             };
             drop(held);
             reader.join().unwrap();
@@ -692,11 +674,11 @@ mod loom_models {
 
     #[test]
     fn adaptive_writer_queued_behind_a_transient_reader() {
-        writer_queued_behind_a_transient_reader(one_try(SpinPolicy::Adaptive));
+        reader_and_writer_behind_a_held_lock(one_try(SpinPolicy::Adaptive), false);
     }
 
     #[test]
     fn block_barging_writer_vs_granted_reader() {
-        barging_writer_vs_granted_reader(config(SpinPolicy::Block));
+        reader_and_writer_behind_a_held_lock(config(SpinPolicy::Block), true);
     }
 }
