@@ -25,8 +25,8 @@ use crate::locks::Locks;
 use crate::nodes::{Nodes, ROOT};
 use fuser::{
     AccessFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs,
-    ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -179,7 +179,7 @@ fn file_attr(id: u64, st: &Stat) -> FileAttr {
     FileAttr {
         ino: INodeNo(id),
         size: st.size,
-        blocks: st.size.div_ceil(512),
+        blocks: st.blocks,
         atime: system_time(st.atime),
         mtime: system_time(st.mtime),
         ctime: system_time(st.ctime),
@@ -691,6 +691,47 @@ impl Filesystem for VfsFs {
         }
     }
 
+    fn fallocate(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let result = self.handle(fh).and_then(|h| match &*h {
+            Handle::File { file, .. } => {
+                let offset = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+                let length = i64::try_from(length).map_err(|_| Errno::EINVAL)?;
+                file.fallocate(mode, offset, length, &credentials(req))
+            }
+            Handle::Dir { .. } => Err(Errno::EISDIR),
+        });
+        reply_empty(result, reply);
+    }
+
+    /// The kernel asks only for `SEEK_DATA` and `SEEK_HOLE`; it keeps the
+    /// file position itself.
+    fn lseek(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+        let whence = match whence {
+            libc::SEEK_SET => vfscale::Whence::Set,
+            libc::SEEK_CUR => vfscale::Whence::Cur,
+            libc::SEEK_END => vfscale::Whence::End,
+            libc::SEEK_DATA => vfscale::Whence::Data,
+            libc::SEEK_HOLE => vfscale::Whence::Hole,
+            _ => return reply.error(errno(Errno::EINVAL)),
+        };
+        let result = self.handle(fh).and_then(|h| match &*h {
+            Handle::File { file, .. } | Handle::Dir { file, .. } => file.lseek(offset, whence),
+        });
+        match result {
+            Ok(at) => reply.offset(at as i64),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         // A close: the closing file table's POSIX locks on the file go.
         if let Ok((locks, file)) = self.lock_file(fh) {
@@ -880,7 +921,7 @@ mod tests {
         p.write(fd, &[7; 1000]).unwrap();
         let st = p.stat("/f").unwrap();
         let attr = file_attr(42, &st);
-        assert_eq!((attr.ino, attr.size, attr.blocks, attr.perm, attr.nlink), (INodeNo(42), 1000, 2, 0o640, 1));
+        assert_eq!((attr.ino, attr.size, attr.blocks, attr.perm, attr.nlink), (INodeNo(42), 1000, 8, 0o640, 1));
         assert_eq!(attr.kind, fuser::FileType::RegularFile);
         assert_eq!(attr.mtime, system_time(st.mtime));
     }

@@ -9,6 +9,7 @@
 use crate::dentry::Dentry;
 use crate::errno::{Errno, VfsResult};
 use crate::mode::{S_IFDIR, S_IFLNK, S_IFREG};
+use crate::pages::{PageBudget, PageMap};
 use crate::reclaim::Reclaim;
 use crate::time::Timespec;
 use bytemuck::{Pod, Zeroable};
@@ -52,6 +53,8 @@ pub struct Stat {
     pub gid: u32,
     /// Bytes (for symlinks, the target's length).
     pub size: u64,
+    /// Allocated 512-byte units: eight per present page of a regular file.
+    pub blocks: u64,
     /// Last access.
     pub atime: Timespec,
     /// Last content change.
@@ -101,7 +104,7 @@ pub(crate) struct Directory {
 }
 
 pub(crate) enum Body {
-    Regular(RwSem<Vec<u8>>),
+    Regular(PageMap),
     Symlink(Box<[u8]>),
     Directory(Directory),
     /// A regular file whose contents the superblock's backend serves.
@@ -111,11 +114,13 @@ pub(crate) enum Body {
 /// The registry of live inodes: the superblock's inode list.
 pub(crate) struct InodeRegistry {
     list: Box<dyn ConcurrentList<Weak<Inode>>>,
+    /// Where regular files' pages are charged.
+    budget: Arc<dyn PageBudget>,
 }
 
 impl InodeRegistry {
-    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>) -> Self {
-        Self { list }
+    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>, budget: Arc<dyn PageBudget>) -> Self {
+        Self { list, budget }
     }
 
     /// Number of live inodes.
@@ -197,7 +202,7 @@ impl Inode {
         let now = Timespec::now();
         let (body, nlink, size) = match spec.file_type {
             FileType::Regular if spec.private.is_some() => (Body::Backed, 1, 0),
-            FileType::Regular => (Body::Regular(RwSem::new(Vec::new(), SpinPolicy::Adaptive)), 1, 0),
+            FileType::Regular => (Body::Regular(PageMap::new(Arc::clone(&registry.budget))), 1, 0),
             FileType::Symlink => {
                 let len = spec.symlink_target.len() as u64;
                 (Body::Symlink(spec.symlink_target), 1, len)
@@ -280,6 +285,10 @@ impl Inode {
             uid: a.uid,
             gid: a.gid,
             size: a.size,
+            blocks: match &self.body {
+                Body::Regular(data) => data.blocks(),
+                _ => 0,
+            },
             atime: a.atime,
             mtime: a.mtime,
             ctime: a.ctime,
