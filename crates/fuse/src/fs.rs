@@ -164,15 +164,15 @@ fn kind(t: FileType) -> fuser::FileType {
         FileType::Directory => fuser::FileType::Directory,
         FileType::Regular => fuser::FileType::RegularFile,
         FileType::Symlink => fuser::FileType::Symlink,
+        FileType::Fifo => fuser::FileType::NamedPipe,
+        FileType::Socket => fuser::FileType::Socket,
+        FileType::CharDevice => fuser::FileType::CharDevice,
+        FileType::BlockDevice => fuser::FileType::BlockDevice,
     }
 }
 
 fn file_type(mode: u32) -> FileType {
-    match mode & libc::S_IFMT {
-        libc::S_IFDIR => FileType::Directory,
-        libc::S_IFLNK => FileType::Symlink,
-        _ => FileType::Regular,
-    }
+    FileType::from_mode(mode).unwrap_or(FileType::Regular)
 }
 
 fn file_attr(id: u64, st: &Stat) -> FileAttr {
@@ -189,7 +189,9 @@ fn file_attr(id: u64, st: &Stat) -> FileAttr {
         nlink: st.nlink,
         uid: st.uid,
         gid: st.gid,
-        rdev: 0,
+        // FUSE carries the kernel's 32-bit encoding, which is `makedev`'s
+        // for every device number that fits in it.
+        rdev: st.rdev as u32,
         blksize: 4096,
         flags: 0,
     }
@@ -575,20 +577,16 @@ impl Filesystem for VfsFs {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
+        // The kernel does FIFO, socket and device I/O itself: the VFS keeps
+        // the node.
         let name = name.as_bytes();
-        // The VFS has regular files, directories and symlinks only; Linux
-        // answers EPERM where a filesystem cannot make a node type.
-        if mode & libc::S_IFMT != libc::S_IFREG {
-            return reply.error(errno(Errno::EPERM));
-        }
-        let flags = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY;
-        let result = self
-            .at(credentials(req), parent.0)
-            .and_then(|p| p.open_description(name, flags, mode & 0o7777))
-            .and_then(|file| self.entry(parent.0, name, file.inode()));
+        let result = self.at(credentials(req), parent.0).and_then(|p| {
+            p.mknod(name, mode, u64::from(rdev))?;
+            self.entry(parent.0, name, &p.resolve(name, false)?)
+        });
         reply_entry(result, reply);
     }
 

@@ -72,6 +72,18 @@ run truncate -s 1 fa
 run stat -c '%n %s %b' fa
 run fallocate -z -l 1 fa
 run rm sparse fa
+# Special files: the VFS keeps the node, the kernel does the I/O.
+run mkfifo fifo
+run python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind("sock"); s.listen(); c = socket.socket(socket.AF_UNIX); c.connect("sock"); c.send(b"ping"); print(s.accept()[0].recv(4))'
+run mknod chr c 1 3
+run mknod blk b 8 1
+run stat -c '%n %F %t:%T %a %s %b' fifo sock chr blk
+run sh -c 'echo through > fifo & cat fifo; wait'
+run python3 -c 'import os
+try: os.open("fifo", os.O_WRONLY | os.O_NONBLOCK)
+except OSError as e: print(e.errno)'
+run sh -c 'head -c 5 chr | od -An -c'
+run rm fifo sock chr blk
 run rm -r a d2
 run sh -c 'find . | sort'
 # flock(1): the second locker must fail while the first holds the lock.

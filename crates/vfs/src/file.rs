@@ -223,7 +223,7 @@ impl OpenFile {
         match &self.inode.body {
             Body::Regular(data) => Ok(data),
             Body::Directory(_) => Err(Errno::EISDIR),
-            Body::Symlink(_) | Body::Backed => Err(Errno::EINVAL),
+            Body::Symlink(_) | Body::Backed | Body::Special(..) => Err(Errno::EINVAL),
         }
     }
 
