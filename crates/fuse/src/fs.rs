@@ -26,7 +26,7 @@ use crate::nodes::{Nodes, ROOT};
 use fuser::{
     AccessFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -262,6 +262,13 @@ impl VfsFs {
         m.vfs.process_in(cred, self.inode(id)?)
     }
 
+    /// A process of node `id`'s instance with the caller's credentials, for
+    /// calls that name the inode itself.
+    fn process(&self, req: &Request, id: u64) -> VfsResult<Process> {
+        let (_, m, _) = self.split(id)?;
+        Ok(m.vfs.process(credentials(req)))
+    }
+
     /// The instance mounted on inode `ino` of instance `mount`, if any.
     fn mounted_on(&self, mount: usize, ino: u64) -> Option<usize> {
         if mount != 0 {
@@ -482,6 +489,16 @@ impl VfsFs {
 fn reply_entry(result: VfsResult<(Duration, FileAttr)>, reply: ReplyEntry) {
     match result {
         Ok((ttl, attr)) => reply.entry(&ttl, &attr, Generation(0)),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+/// Sends a `getxattr` or `listxattr` reply: the size when asked with 0,
+/// else the bytes.
+fn reply_xattr(result: VfsResult<usize>, size: u32, buf: &[u8], reply: ReplyXattr) {
+    match result {
+        Ok(n) if size == 0 => reply.size(n as u32),
+        Ok(n) => reply.data(&buf[..n]),
         Err(e) => reply.error(errno(e)),
     }
 }
@@ -807,6 +824,42 @@ impl Filesystem for VfsFs {
         let used = s.bytes.div_ceil(4096).min(BLOCKS);
         let free = BLOCKS - used;
         reply.statfs(BLOCKS, free, free, FILES, FILES.saturating_sub(s.inodes as u64), 4096, 255, 4096);
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let result = self
+            .inode(ino.0)
+            .and_then(|inode| self.process(req, ino.0)?.setxattr_inode(&inode, name.as_bytes(), value, flags));
+        reply_empty(result, reply);
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let mut buf = vec![0; size as usize];
+        let result = self
+            .inode(ino.0)
+            .and_then(|inode| self.process(req, ino.0)?.getxattr_inode(&inode, name.as_bytes(), &mut buf));
+        reply_xattr(result, size, &buf, reply);
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let mut buf = vec![0; size as usize];
+        let result = self.inode(ino.0).and_then(|inode| self.process(req, ino.0)?.listxattr_inode(&inode, &mut buf));
+        reply_xattr(result, size, &buf, reply);
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result =
+            self.inode(ino.0).and_then(|inode| self.process(req, ino.0)?.removexattr_inode(&inode, name.as_bytes()));
+        reply_empty(result, reply);
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {

@@ -72,6 +72,31 @@ run truncate -s 1 fa
 run stat -c '%n %s %b' fa
 run fallocate -z -l 1 fa
 run rm sparse fa
+# Extended attributes (setfattr and getfattr come with the attr package).
+run touch x1
+run setfattr -n user.color -v blue x1
+run setfattr -n trusted.note -v secret x1
+run setfattr -n user.color -v red --raw x1
+run getfattr -d -m - --absolute-names x1
+run getfattr -n user.missing x1
+run setfattr -n os2.name -v x x1
+run setfattr -x user.color x1
+run setfattr -x user.color x1
+run setfattr -n user.color -v green x1
+run cp -a --preserve=xattr x1 x2
+run getfattr -d -m - x2
+run python3 -c 'import os; os.setxattr("x1", "user.a", b"1", os.XATTR_CREATE)
+try: os.setxattr("x1", "user.a", b"1", os.XATTR_CREATE)
+except OSError as e: print(e.errno)
+try: os.setxattr("x1", "user.b", b"1", os.XATTR_REPLACE)
+except OSError as e: print(e.errno)
+try: os.setxattr("x1", "user.big", b"x" * 65537)
+except OSError as e: print(e.errno)
+os.setxattr("x1", "user.big", b"x" * 65536); print(len(os.getxattr("x1", "user.big")))
+print(sorted(os.listxattr("x1")))'
+run mkfifo xf
+run setfattr -n user.a -v 1 xf
+run rm x1 x2 xf
 # Special files: the VFS keeps the node, the kernel does the I/O.
 run mkfifo fifo
 run python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind("sock"); s.listen(); c = socket.socket(socket.AF_UNIX); c.connect("sock"); c.send(b"ping"); print(s.accept()[0].recv(4))'

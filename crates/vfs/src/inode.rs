@@ -189,6 +189,8 @@ pub struct Inode {
     private: Option<Arc<dyn Any + Send + Sync>>,
     /// File locks and open counts (`i_flctx`, `i_readcount`, `i_writecount`).
     pub(crate) locks: crate::locks::InodeLocks,
+    /// Extended attributes.
+    pub(crate) xattrs: crate::xattr::Xattrs,
 }
 
 impl fmt::Debug for Inode {
@@ -286,6 +288,7 @@ impl Inode {
             registry: Arc::clone(registry),
             list_handle: OnceLock::new(),
             locks: crate::locks::InodeLocks::default(),
+            xattrs: crate::xattr::Xattrs::default(),
             private: spec.private,
         });
         let handle = registry.list.add(Arc::downgrade(&inode));

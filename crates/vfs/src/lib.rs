@@ -42,6 +42,7 @@
 //! | [`kernfs`] | sysfs-like attribute trees | `fs/kernfs/` |
 //! | [`procfs`] | a task table as `/proc` | `fs/proc/base.c` |
 //! | [`locks`] | flock, POSIX and OFD record locks, leases | `fs/locks.c` |
+//! | [`xattr`] | extended attributes | `fs/xattr.c` |
 
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -66,6 +67,7 @@ pub mod procfs;
 mod reclaim;
 mod superblock;
 pub mod time;
+pub mod xattr;
 
 pub use config::VfsConfig;
 pub use cred::Credentials;
