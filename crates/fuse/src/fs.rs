@@ -262,6 +262,15 @@ impl VfsFs {
         m.vfs.process_in(cred, self.inode(id)?)
     }
 
+    /// After a request that removed names: lets what it released be freed
+    /// by whichever thread collects next, not only by this one (the space
+    /// of an unlinked file comes back at once, as on tmpfs).
+    fn hand_on_releases(&self, id: u64) {
+        if let Ok((_, m, _)) = self.split(id) {
+            m.vfs.reclaim(Duration::ZERO);
+        }
+    }
+
     /// A process of node `id`'s instance with the caller's credentials, for
     /// calls that name the inode itself.
     fn process(&self, req: &Request, id: u64) -> VfsResult<Process> {
@@ -534,6 +543,8 @@ impl Filesystem for VfsFs {
             .and_then(|p| p.resolve(name, false))
             .and_then(|inode| self.entry(parent.0, name, &inode));
         reply_entry(result, reply);
+        // A miss may have replaced a cached negative dentry.
+        self.hand_on_releases(parent.0);
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -605,6 +616,7 @@ impl Filesystem for VfsFs {
             self.entry(parent.0, name, &p.resolve(name, false)?)
         });
         reply_entry(result, reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
@@ -614,14 +626,17 @@ impl Filesystem for VfsFs {
             self.entry(parent.0, name, &p.resolve(name, false)?)
         });
         reply_entry(result, reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), false), reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), true), reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
@@ -631,6 +646,7 @@ impl Filesystem for VfsFs {
             self.entry(parent.0, name, &p.resolve(name, false)?)
         });
         reply_entry(result, reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn rename(
@@ -645,10 +661,12 @@ impl Filesystem for VfsFs {
     ) {
         let result = self.do_rename(req, parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), flags.bits());
         reply_empty(result, reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         reply_entry(self.do_link(req, ino.0, newparent.0, newname.as_bytes()), reply);
+        self.hand_on_releases(newparent.0);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
@@ -816,14 +834,13 @@ impl Filesystem for VfsFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        // A nominal 4 GiB and 1 Mi inodes: the VFS has limits per file,
-        // not per filesystem, and `df` wants a size.
-        const BLOCKS: u64 = 1 << 20;
-        const FILES: u64 = 1 << 20;
-        let s = self.mounts[0].vfs.statfs();
-        let used = s.bytes.div_ceil(4096).min(BLOCKS);
-        let free = BLOCKS - used;
-        reply.statfs(BLOCKS, free, free, FILES, FILES.saturating_sub(s.inodes as u64), 4096, 255, 4096);
+        // As tmpfs: the limits (0 where there is none), so `df` shows the
+        // `--size` and `--inodes` a mount was given.
+        let vfs = &self.mounts[0].vfs;
+        vfs.reclaim(Duration::from_millis(100));
+        let s = vfs.statfs();
+        let bsize = s.block_size as u32;
+        reply.statfs(s.blocks, s.blocks_free, s.blocks_free, s.files, s.files_free, bsize, 255, bsize);
     }
 
     fn setxattr(
@@ -904,6 +921,7 @@ impl Filesystem for VfsFs {
             Ok((ttl, attr, fh, fopen)) => reply.created(&ttl, &attr, Generation(0), fh, fopen),
             Err(e) => reply.error(errno(e)),
         }
+        self.hand_on_releases(parent.0);
     }
 
     fn getlk(

@@ -112,7 +112,7 @@ fn a_byte_past_3g_costs_a_page() {
 fn demo_trees_show_live_values() {
     let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
-    let options = MountOptions { demo: true, threads: 2, allow_other: false };
+    let options = MountOptions { demo: true, threads: 2, ..MountOptions::default() };
     let Some(mounted) = try_mount(mnt.path(), &options) else { return };
     let attr = mnt.path().join("sys/fs/vfscale/inodes");
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
@@ -189,4 +189,34 @@ fn unmount_from_outside_ends_the_session() {
     assert!(!is_vfscale_mount(mnt.path()));
     assert!(!mnt.path().join("f").exists());
     mounted.unmount().expect("joining an unmounted session");
+}
+
+/// `df`'s size, used and available 1K-blocks, and inodes and free ones.
+fn df(dir: &Path) -> (u64, u64, u64, u64, u64) {
+    let out = Command::new("df").args(["--output=size,used,avail,itotal,iavail", "-k"]).arg(dir).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let nums: Vec<u64> = text.lines().nth(1).unwrap().split_whitespace().map(|n| n.parse().unwrap()).collect();
+    (nums[0], nums[1], nums[2], nums[3], nums[4])
+}
+
+/// `vfscale mount DIR --size 8M --inodes 1000`: writing 16 MB fails with
+/// ENOSPC after 8 MB, `df` shows the limits, and `rm` gives the space back.
+#[test]
+fn size_and_inode_limits_show_in_df_and_come_back() {
+    let _serial = serial();
+    let mnt = tempfile::tempdir().unwrap();
+    let vfs = Vfs::new(vfscale::VfsConfig { size_limit: 8 << 20, inode_limit: 1000, ..Default::default() });
+    let mounted = match mount(mnt.path(), vfs, &MountOptions::default()) {
+        Ok(m) => m,
+        Err(e) => return eprintln!("SKIPPED: {e}"),
+    };
+    assert_eq!(df(mnt.path()), (8192, 0, 8192, 1000, 999), "the root is one inode");
+    let f = mnt.path().join("big");
+    let err = std::fs::write(&f, vec![0u8; 16 << 20]).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+    assert_eq!(std::fs::metadata(&f).unwrap().len(), 8 << 20);
+    assert_eq!(df(mnt.path()), (8192, 8192, 0, 1000, 998));
+    std::fs::remove_file(&f).unwrap();
+    assert_eq!(df(mnt.path()), (8192, 0, 8192, 1000, 999));
+    mounted.unmount().expect("unmount");
 }

@@ -116,6 +116,11 @@ impl Xattrs {
     fn lock(&self) -> std::sync::MutexGuard<'_, Map> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// The inode space all of them take (given back when the inode goes).
+    pub fn space(&self) -> u64 {
+        self.lock().iter().map(|(name, value)| space(name, value.len())).sum()
+    }
 }
 
 /// The checks `setxattr(2)` and friends make on the name before the path
