@@ -522,11 +522,11 @@ fn reply_empty(result: VfsResult<()>, reply: ReplyEmpty) {
 
 impl Filesystem for VfsFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // A kernel without one of them keeps those locks itself, on the
-        // mount's inodes, as for a local filesystem.
-        for flag in [InitFlags::FUSE_POSIX_LOCKS, InitFlags::FUSE_FLOCK_LOCKS] {
-            let _unsupported = config.add_capabilities(flag);
-        }
+        // Record locks go to the VFS's lock manager. flock locks stay with
+        // the kernel (no FUSE_FLOCK_LOCKS), on the mount's inodes as for a
+        // local filesystem: fuser 0.18 drops the FUSE_LK_FLOCK flag that
+        // would tell a forwarded flock from a record lock (see `locks`).
+        let _unsupported = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS);
         Ok(())
     }
 
@@ -783,10 +783,13 @@ impl Filesystem for VfsFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        // The kernel names the open file's owner when it holds flock
-        // locks, which go with it.
-        if let (Ok((locks, file)), Some(owner)) = (self.lock_file(fh), lock_owner) {
-            locks.close(&file, owner.0);
+        // The kernel names the open file's lock owner when it released
+        // locks of the open file; what the owner still holds goes with it.
+        if let Ok((locks, file)) = self.lock_file(fh) {
+            if let Some(owner) = lock_owner {
+                locks.close(&file, owner.0);
+            }
+            locks.release(&file);
         }
         self.drop_handle(fh);
         reply.ok();
@@ -963,7 +966,8 @@ impl Filesystem for VfsFs {
         let host_pid = if pid != 0 { pid } else { req.pid() };
         if sleep {
             let done = move |result: VfsResult<()>| reply_empty(result, reply);
-            return locks.setlkw(file, lock_owner.0, (start, end, typ), host_pid, done);
+            let caller = crate::locks::Caller { host_pid, thread: req.pid() };
+            return locks.setlkw(file, lock_owner.0, (start, end, typ), caller, done);
         }
         reply_empty(locks.setlk(&file, lock_owner.0, start, end, typ, host_pid), reply);
     }

@@ -27,13 +27,14 @@
 //! # Ok::<(), vfscale_fuse::MountError>(())
 //! ```
 //!
-//! File locks (`flock`, `fcntl`) are forwarded by the kernel (the mount
-//! requests `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS`) and decided by the
-//! VFS's lock manager, each kernel lock owner becoming a VFS process. fuser
-//! 0.18 does not tell `flock` from `fcntl` requests, so both are record
-//! locks of their owner: unlike on a local filesystem, a `flock` and an
-//! `fcntl` lock on one file conflict, and a blocked wait ends only when it
-//! is granted or, with EINTR, at unmount.
+//! Record locks (`fcntl`: POSIX and OFD) are forwarded by the kernel (the
+//! mount requests `FUSE_POSIX_LOCKS`) and decided by the VFS's lock
+//! manager, each kernel lock owner becoming a VFS process; `flock` locks
+//! the kernel keeps on the mount's inodes, as for a local filesystem, since
+//! fuser 0.18 cannot tell a forwarded `flock` from a record lock. Locks
+//! thus behave as on tmpfs: `flock` and `fcntl` locks are independent, and
+//! a blocked `F_SETLKW` ends with EINTR when a signal interrupts its caller
+//! (see the `locks` module for how, without `FUSE_INTERRUPT`).
 
 #![warn(missing_docs, missing_debug_implementations)]
 

@@ -68,6 +68,8 @@ fn tools_see_what_they_see_on_tmpfs() {
         mismatches.join("\n")
     );
     assert!(ours.contains("second=1") && ours.contains("after=0"), "flock did not conflict:\n{ours}");
+    assert!(ours.contains("flock and fcntl independent: True True"), "flock and fcntl interfere:\n{ours}");
+    assert!(ours.contains("setlkw interrupted: EINTR"), "F_SETLKW was not interrupted:\n{ours}");
     assert!(ours.contains("conflict 11\ngot it"), "fcntl locks did not conflict:\n{ours}");
     assert!(
         ours.contains("child blocked True\ngetlk True 0 2 5 True\nwaited"),
@@ -124,19 +126,23 @@ fn demo_trees_show_live_values() {
     let status = Command::new("sh").arg("-c").arg("echo 2 > \"$1\"").arg("sh").arg(&drop).status().unwrap();
     assert!(status.success());
     assert_eq!(read(&drop), "2\n");
-    // vfscale's lock manager decides flock: its lock list shows the lock
-    // while flock(1) holds it, and nothing once it is gone.
+    // vfscale's lock manager decides record locks: its lock list shows a
+    // POSIX lock while a process holds it, and nothing once it is gone.
+    // (flock locks stay in the kernel.)
     let locks = mnt.path().join("sys/fs/vfscale/locks");
+    let hold = "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644); \
+                fcntl.lockf(fd, fcntl.LOCK_EX); print(open(sys.argv[2]).read(), end='')";
     let held = Command::new("timeout")
-        .args(["10", "flock"])
+        .args(["10", "python3", "-c", hold])
         .arg(mnt.path().join("lockf"))
-        .arg("cat")
         .arg(&locks)
         .output()
         .unwrap();
     let held = String::from_utf8(held.stdout).unwrap();
     assert!(held.starts_with("1: POSIX ") && held.contains(" WRITE "), "{held}");
     assert_eq!(read(&locks), "\n");
+    let status = Command::new("flock").arg(mnt.path().join("lockf")).args(["cat"]).arg(&locks).output().unwrap();
+    assert_eq!(String::from_utf8(status.stdout).unwrap(), "\n", "flock is the kernel's");
     // proc/ follows the host: this process is there, a new child appears
     // within a few refreshes, and `ps`-style reads see its command line.
     let me = std::process::id();
