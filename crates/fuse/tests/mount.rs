@@ -226,3 +226,46 @@ fn size_and_inode_limits_show_in_df_and_come_back() {
     assert_eq!(df(mnt.path()), (8192, 0, 8192, 1000, 999));
     mounted.unmount().expect("unmount");
 }
+
+/// Files created and unlinked on the mount leave nothing behind: once the
+/// kernel has sent its FORGETs, the VFS's live inodes and dentries are back
+/// where they started. `VFSCALE_FORGET_FILES` sets how many (100,000).
+#[test]
+fn memory_comes_back_after_unlink_and_forget() {
+    let _serial = serial();
+    let files: usize = std::env::var("VFSCALE_FORGET_FILES").ok().and_then(|n| n.parse().ok()).unwrap_or(100_000);
+    let mnt = tempfile::tempdir().unwrap();
+    let vfs = Vfs::default();
+    let mounted = match mount(mnt.path(), vfs.clone(), &MountOptions::default()) {
+        Ok(m) => m,
+        Err(e) => return eprintln!("SKIPPED: {e}"),
+    };
+    std::fs::create_dir(mnt.path().join("d")).unwrap();
+    let counts = || {
+        vfs.reclaim(Duration::from_secs(1));
+        let s = vfs.statfs();
+        (s.inodes, s.dentries)
+    };
+    let before = counts();
+    let dir = mnt.path().join("d");
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let dir = &dir;
+            scope.spawn(move || {
+                for i in (t..files).step_by(4) {
+                    let f = dir.join(format!("f{i}"));
+                    std::fs::write(&f, b"x").unwrap();
+                    std::fs::remove_file(&f).unwrap();
+                }
+            });
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut after = counts();
+    while after != before && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        after = counts();
+    }
+    mounted.unmount().expect("unmount");
+    assert_eq!(after, before, "(live inodes, dentries) after {files} files came and went");
+}
