@@ -490,7 +490,9 @@ impl Drop for Directory {
 
 impl Drop for Inode {
     fn drop(&mut self) {
-        self.registry.space.give_ispace(BOGO_INODE_SIZE + self.xattrs.space());
+        if self.registry.space.limits_inodes() {
+            self.registry.space.give_ispace(BOGO_INODE_SIZE + self.xattrs.space());
+        }
         if let Some(handle) = self.list_handle.get() {
             let removed = self.registry.list.remove(*handle);
             debug_assert!(removed.is_some(), "inode {} missing from the inode list", self.ino);

@@ -71,6 +71,12 @@ impl Space {
         }
     }
 
+    /// Whether there is an inode limit (otherwise the inode space is not
+    /// counted).
+    pub fn limits_inodes(&self) -> bool {
+        self.max_inodes != 0
+    }
+
     /// Reserves one inode (ENOSPC past `nr_inodes`).
     pub fn reserve_inode(&self) -> VfsResult<()> {
         self.take_ispace(BOGO_INODE_SIZE)
