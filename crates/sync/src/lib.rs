@@ -13,6 +13,7 @@
 //! | [`audit`] counts | sv6's conflict-free check | [`audit`] |
 //! | [`PerCpuList`], [`GlobalList`] | `lib/dlock-list.c`, `s_inode_list_lock` | [`dlock_list`] |
 //! | [`LgLock`] | `lglock` (3.13-4.8) | [`lglock`] |
+//! | [`PercpuRef`] | `percpu_ref`, `mnt_count` | [`percpu_ref`] |
 //! | [`PerCpuRwSem`] | `percpu_rw_semaphore` | [`percpu_rwsem`] |
 //! | [`RwSem`] with [`SpinPolicy`] | `rw_semaphore` + OSQ spinning | [`rwsem`] |
 //!
@@ -29,6 +30,7 @@ pub mod dlock_list;
 pub mod futex;
 pub mod lglock;
 pub mod lockref;
+pub mod percpu_ref;
 pub mod percpu_rwsem;
 pub mod rwsem;
 pub mod seqcount;
@@ -39,6 +41,7 @@ mod test_support;
 pub use dlock_list::{ConcurrentList, GlobalList, ListHandle, PerCpuList};
 pub use lglock::{LgLock, LgPerCpu};
 pub use lockref::LockRef;
+pub use percpu_ref::PercpuRef;
 pub use percpu_rwsem::PerCpuRwSem;
 pub use rwsem::{RwSem, SpinPolicy};
 pub use seqcount::{SeqCount, SeqLock};

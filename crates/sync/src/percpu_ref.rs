@@ -1,0 +1,727 @@
+//! A reference count whose gets and puts touch only the calling CPU's
+//! counter while the object is live (Linux `lib/percpu-refcount.c`, and the
+//! `mnt_count` "long-term reference" pattern of kernel-notes section 7).
+//!
+//! Invariant: the true count is `atomic - BIAS + sum(slots)` while the
+//! ref is in per-CPU mode and `atomic` alone once it is in atomic mode; the
+//! switch folds each CPU's slot into `atomic` with one swap that leaves
+//! [`FOLDED`] behind, so every get or put lands either before the swap (and
+//! is folded) or after it (sees `FOLDED` and goes to `atomic`). `BIAS` keeps
+//! `atomic` far from zero in per-CPU mode, so only an atomic-mode put can
+//! reach zero, and it runs the release exactly once.
+//!
+//! Why: an object every thread opens (one sysfs file, one hot inode) keeps
+//! a count that every open and close changes. A shared atomic moves its
+//! cache line between CPUs on each change (~70-100 ns); a per-CPU slot stays
+//! in the local cache. The object's owner keeps the initial reference (a
+//! hashed dentry keeps its inode, a live kernfs node its active count) and
+//! [`kill`](PercpuRef::kill)s it when the object starts to die; until then
+//! the count cannot reach zero and nobody needs the sum.
+//!
+//! Storage: a per-object array of cache-padded counters would cost
+//! 64 bytes x CPUs per object, far too much for millions of inodes. Like
+//! Linux's `alloc_percpu`, the slots live in a process-wide arena with one
+//! row per CPU: object `i`'s slot for CPU `c` is `row[c][i]`, so the slots
+//! of one object are on different lines (no false sharing between CPUs)
+//! while one CPU's slots of many objects share lines that only that CPU
+//! writes. An object pays 8 bytes per CPU, and the arena hands slot indices
+//! out through per-thread caches, so creating and freeing objects writes no
+//! shared word in the common case. Refcache's per-CPU delta caches (sv6)
+//! would use even less memory but free objects epochs late and need a
+//! periodic flush; the arena keeps Linux's semantics (the last put releases
+//! at once).
+//!
+//! The grace period of Linux's switch (`call_rcu_hurry`, so every CPU sees
+//! the atomic flag before the sum is taken) is replaced by the swap itself:
+//! a slot is closed by one atomic read-modify-write, which orders it with
+//! every get and put on that slot. [`kill`](PercpuRef::kill) therefore
+//! returns with the ref in atomic mode, and
+//! [`kill_and_confirm`](PercpuRef::kill_and_confirm) confirms before
+//! returning.
+//!
+//! Cost: a get or put in per-CPU mode is one uncontended atomic add on a
+//! line only this CPU writes (a thread that migrates may write another
+//! CPU's slot; the sum stays right, and the line moves once). In atomic
+//! mode it is a shared atomic, plus two adds on the local slot. A switch
+//! visits every CPU's slot. Do not use it for objects whose count is read
+//! often (the count is not readable in per-CPU mode), or for short-lived
+//! objects that are created and freed more often than shared: a plain
+//! atomic or `Arc` is cheaper then.
+//!
+//! Under loom the slots are owned by the ref (the arena's `static` would
+//! outlive a model) and models pick CPUs explicitly; the protocol is the
+//! same code.
+//!
+//! ```
+//! use std::sync::atomic::{AtomicBool, Ordering};
+//! use std::sync::Arc;
+//! use vfscale_sync::percpu_ref::PercpuRef;
+//!
+//! let released = Arc::new(AtomicBool::new(false));
+//! let flag = Arc::clone(&released);
+//! let count = PercpuRef::new(move || flag.store(true, Ordering::SeqCst));
+//! assert!(count.tryget_live()); // an open: one add on this CPU's slot
+//! count.kill(); // the owner lets go: atomic mode, initial ref dropped
+//! assert!(!count.tryget_live()); // no new users of a dying object
+//! assert!(!released.load(Ordering::SeqCst)); // the open one remains
+//! count.put(); // the last put runs the release
+//! assert!(released.load(Ordering::SeqCst));
+//! ```
+
+use crate::shim::{yield_now, AtomicIsize, AtomicU32, Ordering};
+use crate::spin::{SpinLock, TasLock};
+use std::fmt;
+
+/// What a slot holds once it is folded into the atomic count. Gets and puts
+/// that find it there add and take back their one unit, so a folded slot
+/// reads `FOLDED` plus the number of such transient units.
+pub const FOLDED: isize = isize::MIN / 2;
+
+/// Added to the atomic count in per-CPU mode so it cannot reach zero while
+/// the slots hold the rest of the count (`PERCPU_COUNT_BIAS`).
+const BIAS: isize = 1 << (isize::BITS - 3);
+
+/// The ref was killed: `tryget_live` fails.
+const DEAD: u32 = 1;
+/// The ref is in atomic mode (the slots are folded).
+const ATOMIC: u32 = 2;
+
+/// A per-CPU reference count with Linux `percpu_ref` semantics.
+pub struct PercpuRef {
+    slots: slots::Slots,
+    atomic: AtomicIsize,
+    /// [`DEAD`] and [`ATOMIC`]; changed under `switching`.
+    mode: AtomicU32,
+    /// Serializes mode switches (`percpu_ref_switch_lock`).
+    switching: SpinLock<TasLock, ()>,
+    release: Box<dyn Fn() + Send + Sync>,
+}
+
+impl fmt::Debug for PercpuRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mode = self.mode.load(Ordering::Relaxed);
+        f.debug_struct("PercpuRef")
+            .field("dead", &(mode & DEAD != 0))
+            .field("atomic", &(mode & ATOMIC != 0))
+            .finish_non_exhaustive()
+    }
+}
+
+impl PercpuRef {
+    /// A live ref in per-CPU mode holding one (the initial) reference;
+    /// `release` runs when the count reaches zero after a kill.
+    pub fn new(release: impl Fn() + Send + Sync + 'static) -> PercpuRef {
+        PercpuRef {
+            slots: slots::Slots::new(),
+            atomic: AtomicIsize::new(BIAS + 1),
+            mode: AtomicU32::new(0),
+            switching: SpinLock::new(()),
+            release: Box::new(release),
+        }
+    }
+
+    /// Takes a reference; the caller already holds one (or the object is
+    /// known live), so this cannot fail.
+    #[inline]
+    pub fn get(&self) {
+        self.get_on(crate::cpu::current_cpu());
+    }
+
+    /// Takes a reference unless the count has reached zero.
+    #[inline]
+    pub fn tryget(&self) -> bool {
+        self.tryget_on(crate::cpu::current_cpu(), false)
+    }
+
+    /// Takes a reference unless the ref has been killed. After
+    /// [`kill`](Self::kill) has returned, this fails.
+    #[inline]
+    pub fn tryget_live(&self) -> bool {
+        self.tryget_on(crate::cpu::current_cpu(), true)
+    }
+
+    /// Drops a reference; the last one (after a kill) runs the release.
+    #[inline]
+    pub fn put(&self) {
+        self.put_on(crate::cpu::current_cpu());
+    }
+
+    /// Whether [`kill`](Self::kill) has been called (and no reinit since).
+    pub fn is_dying(&self) -> bool {
+        self.mode.load(Ordering::Acquire) & DEAD != 0
+    }
+
+    /// The count, if the ref is in atomic mode (in per-CPU mode the count
+    /// is spread over the slots and has no single value).
+    pub fn atomic_count(&self) -> Option<usize> {
+        (self.mode.load(Ordering::Acquire) & ATOMIC != 0)
+            .then(|| usize::try_from(self.atomic.load(Ordering::Acquire)).unwrap_or(0))
+    }
+
+    /// Refuses new `tryget_live`s, switches to atomic mode and drops the
+    /// initial reference (`percpu_ref_kill`). Killing twice is a no-op the
+    /// second time.
+    pub fn kill(&self) {
+        self.kill_and_confirm(|| {});
+    }
+
+    /// [`kill`](Self::kill), calling `confirm` once every later
+    /// `tryget_live` is sure to fail, before the initial reference goes.
+    pub fn kill_and_confirm(&self, confirm: impl FnOnce()) {
+        let locked = self.switching.lock();
+        let mode = self.mode.load(Ordering::Relaxed);
+        if mode & DEAD != 0 {
+            return;
+        }
+        self.mode.store(mode | DEAD, Ordering::Release);
+        self.fold();
+        drop(locked);
+        confirm();
+        self.put_atomic();
+    }
+
+    /// Makes every later get and put use the single atomic count, so the
+    /// count can be read ([`atomic_count`](Self::atomic_count)).
+    pub fn switch_to_atomic(&self) {
+        let _locked = self.switching.lock();
+        self.fold();
+    }
+
+    /// Back to per-CPU mode, unless the ref was killed (then it stays in
+    /// atomic mode until [`reinit`](Self::reinit)).
+    pub fn switch_to_percpu(&self) {
+        let _locked = self.switching.lock();
+        let mode = self.mode.load(Ordering::Relaxed);
+        if mode != ATOMIC {
+            return;
+        }
+        self.atomic.fetch_add(BIAS, Ordering::AcqRel);
+        for cpu in 0..self.slots.len() {
+            let slot = self.slots.get(cpu);
+            // A transient unit is being taken back; wait for it.
+            while slot.compare_exchange(FOLDED, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                yield_now();
+            }
+        }
+        self.mode.store(0, Ordering::Release);
+    }
+
+    /// Revives a ref whose count reached zero after a kill: live, per-CPU,
+    /// holding the initial reference again, with the same release. Returns
+    /// false (and changes nothing) if the ref is not released yet.
+    #[must_use]
+    pub fn reinit(&self) -> bool {
+        let _locked = self.switching.lock();
+        if self.mode.load(Ordering::Relaxed) != DEAD | ATOMIC
+            || self.atomic.compare_exchange(0, BIAS + 1, Ordering::AcqRel, Ordering::Relaxed).is_err()
+        {
+            return false;
+        }
+        for cpu in 0..self.slots.len() {
+            let slot = self.slots.get(cpu);
+            while slot.compare_exchange(FOLDED, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                yield_now();
+            }
+        }
+        self.mode.store(0, Ordering::Release);
+        true
+    }
+
+    /// Folds every slot into the atomic count and drops the bias, unless
+    /// the ref is in atomic mode already. The caller holds `switching`.
+    fn fold(&self) {
+        let mode = self.mode.load(Ordering::Relaxed);
+        if mode & ATOMIC != 0 {
+            return;
+        }
+        self.mode.store(mode | ATOMIC, Ordering::Release);
+        let mut sum = 0isize;
+        for cpu in 0..self.slots.len() {
+            crate::audit::shared_write();
+            sum = sum.wrapping_add(self.slots.get(cpu).swap(FOLDED, Ordering::AcqRel));
+        }
+        self.atomic.fetch_add(sum, Ordering::AcqRel);
+        // The initial reference is still counted (only kill drops it, after
+        // this), so removing the bias cannot reach zero.
+        self.atomic.fetch_sub(BIAS, Ordering::AcqRel);
+    }
+
+    pub(crate) fn get_on(&self, cpu: usize) {
+        let slot = self.slots.get(cpu);
+        if slot.fetch_add(1, Ordering::Relaxed) > FOLDED / 2 {
+            return;
+        }
+        slot.fetch_sub(1, Ordering::Relaxed);
+        crate::audit::shared_write();
+        self.atomic.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn tryget_on(&self, cpu: usize, live: bool) -> bool {
+        let slot = self.slots.get(cpu);
+        if slot.fetch_add(1, Ordering::Acquire) > FOLDED / 2 {
+            return true;
+        }
+        slot.fetch_sub(1, Ordering::Relaxed);
+        if live && self.is_dying() {
+            return false;
+        }
+        crate::audit::shared_write();
+        let mut count = self.atomic.load(Ordering::Relaxed);
+        while count > 0 {
+            match self.atomic.compare_exchange_weak(count, count + 1, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => count = now,
+            }
+        }
+        false
+    }
+
+    pub(crate) fn put_on(&self, cpu: usize) {
+        let slot = self.slots.get(cpu);
+        if slot.fetch_sub(1, Ordering::Release) > FOLDED / 2 {
+            return;
+        }
+        slot.fetch_add(1, Ordering::Relaxed);
+        self.put_atomic();
+    }
+
+    fn put_atomic(&self) {
+        crate::audit::shared_write();
+        if self.atomic.fetch_sub(1, Ordering::AcqRel) == 1 {
+            (self.release)();
+        }
+    }
+}
+
+#[cfg(not(loom))]
+mod slots {
+    //! The process-wide slot arena: a table of chunks, each holding one row
+    //! of [`CHUNK`] slots per CPU. Indices go out and come back through a
+    //! per-thread cache that trades with a global free list in batches.
+
+    use std::cell::RefCell;
+    use std::sync::atomic::{AtomicIsize, AtomicPtr, Ordering};
+    use std::sync::{Mutex, OnceLock};
+
+    /// Slots per CPU row of a chunk (8 KiB rows, whole cache lines).
+    const CHUNK: usize = 1024;
+    /// Most chunks: 16M objects with a slot each.
+    const MAX_CHUNKS: usize = 1 << 14;
+    /// Indices a thread keeps before it returns half to the free list.
+    const CACHE: usize = 64;
+
+    /// One cache line of slots, so every CPU row starts on a line.
+    #[repr(align(64))]
+    struct Line([AtomicIsize; 8]);
+
+    struct Arena {
+        cpus: usize,
+        chunks: Box<[AtomicPtr<Line>]>,
+        /// Free indices and the number of chunks allocated.
+        free: Mutex<(Vec<u32>, usize)>,
+    }
+
+    fn arena() -> &'static Arena {
+        static ARENA: OnceLock<Arena> = OnceLock::new();
+        ARENA.get_or_init(|| Arena {
+            cpus: crate::cpu::possible_cpus(),
+            chunks: (0..MAX_CHUNKS).map(|_| AtomicPtr::default()).collect(),
+            free: Mutex::new((Vec::new(), 0)),
+        })
+    }
+
+    impl Arena {
+        /// Moves up to `n` free indices into `out`, growing the arena by a
+        /// chunk when the free list is empty.
+        fn refill(&self, out: &mut Vec<u32>, n: usize) {
+            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            if free.0.is_empty() {
+                let chunk = free.1;
+                assert!(chunk < MAX_CHUNKS, "percpu_ref arena exhausted ({} objects)", MAX_CHUNKS * CHUNK);
+                let rows: Box<[Line]> = (0..CHUNK / 8 * self.cpus).map(|_| Line(Default::default())).collect();
+                self.chunks[chunk].store(Box::into_raw(rows).cast(), Ordering::Release);
+                free.1 += 1;
+                free.0.extend((chunk * CHUNK..(chunk + 1) * CHUNK).rev().map(|i| i as u32));
+            }
+            let keep = free.0.len().saturating_sub(n);
+            out.extend(free.0.drain(keep..));
+        }
+
+        fn give_back(&self, indices: impl Iterator<Item = u32>) {
+            self.free.lock().unwrap_or_else(|e| e.into_inner()).0.extend(indices);
+        }
+
+        fn slot(&self, index: u32, cpu: usize) -> &AtomicIsize {
+            let (chunk, at) = (index as usize / CHUNK, index as usize % CHUNK);
+            let rows = self.chunks[chunk].load(Ordering::Acquire);
+            let at = (cpu % self.cpus) * CHUNK + at;
+            // SAFETY: `index` was handed out by `refill`, which published its
+            // chunk (CHUNK / 8 * cpus lines, never freed) before handing it
+            // out; `cpu % cpus` keeps the line inside the chunk.
+            unsafe { &(*rows.add(at / 8)).0[at % 8] }
+        }
+    }
+
+    /// A thread's cache of free indices; its indices go back when it exits.
+    struct Cache(Vec<u32>);
+
+    impl Drop for Cache {
+        fn drop(&mut self) {
+            arena().give_back(self.0.drain(..));
+        }
+    }
+
+    thread_local!(static CACHE_OF_THREAD: RefCell<Cache> = const { RefCell::new(Cache(Vec::new())) });
+
+    /// One object's slots: an index into the arena.
+    pub(super) struct Slots {
+        index: u32,
+    }
+
+    impl Slots {
+        pub fn new() -> Slots {
+            let take = |cache: &mut Cache| {
+                if cache.0.is_empty() {
+                    arena().refill(&mut cache.0, CACHE / 2);
+                }
+                cache.0.pop().expect("refill adds indices")
+            };
+            let index = CACHE_OF_THREAD
+                .try_with(|cache| take(&mut cache.borrow_mut()))
+                .unwrap_or_else(|_| take(&mut Cache(Vec::new())));
+            Slots { index }
+        }
+
+        pub fn len(&self) -> usize {
+            arena().cpus
+        }
+
+        #[inline]
+        pub fn get(&self, cpu: usize) -> &AtomicIsize {
+            arena().slot(self.index, cpu)
+        }
+    }
+
+    impl Drop for Slots {
+        fn drop(&mut self) {
+            // Nobody else holds this object now: reset its slots for the
+            // next owner (folded ones read FOLDED, live ones 0 once
+            // balanced, but a migrated get/put pair may leave +1/-1).
+            for cpu in 0..self.len() {
+                self.get(cpu).store(0, Ordering::Relaxed);
+            }
+            let index = self.index;
+            let give = |cache: &mut Cache| {
+                cache.0.push(index);
+                if cache.0.len() > CACHE {
+                    let half = cache.0.len() - CACHE / 2;
+                    arena().give_back(cache.0.drain(half..));
+                }
+            };
+            if CACHE_OF_THREAD.try_with(|cache| give(&mut cache.borrow_mut())).is_err() {
+                arena().give_back(std::iter::once(index));
+            }
+        }
+    }
+}
+
+#[cfg(loom)]
+mod slots {
+    //! Under loom each ref owns its two CPUs' slots.
+
+    use crate::shim::AtomicIsize;
+
+    pub(super) struct Slots(Box<[AtomicIsize]>);
+
+    impl Slots {
+        pub fn new() -> Slots {
+            Slots((0..crate::cpu::possible_cpus()).map(|_| AtomicIsize::new(0)).collect())
+        }
+
+        pub fn len(&self) -> usize {
+            self.0.len()
+        }
+
+        pub fn get(&self, cpu: usize) -> &AtomicIsize {
+            &self.0[cpu % self.0.len()]
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    fn counted() -> (PercpuRef, Arc<AtomicUsize>) {
+        let releases = Arc::new(AtomicUsize::new(0));
+        let r = Arc::clone(&releases);
+        (
+            PercpuRef::new(move || {
+                r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }),
+            releases,
+        )
+    }
+
+    fn releases(count: &AtomicUsize) -> usize {
+        count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn gets_and_puts_on_different_cpus_balance_at_kill() {
+        let (r, released) = counted();
+        r.get_on(0);
+        r.get_on(1);
+        r.put_on(1);
+        assert_eq!(r.atomic_count(), None, "per-CPU mode has no single count");
+        r.switch_to_atomic();
+        assert_eq!(r.atomic_count(), Some(2));
+        r.put_on(0);
+        assert_eq!(r.atomic_count(), Some(1));
+        r.kill();
+        assert_eq!(releases(&released), 1);
+        assert!(!r.tryget());
+    }
+
+    #[test]
+    fn tryget_live_fails_after_kill_but_tryget_and_get_do_not() {
+        let (r, released) = counted();
+        assert!(r.tryget_live());
+        r.kill();
+        assert!(r.is_dying());
+        assert!(!r.tryget_live());
+        assert!(r.tryget(), "a killed ref with users still counts");
+        r.get();
+        r.put();
+        r.put();
+        assert_eq!(releases(&released), 0);
+        r.put();
+        assert_eq!(releases(&released), 1);
+    }
+
+    #[test]
+    fn kill_and_confirm_confirms_before_the_initial_reference_goes() {
+        let (r, released) = counted();
+        let mut confirmed = false;
+        r.kill_and_confirm(|| {
+            confirmed = true;
+            assert_eq!(releases(&released), 0);
+        });
+        assert!(confirmed);
+        assert_eq!(releases(&released), 1);
+        r.kill();
+        assert_eq!(releases(&released), 1, "a second kill does nothing");
+    }
+
+    #[test]
+    fn switches_keep_the_count_and_reinit_revives() {
+        let (r, released) = counted();
+        r.get();
+        r.switch_to_atomic();
+        assert_eq!(r.atomic_count(), Some(2));
+        r.switch_to_percpu();
+        assert_eq!(r.atomic_count(), None);
+        r.put_on(1);
+        r.switch_to_atomic();
+        assert_eq!(r.atomic_count(), Some(1));
+        assert!(!r.reinit(), "not released yet");
+        r.kill();
+        r.switch_to_percpu();
+        assert_eq!(r.atomic_count(), Some(0), "a killed ref stays atomic");
+        assert_eq!(releases(&released), 1);
+        assert!(r.reinit());
+        assert!(!r.is_dying());
+        assert!(r.tryget_live());
+        r.put();
+        r.kill();
+        assert_eq!(releases(&released), 2);
+    }
+
+    #[test]
+    fn per_cpu_gets_write_no_shared_word() {
+        let (r, _) = counted();
+        let before = crate::audit::counts();
+        for _ in 0..100 {
+            assert!(r.tryget_live());
+            r.put();
+        }
+        assert_eq!(crate::audit::counts(), before);
+        r.kill();
+        if crate::audit::ENABLED {
+            let before = crate::audit::counts();
+            r.get();
+            r.put();
+            assert_eq!(crate::audit::counts().shared_writes, before.shared_writes + 2, "atomic mode is seen");
+        }
+    }
+
+    #[test]
+    fn slots_are_reused_and_start_at_zero() {
+        for _ in 0..3 * 1024 {
+            let (r, released) = counted();
+            r.get_on(0);
+            r.put_on(1);
+            r.kill();
+            assert_eq!(releases(&released), 1);
+        }
+    }
+
+    #[test]
+    fn stress_many_threads_one_object() {
+        let budget = crate::test_support::Budget::new(20_000);
+        let (r, released) = counted();
+        let r = Arc::new(r);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let r = &r;
+                s.spawn(move || {
+                    let mut i = 0;
+                    while budget.allows(i) {
+                        if r.tryget_live() {
+                            r.get();
+                            r.put();
+                            r.put();
+                        } else {
+                            assert!(r.is_dying());
+                        }
+                        if t == 0 && i == 500 {
+                            r.kill();
+                        }
+                        i += 1;
+                    }
+                });
+            }
+        });
+        r.kill();
+        assert_eq!(releases(&released), 1);
+        assert_eq!(r.atomic_count(), Some(0));
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    fn counted() -> (Arc<PercpuRef>, Arc<AtomicUsize>) {
+        let releases = Arc::new(AtomicUsize::new(0));
+        let r = Arc::clone(&releases);
+        (
+            Arc::new(PercpuRef::new(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            })),
+            releases,
+        )
+    }
+
+    /// A user holding a reference gets another on one CPU and puts both on
+    /// the other, racing the kill; the count balances and the release runs
+    /// exactly once, after the user's last put.
+    #[test]
+    fn get_put_racing_kill() {
+        loom::model(|| {
+            let (r, released) = counted();
+            r.get_on(0);
+            let user = {
+                let (r, released) = (Arc::clone(&r), Arc::clone(&released));
+                thread::spawn(move || {
+                    r.get_on(1);
+                    r.put_on(0);
+                    assert_eq!(released.load(Ordering::SeqCst), 0, "released under a reference");
+                    r.put_on(0);
+                })
+            };
+            let killer = {
+                let r = Arc::clone(&r);
+                thread::spawn(move || r.kill())
+            };
+            user.join().unwrap();
+            killer.join().unwrap();
+            assert_eq!(released.load(Ordering::SeqCst), 1);
+            assert_eq!(r.atomic_count(), Some(0));
+        });
+    }
+
+    /// Once kill has returned, tryget_live fails on every CPU; one that
+    /// raced it either failed or holds a reference that delays the release.
+    #[test]
+    fn tryget_live_after_kill() {
+        loom::model(|| {
+            let (r, released) = counted();
+            let user = {
+                let (r, released) = (Arc::clone(&r), Arc::clone(&released));
+                thread::spawn(move || {
+                    if r.tryget_on(1, true) {
+                        assert_eq!(released.load(Ordering::SeqCst), 0, "a live reference was released");
+                        r.put_on(1);
+                    }
+                })
+            };
+            let killer = {
+                let r = Arc::clone(&r);
+                thread::spawn(move || {
+                    r.kill();
+                    assert!(!r.tryget_on(0, true));
+                    assert!(!r.tryget_on(1, true));
+                })
+            };
+            user.join().unwrap();
+            killer.join().unwrap();
+            assert_eq!(released.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    /// Two users put their last references concurrently after the kill
+    /// (one folded, one still in a slot): the release runs exactly once.
+    #[test]
+    fn release_exactly_once() {
+        loom::model(|| {
+            let (r, released) = counted();
+            r.get_on(0);
+            r.get_on(1);
+            let users: Vec<_> = (0..2)
+                .map(|cpu| {
+                    let r = Arc::clone(&r);
+                    thread::spawn(move || r.put_on(cpu))
+                })
+                .collect();
+            let killer = {
+                let r = Arc::clone(&r);
+                thread::spawn(move || r.kill())
+            };
+            killer.join().unwrap();
+            for u in users {
+                u.join().unwrap();
+            }
+            assert_eq!(released.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    /// A switch back to per-CPU mode races a get/put pair: nothing is lost.
+    #[test]
+    fn switch_to_percpu_racing_get_put() {
+        loom::model(|| {
+            let (r, released) = counted();
+            r.switch_to_atomic();
+            let user = {
+                let r = Arc::clone(&r);
+                thread::spawn(move || {
+                    r.get_on(0);
+                    r.put_on(0);
+                })
+            };
+            let switcher = {
+                let r = Arc::clone(&r);
+                thread::spawn(move || r.switch_to_percpu())
+            };
+            user.join().unwrap();
+            switcher.join().unwrap();
+            r.kill();
+            assert_eq!(released.load(Ordering::SeqCst), 1);
+        });
+    }
+}
