@@ -124,26 +124,50 @@ impl PercpuRef {
     /// known live), so this cannot fail.
     #[inline]
     pub fn get(&self) {
-        self.get_on(crate::cpu::current_cpu());
+        self.get_many(1);
+    }
+
+    /// Takes `n` references at once (`percpu_ref_get_many`).
+    #[inline]
+    pub fn get_many(&self, n: isize) {
+        self.get_on(crate::cpu::current_cpu(), n);
     }
 
     /// Takes a reference unless the count has reached zero.
     #[inline]
     pub fn tryget(&self) -> bool {
-        self.tryget_on(crate::cpu::current_cpu(), false)
+        self.tryget_many(1)
+    }
+
+    /// Takes `n` references unless the count has reached zero.
+    #[inline]
+    pub fn tryget_many(&self, n: isize) -> bool {
+        self.tryget_on(crate::cpu::current_cpu(), n, false)
     }
 
     /// Takes a reference unless the ref has been killed. After
     /// [`kill`](Self::kill) has returned, this fails.
     #[inline]
     pub fn tryget_live(&self) -> bool {
-        self.tryget_on(crate::cpu::current_cpu(), true)
+        self.tryget_live_many(1)
+    }
+
+    /// Takes `n` references unless the ref has been killed.
+    #[inline]
+    pub fn tryget_live_many(&self, n: isize) -> bool {
+        self.tryget_on(crate::cpu::current_cpu(), n, true)
     }
 
     /// Drops a reference; the last one (after a kill) runs the release.
     #[inline]
     pub fn put(&self) {
-        self.put_on(crate::cpu::current_cpu());
+        self.put_many(1);
+    }
+
+    /// Drops `n` references (`percpu_ref_put_many`).
+    #[inline]
+    pub fn put_many(&self, n: isize) {
+        self.put_on(crate::cpu::current_cpu(), n);
     }
 
     /// Whether [`kill`](Self::kill) has been called (and no reinit since).
@@ -155,7 +179,7 @@ impl PercpuRef {
     /// is spread over the slots and has no single value).
     pub fn atomic_count(&self) -> Option<usize> {
         (self.mode.load(Ordering::Acquire) & ATOMIC != 0)
-            .then(|| usize::try_from(self.atomic.load(Ordering::Acquire)).unwrap_or(0))
+            .then(|| usize::try_from(self.atomic.load(Ordering::SeqCst)).unwrap_or(0))
     }
 
     /// Refuses new `tryget_live`s, switches to atomic mode and drops the
@@ -177,7 +201,7 @@ impl PercpuRef {
         self.fold();
         drop(locked);
         confirm();
-        self.put_atomic();
+        self.put_atomic(1);
     }
 
     /// Makes every later get and put use the single atomic count, so the
@@ -238,37 +262,41 @@ impl PercpuRef {
         let mut sum = 0isize;
         for cpu in 0..self.slots.len() {
             crate::audit::shared_write();
-            sum = sum.wrapping_add(self.slots.get(cpu).swap(FOLDED, Ordering::AcqRel));
+            sum = sum.wrapping_add(self.slots.get(cpu).swap(FOLDED, Ordering::SeqCst));
         }
-        self.atomic.fetch_add(sum, Ordering::AcqRel);
+        self.atomic.fetch_add(sum, Ordering::SeqCst);
         // The initial reference is still counted (only kill drops it, after
         // this), so removing the bias cannot reach zero.
         self.atomic.fetch_sub(BIAS, Ordering::AcqRel);
     }
 
-    pub(crate) fn get_on(&self, cpu: usize) {
+    // Slot and count updates are SeqCst: on x86 a locked add is a full
+    // barrier anyway, and a caller may pair the update with a later SeqCst
+    // load Dekker-style (an open counted, then a lease flag checked).
+
+    pub(crate) fn get_on(&self, cpu: usize, n: isize) {
         let slot = self.slots.get(cpu);
-        if slot.fetch_add(1, Ordering::Relaxed) > FOLDED / 2 {
+        if slot.fetch_add(n, Ordering::SeqCst) > FOLDED / 2 {
             return;
         }
-        slot.fetch_sub(1, Ordering::Relaxed);
+        slot.fetch_sub(n, Ordering::Relaxed);
         crate::audit::shared_write();
-        self.atomic.fetch_add(1, Ordering::Relaxed);
+        self.atomic.fetch_add(n, Ordering::SeqCst);
     }
 
-    pub(crate) fn tryget_on(&self, cpu: usize, live: bool) -> bool {
+    pub(crate) fn tryget_on(&self, cpu: usize, n: isize, live: bool) -> bool {
         let slot = self.slots.get(cpu);
-        if slot.fetch_add(1, Ordering::Acquire) > FOLDED / 2 {
+        if slot.fetch_add(n, Ordering::SeqCst) > FOLDED / 2 {
             return true;
         }
-        slot.fetch_sub(1, Ordering::Relaxed);
+        slot.fetch_sub(n, Ordering::Relaxed);
         if live && self.is_dying() {
             return false;
         }
         crate::audit::shared_write();
         let mut count = self.atomic.load(Ordering::Relaxed);
         while count > 0 {
-            match self.atomic.compare_exchange_weak(count, count + 1, Ordering::Acquire, Ordering::Relaxed) {
+            match self.atomic.compare_exchange_weak(count, count + n, Ordering::SeqCst, Ordering::Relaxed) {
                 Ok(_) => return true,
                 Err(now) => count = now,
             }
@@ -276,18 +304,18 @@ impl PercpuRef {
         false
     }
 
-    pub(crate) fn put_on(&self, cpu: usize) {
+    pub(crate) fn put_on(&self, cpu: usize, n: isize) {
         let slot = self.slots.get(cpu);
-        if slot.fetch_sub(1, Ordering::Release) > FOLDED / 2 {
+        if slot.fetch_sub(n, Ordering::SeqCst) > FOLDED / 2 {
             return;
         }
-        slot.fetch_add(1, Ordering::Relaxed);
-        self.put_atomic();
+        slot.fetch_add(n, Ordering::Relaxed);
+        self.put_atomic(n);
     }
 
-    fn put_atomic(&self) {
+    fn put_atomic(&self, n: isize) {
         crate::audit::shared_write();
-        if self.atomic.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.atomic.fetch_sub(n, Ordering::SeqCst) == n {
             (self.release)();
         }
     }
@@ -472,13 +500,13 @@ mod tests {
     #[test]
     fn gets_and_puts_on_different_cpus_balance_at_kill() {
         let (r, released) = counted();
-        r.get_on(0);
-        r.get_on(1);
-        r.put_on(1);
+        r.get_on(0, 1);
+        r.get_on(1, 1);
+        r.put_on(1, 1);
         assert_eq!(r.atomic_count(), None, "per-CPU mode has no single count");
         r.switch_to_atomic();
         assert_eq!(r.atomic_count(), Some(2));
-        r.put_on(0);
+        r.put_on(0, 1);
         assert_eq!(r.atomic_count(), Some(1));
         r.kill();
         assert_eq!(releases(&released), 1);
@@ -523,7 +551,7 @@ mod tests {
         assert_eq!(r.atomic_count(), Some(2));
         r.switch_to_percpu();
         assert_eq!(r.atomic_count(), None);
-        r.put_on(1);
+        r.put_on(1, 1);
         r.switch_to_atomic();
         assert_eq!(r.atomic_count(), Some(1));
         assert!(!r.reinit(), "not released yet");
@@ -558,11 +586,26 @@ mod tests {
     }
 
     #[test]
+    fn weighted_references_fold_to_their_sum() {
+        let (r, released) = counted();
+        r.get_many(1 << 20);
+        assert!(r.tryget_live_many(3));
+        r.put_many(1);
+        r.switch_to_atomic();
+        assert_eq!(r.atomic_count(), Some(1 + (1 << 20) + 2));
+        r.kill();
+        r.put_many(2);
+        assert!(r.tryget_many(5), "still referenced");
+        r.put_many(5 + (1 << 20));
+        assert_eq!(releases(&released), 1);
+    }
+
+    #[test]
     fn slots_are_reused_and_start_at_zero() {
         for _ in 0..3 * 1024 {
             let (r, released) = counted();
-            r.get_on(0);
-            r.put_on(1);
+            r.get_on(0, 1);
+            r.put_on(1, 1);
             r.kill();
             assert_eq!(releases(&released), 1);
         }
@@ -625,14 +668,14 @@ mod loom_models {
     fn get_put_racing_kill() {
         loom::model(|| {
             let (r, released) = counted();
-            r.get_on(0);
+            r.get_on(0, 1);
             let user = {
                 let (r, released) = (Arc::clone(&r), Arc::clone(&released));
                 thread::spawn(move || {
-                    r.get_on(1);
-                    r.put_on(0);
+                    r.get_on(1, 1);
+                    r.put_on(0, 1);
                     assert_eq!(released.load(Ordering::SeqCst), 0, "released under a reference");
-                    r.put_on(0);
+                    r.put_on(0, 1);
                 })
             };
             let killer = {
@@ -655,9 +698,9 @@ mod loom_models {
             let user = {
                 let (r, released) = (Arc::clone(&r), Arc::clone(&released));
                 thread::spawn(move || {
-                    if r.tryget_on(1, true) {
+                    if r.tryget_on(1, 1, true) {
                         assert_eq!(released.load(Ordering::SeqCst), 0, "a live reference was released");
-                        r.put_on(1);
+                        r.put_on(1, 1);
                     }
                 })
             };
@@ -665,8 +708,8 @@ mod loom_models {
                 let r = Arc::clone(&r);
                 thread::spawn(move || {
                     r.kill();
-                    assert!(!r.tryget_on(0, true));
-                    assert!(!r.tryget_on(1, true));
+                    assert!(!r.tryget_on(0, 1, true));
+                    assert!(!r.tryget_on(1, 1, true));
                 })
             };
             user.join().unwrap();
@@ -681,12 +724,12 @@ mod loom_models {
     fn release_exactly_once() {
         loom::model(|| {
             let (r, released) = counted();
-            r.get_on(0);
-            r.get_on(1);
+            r.get_on(0, 1);
+            r.get_on(1, 1);
             let users: Vec<_> = (0..2)
                 .map(|cpu| {
                     let r = Arc::clone(&r);
-                    thread::spawn(move || r.put_on(cpu))
+                    thread::spawn(move || r.put_on(cpu, 1))
                 })
                 .collect();
             let killer = {
@@ -710,8 +753,8 @@ mod loom_models {
             let user = {
                 let r = Arc::clone(&r);
                 thread::spawn(move || {
-                    r.get_on(0);
-                    r.put_on(0);
+                    r.get_on(0, 1);
+                    r.put_on(0, 1);
                 })
             };
             let switcher = {

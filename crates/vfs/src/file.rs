@@ -64,11 +64,11 @@ impl OpenFlags {
         }
     }
 
-    fn may_read(self) -> bool {
+    pub(crate) fn may_read(self) -> bool {
         matches!(self.0 & libc::O_ACCMODE, libc::O_RDONLY | libc::O_RDWR)
     }
 
-    fn may_write(self) -> bool {
+    pub(crate) fn may_write(self) -> bool {
         matches!(self.0 & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
     }
 
@@ -138,7 +138,7 @@ enum DirPos {
 
 /// An open file description.
 pub struct OpenFile {
-    inode: Arc<Inode>,
+    inode: crate::opens::OpenRef,
     /// The backend's open file, for files a backend serves.
     backed: Option<Box<dyn BackedFile>>,
     /// The superblock's backend, which lists backed directories.
@@ -166,13 +166,13 @@ impl fmt::Debug for OpenFile {
 
 impl OpenFile {
     pub(crate) fn new(
-        inode: Arc<Inode>,
+        inode: crate::opens::OpenRef,
         flags: OpenFlags,
         max_file_size: u64,
         backend: Option<Arc<dyn Backend>>,
         backed: Option<Box<dyn BackedFile>>,
     ) -> OpenFile {
-        let file = OpenFile {
+        OpenFile {
             inode,
             backed,
             backend,
@@ -182,9 +182,7 @@ impl OpenFile {
             offset: Mutex::new(0),
             dir_pos: Mutex::new(DirPos::Dot),
             max_file_size,
-        };
-        crate::locks::file_opened(&file);
-        file
+        }
     }
 
     /// The current offset (`SEEK_CUR` of a lock request).

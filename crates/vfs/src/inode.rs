@@ -123,13 +123,13 @@ impl InodeRegistry {
         self.list.len()
     }
 
-    /// Calls `f` with every live inode, one list head at a time.
+    /// Calls `f` with every live inode. The inodes are collected first:
+    /// the last reference to one may go while the walk holds it, and its
+    /// drop leaves the list under the lock the walk would still hold.
     pub fn for_each(&self, f: &mut dyn FnMut(&Arc<Inode>)) {
-        self.list.for_each(&mut |weak| {
-            if let Some(inode) = weak.upgrade() {
-                f(&inode);
-            }
-        });
+        let mut live = Vec::new();
+        self.list.for_each(&mut |weak| live.extend(weak.upgrade()));
+        live.iter().for_each(f);
     }
 }
 
@@ -144,8 +144,11 @@ pub struct Inode {
     registry: Arc<InodeRegistry>,
     list_handle: OnceLock<ListHandle>,
     private: Option<Arc<dyn Any + Send + Sync>>,
-    /// File locks and open counts (`i_flctx`, `i_readcount`, `i_writecount`).
+    /// File locks (`i_flctx`).
     pub(crate) locks: crate::locks::InodeLocks,
+    /// Open counts (`i_readcount`, `i_writecount`) and the references
+    /// open files hold.
+    pub(crate) opens: crate::opens::InodeOpens,
 }
 
 impl fmt::Debug for Inode {
@@ -231,6 +234,7 @@ impl Inode {
             registry: Arc::clone(registry),
             list_handle: OnceLock::new(),
             locks: crate::locks::InodeLocks::default(),
+            opens: crate::opens::InodeOpens::default(),
             private: spec.private,
         });
         let handle = registry.list.add(Arc::downgrade(&inode));
@@ -343,14 +347,25 @@ impl Inode {
 
     pub(crate) fn change_nlink(&self, delta: i32) {
         let now = Timespec::now();
+        let mut nlink = 0;
         self.update_attrs(|a| {
             a.nlink = a.nlink.checked_add_signed(delta).expect("nlink stays within u32");
             a.ctime = now;
+            nlink = a.nlink;
         });
+        self.nlink_changed(nlink);
     }
 
     pub(crate) fn set_nlink(&self, nlink: u32) {
         self.update_attrs(|a| a.nlink = nlink);
+        self.nlink_changed(nlink);
+    }
+
+    /// The last link went: open files stop keeping the inode per CPU.
+    fn nlink_changed(&self, nlink: u32) {
+        if nlink == 0 {
+            self.opens.kill();
+        }
     }
 }
 

@@ -58,6 +58,7 @@ pub mod locks;
 pub mod mode;
 mod namei;
 mod namespace;
+mod opens;
 pub mod path;
 pub mod process;
 pub mod procfs;

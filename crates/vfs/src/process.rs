@@ -12,6 +12,7 @@ use crate::file::{DirEntry, OpenFile, OpenFlags, Whence};
 use crate::inode::{FileType, Inode, Stat};
 use crate::namei::{Intent, Walked, MAX_SYMLINKS};
 use crate::namespace::{Ctx, RenameFlags, SetTime};
+use crate::opens::OpenRef;
 use crate::path::Last;
 use crate::{Credentials, Vfs};
 use crossbeam_epoch::{Atomic, Owned};
@@ -386,11 +387,19 @@ fn open_file(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResu
     if flags.creat() && flags.directory() {
         return Err(Errno::EINVAL);
     }
+    // Counted as an open from here on (Linux `do_dentry_open` counts
+    // before the lease check); in rcu-walk that is the only write.
+    let count = |inode: &Arc<Inode>| OpenRef::new(inode, flags.may_read(), flags.may_write());
     let (inode, created) = if flags.creat() {
-        open_or_create(ctx, path, flags, perm)?
+        let (inode, created) = open_or_create(ctx, path, flags, perm)?;
+        (count(&inode), created)
     } else {
         let intent = if flags.nofollow() { Intent::NoFollow } else { Intent::Follow };
-        (ctx.lookup(path, intent)?, false)
+        let found = ctx.walk(path, intent, |walked| match walked {
+            Walked::Found(inode) => Ok(count(inode)),
+            Walked::Parent { .. } => unreachable!("not a parent walk"),
+        })?;
+        (found, false)
     };
     let mut wanted = flags.permission_needed();
     if flags.trunc() {
