@@ -141,7 +141,8 @@ pub struct OpenFile {
     inode: crate::opens::OpenRef,
     /// The backend's open file, for files a backend serves.
     backed: Option<Box<dyn BackedFile>>,
-    /// The superblock's backend, which lists backed directories.
+    /// The superblock's backend, which lists backed directories (held by
+    /// directories only, so opening a file shares no count).
     backend: Option<Arc<dyn Backend>>,
     flags: OpenFlags,
     readable: bool,
@@ -232,7 +233,7 @@ impl OpenFile {
             return Err(Errno::EBADF);
         }
         if let Some(backed) = &self.backed {
-            return backed.read(buf, offset);
+            return backed.read(&self.inode, buf, offset);
         }
         let data = self.data()?.read();
         let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
@@ -274,7 +275,7 @@ impl OpenFile {
             return Err(Errno::EBADF);
         }
         if let Some(backed) = &self.backed {
-            let n = backed.write(buf, offset)?;
+            let n = backed.write(&self.inode, buf, offset)?;
             return Ok((n, offset + n as u64));
         }
         let mut data = self.data()?.write();

@@ -256,6 +256,11 @@ impl Inode {
         }
     }
 
+    /// Whether a backend serves this inode (it carries backend data).
+    pub(crate) fn has_private(&self) -> bool {
+        self.private.is_some()
+    }
+
     /// The backend's data for this inode, if it is of type `T`.
     pub(crate) fn private<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.private.as_deref()?.downcast_ref()

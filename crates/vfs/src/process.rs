@@ -428,7 +428,8 @@ fn open_file(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResu
         (crate::inode::Body::Backed, Some(backend)) => Some(backend.open(&inode, flags, ctx.cred)?),
         _ => None,
     };
-    let file = OpenFile::new(inode, flags, max, ctx.sb.backend.clone(), backed);
+    let backend = if inode.is_dir() { ctx.sb.backend.clone() } else { None };
+    let file = OpenFile::new(inode, flags, max, backend, backed);
     // Counted as open by now, so a racing F_SETLEASE sees this open.
     if !created {
         crate::locks::break_lease(&file)?;
