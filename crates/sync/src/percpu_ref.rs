@@ -68,6 +68,7 @@
 //! assert!(released.load(Ordering::SeqCst));
 //! ```
 
+use crate::percpu_alloc::Slots;
 use crate::shim::{yield_now, AtomicIsize, AtomicU32, Ordering};
 use crate::spin::{SpinLock, TasLock};
 use std::fmt;
@@ -88,7 +89,7 @@ const ATOMIC: u32 = 2;
 
 /// A per-CPU reference count with Linux `percpu_ref` semantics.
 pub struct PercpuRef {
-    slots: slots::Slots,
+    slots: Slots,
     atomic: AtomicIsize,
     /// [`DEAD`] and [`ATOMIC`]; changed under `switching`.
     mode: AtomicU32,
@@ -112,7 +113,7 @@ impl PercpuRef {
     /// `release` runs when the count reaches zero after a kill.
     pub fn new(release: impl Fn() + Send + Sync + 'static) -> PercpuRef {
         PercpuRef {
-            slots: slots::Slots::new(),
+            slots: Slots::new(),
             atomic: AtomicIsize::new(BIAS + 1),
             mode: AtomicU32::new(0),
             switching: SpinLock::new(()),
@@ -317,161 +318,6 @@ impl PercpuRef {
         crate::audit::shared_write();
         if self.atomic.fetch_sub(n, Ordering::SeqCst) == n {
             (self.release)();
-        }
-    }
-}
-
-#[cfg(not(loom))]
-mod slots {
-    //! The process-wide slot arena: a table of chunks, each holding one row
-    //! of [`CHUNK`] slots per CPU. Indices go out and come back through a
-    //! per-thread cache that trades with a global free list in batches.
-
-    use std::cell::RefCell;
-    use std::sync::atomic::{AtomicIsize, AtomicPtr, Ordering};
-    use std::sync::{Mutex, OnceLock};
-
-    /// Slots per CPU row of a chunk (8 KiB rows, whole cache lines).
-    const CHUNK: usize = 1024;
-    /// Most chunks: 16M objects with a slot each.
-    const MAX_CHUNKS: usize = 1 << 14;
-    /// Indices a thread keeps before it returns half to the free list.
-    const CACHE: usize = 64;
-
-    /// One cache line of slots, so every CPU row starts on a line.
-    #[repr(align(64))]
-    struct Line([AtomicIsize; 8]);
-
-    struct Arena {
-        cpus: usize,
-        chunks: Box<[AtomicPtr<Line>]>,
-        /// Free indices and the number of chunks allocated.
-        free: Mutex<(Vec<u32>, usize)>,
-    }
-
-    fn arena() -> &'static Arena {
-        static ARENA: OnceLock<Arena> = OnceLock::new();
-        ARENA.get_or_init(|| Arena {
-            cpus: crate::cpu::possible_cpus(),
-            chunks: (0..MAX_CHUNKS).map(|_| AtomicPtr::default()).collect(),
-            free: Mutex::new((Vec::new(), 0)),
-        })
-    }
-
-    impl Arena {
-        /// Moves up to `n` free indices into `out`, growing the arena by a
-        /// chunk when the free list is empty.
-        fn refill(&self, out: &mut Vec<u32>, n: usize) {
-            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-            if free.0.is_empty() {
-                let chunk = free.1;
-                assert!(chunk < MAX_CHUNKS, "percpu_ref arena exhausted ({} objects)", MAX_CHUNKS * CHUNK);
-                let rows: Box<[Line]> = (0..CHUNK / 8 * self.cpus).map(|_| Line(Default::default())).collect();
-                self.chunks[chunk].store(Box::into_raw(rows).cast(), Ordering::Release);
-                free.1 += 1;
-                free.0.extend((chunk * CHUNK..(chunk + 1) * CHUNK).rev().map(|i| i as u32));
-            }
-            let keep = free.0.len().saturating_sub(n);
-            out.extend(free.0.drain(keep..));
-        }
-
-        fn give_back(&self, indices: impl Iterator<Item = u32>) {
-            self.free.lock().unwrap_or_else(|e| e.into_inner()).0.extend(indices);
-        }
-
-        fn slot(&self, index: u32, cpu: usize) -> &AtomicIsize {
-            let (chunk, at) = (index as usize / CHUNK, index as usize % CHUNK);
-            let rows = self.chunks[chunk].load(Ordering::Acquire);
-            let at = (cpu % self.cpus) * CHUNK + at;
-            // SAFETY: `index` was handed out by `refill`, which published its
-            // chunk (CHUNK / 8 * cpus lines, never freed) before handing it
-            // out; `cpu % cpus` keeps the line inside the chunk.
-            unsafe { &(*rows.add(at / 8)).0[at % 8] }
-        }
-    }
-
-    /// A thread's cache of free indices; its indices go back when it exits.
-    struct Cache(Vec<u32>);
-
-    impl Drop for Cache {
-        fn drop(&mut self) {
-            arena().give_back(self.0.drain(..));
-        }
-    }
-
-    thread_local!(static CACHE_OF_THREAD: RefCell<Cache> = const { RefCell::new(Cache(Vec::new())) });
-
-    /// One object's slots: an index into the arena.
-    pub(super) struct Slots {
-        index: u32,
-    }
-
-    impl Slots {
-        pub fn new() -> Slots {
-            let take = |cache: &mut Cache| {
-                if cache.0.is_empty() {
-                    arena().refill(&mut cache.0, CACHE / 2);
-                }
-                cache.0.pop().expect("refill adds indices")
-            };
-            let index = CACHE_OF_THREAD
-                .try_with(|cache| take(&mut cache.borrow_mut()))
-                .unwrap_or_else(|_| take(&mut Cache(Vec::new())));
-            Slots { index }
-        }
-
-        pub fn len(&self) -> usize {
-            arena().cpus
-        }
-
-        #[inline]
-        pub fn get(&self, cpu: usize) -> &AtomicIsize {
-            arena().slot(self.index, cpu)
-        }
-    }
-
-    impl Drop for Slots {
-        fn drop(&mut self) {
-            // Nobody else holds this object now: reset its slots for the
-            // next owner (folded ones read FOLDED, live ones 0 once
-            // balanced, but a migrated get/put pair may leave +1/-1).
-            for cpu in 0..self.len() {
-                self.get(cpu).store(0, Ordering::Relaxed);
-            }
-            let index = self.index;
-            let give = |cache: &mut Cache| {
-                cache.0.push(index);
-                if cache.0.len() > CACHE {
-                    let half = cache.0.len() - CACHE / 2;
-                    arena().give_back(cache.0.drain(half..));
-                }
-            };
-            if CACHE_OF_THREAD.try_with(|cache| give(&mut cache.borrow_mut())).is_err() {
-                arena().give_back(std::iter::once(index));
-            }
-        }
-    }
-}
-
-#[cfg(loom)]
-mod slots {
-    //! Under loom each ref owns its two CPUs' slots.
-
-    use crate::shim::AtomicIsize;
-
-    pub(super) struct Slots(Box<[AtomicIsize]>);
-
-    impl Slots {
-        pub fn new() -> Slots {
-            Slots((0..crate::cpu::possible_cpus()).map(|_| AtomicIsize::new(0)).collect())
-        }
-
-        pub fn len(&self) -> usize {
-            self.0.len()
-        }
-
-        pub fn get(&self, cpu: usize) -> &AtomicIsize {
-            &self.0[cpu % self.0.len()]
         }
     }
 }

@@ -111,13 +111,17 @@ pub(crate) struct OpenRef {
 
 impl OpenRef {
     /// Counts an open of `inode` with this access (`readable`, `writable`).
-    pub fn new(inode: &Arc<Inode>, readable: bool, writable: bool) -> OpenRef {
+    /// The open that created the file counts in the shared count: its
+    /// line is still in the creator's cache, and a file made and closed
+    /// at once (a build's object files, seed 001's exit benchmark) never
+    /// pays for per-CPU slots it would not use.
+    pub fn new(inode: &Arc<Inode>, readable: bool, writable: bool, created: bool) -> OpenRef {
         let weight = match (readable, writable) {
             (_, true) => WRITE,
             (true, false) => READ,
             (false, false) => OTHER,
         };
-        if InodeOpens::percpu(inode).tryget_live_many(weight) {
+        if !created && InodeOpens::percpu(inode).tryget_live_many(weight) {
             // SAFETY: the live reference just taken keeps the ref's own
             // `Arc` (`keep`) until it is put, so the pointer stays valid and
             // this uncounted `Arc` is never dropped (see `Drop`).

@@ -389,14 +389,14 @@ fn open_file(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResu
     }
     // Counted as an open from here on (Linux `do_dentry_open` counts
     // before the lease check); in rcu-walk that is the only write.
-    let count = |inode: &Arc<Inode>| OpenRef::new(inode, flags.may_read(), flags.may_write());
+    let count = |inode: &Arc<Inode>, created| OpenRef::new(inode, flags.may_read(), flags.may_write(), created);
     let (inode, created) = if flags.creat() {
         let (inode, created) = open_or_create(ctx, path, flags, perm)?;
-        (count(&inode), created)
+        (count(&inode, created), created)
     } else {
         let intent = if flags.nofollow() { Intent::NoFollow } else { Intent::Follow };
         let found = ctx.walk(path, intent, |walked| match walked {
-            Walked::Found(inode) => Ok(count(inode)),
+            Walked::Found(inode) => Ok(count(inode, false)),
             Walked::Parent { .. } => unreachable!("not a parent walk"),
         })?;
         (found, false)

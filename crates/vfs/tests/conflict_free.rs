@@ -125,7 +125,8 @@ fn hot_paths_do_no_shared_writes() {
 
     let sys = Kernfs::new(KernfsConfig::rcu());
     let cpu = sys.create_dir(&sys.root(), "cpu", 0o755).unwrap();
-    sys.create_file(&cpu, "online", 0o444, || Ok(b"0-1\n".to_vec()), None::<fn(&[u8]) -> vfscale::VfsResult<()>>).unwrap();
+    sys.create_file(&cpu, "online", 0o444, || Ok(b"0-1\n".to_vec()), None::<fn(&[u8]) -> vfscale::VfsResult<()>>)
+        .unwrap();
     let (p, q) = (sys.vfs().process(Credentials::root()), sys.vfs().process(Credentials::root()));
     let both = || {
         open_read_close(&p, "/cpu/online");
