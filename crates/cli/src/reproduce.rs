@@ -563,17 +563,24 @@ pub fn lockperf(cells: &[CellReport]) -> String {
     out
 }
 
-/// Each design's efficiency at the largest thread count that has one, as
-/// "x16  efficiency (S / S private): rcu 0.93, rwsem 0.41, before 0.08";
-/// `None` when the case has no efficiency beyond 1 thread.
+/// Each design's efficiency at every thread count above 1, as
+/// "efficiency (S / S private): x2 rcu 0.93, rwsem 0.41; x16 rcu 0.95, rwsem 0.51";
+/// `None` when no cell above 1 thread has one.
 pub fn efficiency_line(cells: &[CellReport]) -> Option<String> {
-    let threads = cells.iter().filter(|c| c.threads > 1 && c.efficiency.is_some()).map(|c| c.threads).max()?;
-    let designs: Vec<String> = cells
-        .iter()
-        .filter(|c| c.threads == threads && c.variant != PRIVATE)
-        .filter_map(|c| Some(format!("{} {:.2}", c.variant, c.efficiency?)))
+    let threads: std::collections::BTreeSet<usize> =
+        cells.iter().filter(|c| c.threads > 1 && c.efficiency.is_some()).map(|c| c.threads).collect();
+    let per_count: Vec<String> = threads
+        .into_iter()
+        .map(|t| {
+            let designs: Vec<String> = cells
+                .iter()
+                .filter(|c| c.threads == t && c.variant != PRIVATE)
+                .filter_map(|c| Some(format!("{} {:.2}", c.variant, c.efficiency?)))
+                .collect();
+            format!("x{t} {}", designs.join(", "))
+        })
         .collect();
-    Some(format!("x{threads:<3} efficiency (S / S private): {}", designs.join(", ")))
+    (!per_count.is_empty()).then(|| format!("efficiency (S / S private): {}", per_count.join("; ")))
 }
 
 /// The closing summary: every verdict of every experiment on one line each,
@@ -679,7 +686,7 @@ mod tests {
         assert_eq!(text.lines().filter(|l| l.contains("lockref vs mutex")).count(), 2);
         assert!(!text.contains("private vs") && !text.contains("vs private"), "{text}");
         let efficiency = text.lines().find(|l| l.contains("efficiency (S / S private)")).expect(&text);
-        assert!(efficiency.contains("x2 ") && efficiency.contains("lockref ") && efficiency.contains("atomic "));
+        assert!(efficiency.contains("private): x2 lockref ") && efficiency.contains(", atomic "), "{efficiency}");
         assert!(!efficiency.contains("private "), "private is the reference: {efficiency}");
     }
 
