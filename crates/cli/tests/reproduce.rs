@@ -81,6 +81,8 @@ fn reproduce_quick_writes_json_with_verdicts_and_a_report() {
 
     let page = std::fs::read_to_string(report_dir.join("index.html")).unwrap();
     assert!(page.contains("<img src=\"inode-list-0-throughput.svg\""), "the page links its charts");
+    let chart = std::fs::read_to_string(report_dir.join("inode-list-0-throughput.svg")).unwrap();
+    assert!(chart.contains("inode-exit private (ceiling)"), "the chart draws and names the ceiling");
     assert!(std::fs::read_to_string(report_dir.join("inode-list-0-per-op.svg")).unwrap().starts_with("<svg"));
 
     // The saved run compares against itself: every cell matches, none differs.
