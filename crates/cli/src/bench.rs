@@ -135,16 +135,17 @@ impl Cells {
 /// the same thread count); each stays `None` where a cell it needs is
 /// missing.
 pub fn scaling(reports: &mut [CellReport]) {
-    let median = |reports: &[CellReport], variant: &str, threads: usize| {
-        reports.iter().find(|r| r.variant == variant && r.threads == threads).map(|r| r.stats.ops_per_sec.median)
+    let base = |of: &CellReport| {
+        let one = reports.iter().find(|r| (r.workload, r.variant, r.threads) == (of.workload, of.variant, 1))?;
+        Some(one.stats.ops_per_sec.median)
     };
-    let speedups: Vec<Option<f64>> =
-        reports.iter().map(|r| median(reports, r.variant, 1).map(|base| r.stats.ops_per_sec.median / base)).collect();
-    let ceiling = |threads: usize| {
-        reports.iter().zip(&speedups).find(|(r, _)| r.variant == PRIVATE && r.threads == threads).and_then(|(_, s)| *s)
+    let speedups: Vec<Option<f64>> = reports.iter().map(|r| Some(r.stats.ops_per_sec.median / base(r)?)).collect();
+    let ceiling = |of: &CellReport| {
+        let mut cells = reports.iter().zip(&speedups);
+        cells.find(|(r, _)| (r.workload, r.variant, r.threads) == (of.workload, PRIVATE, of.threads)).and_then(|c| *c.1)
     };
     let efficiencies: Vec<Option<f64>> =
-        reports.iter().zip(&speedups).map(|(r, s)| Some((*s)? / ceiling(r.threads)?)).collect();
+        reports.iter().zip(&speedups).map(|(r, s)| Some((*s)? / ceiling(r)?)).collect();
     for ((report, speedup), efficiency) in reports.iter_mut().zip(speedups).zip(efficiencies) {
         report.speedup = speedup;
         report.efficiency = efficiency;
