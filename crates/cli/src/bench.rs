@@ -3,10 +3,10 @@
 //!
 //! Two figures relate cells of one run. `speedup` S_T = median ops/s at T
 //! threads / median ops/s at 1 thread of the same variant. `efficiency` =
-//! S_T / S_T of [`PRIVATE`](crate::workloads::PRIVATE) (the same work with
-//! nothing shared, measured in the same rounds): the share of what this
-//! machine allows at T threads that the design gets. 1 means the design
-//! scales like unshared work; at 1 thread it is 1 by definition.
+//! S_T / S_T of [`PRIVATE`] (the same work with nothing shared, measured
+//! in the same rounds): the share of what this machine allows at T threads
+//! that the design gets. 1 means the design scales like unshared work; at
+//! 1 thread it is 1 by definition.
 
 use crate::harness::{run_cells, CellStats, RunPlan};
 use crate::workloads::{Params, Subject, Workload, PRIVATE};
