@@ -245,11 +245,14 @@ impl OpenFile {
     }
 
     /// Linux `relatime`: update the access time only when it is older than
-    /// the last change or a day old, so repeated reads write nothing shared.
+    /// the last change or a day old, and not already now (the clock is
+    /// coarse: a file read in the tick it was written keeps atime == mtime),
+    /// so repeated reads write nothing shared (`atime_needs_update`).
     fn touch_atime(&self) {
         let a = self.inode.attrs();
         let now = Timespec::now();
-        if a.atime <= a.mtime || a.atime <= a.ctime || now.sec - a.atime.sec >= 24 * 3600 {
+        let stale = a.atime <= a.mtime || a.atime <= a.ctime || now.sec - a.atime.sec >= 24 * 3600;
+        if stale && a.atime != now {
             self.inode.update_attrs(|a| a.atime = now);
         }
     }

@@ -123,12 +123,14 @@ impl<T: ?Sized> RwSem<T> {
 
     /// Takes the lock shared; sleeps while a writer holds it or is queued.
     pub fn read(&self) -> RwSemReadGuard<'_, T> {
+        crate::audit::lock_acquired();
         self.raw.lock_shared();
         RwSemReadGuard { sem: self, _not_send: PhantomData }
     }
 
     /// Takes the lock exclusive; spins per the policy, then sleeps.
     pub fn write(&self) -> RwSemWriteGuard<'_, T> {
+        crate::audit::lock_acquired();
         self.raw.lock_exclusive();
         RwSemWriteGuard { sem: self, _not_send: PhantomData }
     }
@@ -136,12 +138,14 @@ impl<T: ?Sized> RwSem<T> {
     /// Takes the lock shared if that needs no waiting: no writer holds it,
     /// is queued, or has it reserved.
     pub fn try_read(&self) -> Option<RwSemReadGuard<'_, T>> {
+        crate::audit::lock_acquired();
         self.raw.try_lock_shared().then(|| RwSemReadGuard { sem: self, _not_send: PhantomData })
     }
 
     /// Takes the lock exclusive if nobody holds it and it is not reserved
     /// for a long-waiting waiter.
     pub fn try_write(&self) -> Option<RwSemWriteGuard<'_, T>> {
+        crate::audit::lock_acquired();
         self.raw.try_lock_exclusive().then(|| RwSemWriteGuard { sem: self, _not_send: PhantomData })
     }
 
