@@ -25,8 +25,8 @@ use crate::locks::Locks;
 use crate::nodes::{Nodes, ROOT};
 use fuser::{
     AccessFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs,
-    ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -164,22 +164,22 @@ fn kind(t: FileType) -> fuser::FileType {
         FileType::Directory => fuser::FileType::Directory,
         FileType::Regular => fuser::FileType::RegularFile,
         FileType::Symlink => fuser::FileType::Symlink,
+        FileType::Fifo => fuser::FileType::NamedPipe,
+        FileType::Socket => fuser::FileType::Socket,
+        FileType::CharDevice => fuser::FileType::CharDevice,
+        FileType::BlockDevice => fuser::FileType::BlockDevice,
     }
 }
 
 fn file_type(mode: u32) -> FileType {
-    match mode & libc::S_IFMT {
-        libc::S_IFDIR => FileType::Directory,
-        libc::S_IFLNK => FileType::Symlink,
-        _ => FileType::Regular,
-    }
+    FileType::from_mode(mode).unwrap_or(FileType::Regular)
 }
 
 fn file_attr(id: u64, st: &Stat) -> FileAttr {
     FileAttr {
         ino: INodeNo(id),
         size: st.size,
-        blocks: st.size.div_ceil(512),
+        blocks: st.blocks,
         atime: system_time(st.atime),
         mtime: system_time(st.mtime),
         ctime: system_time(st.ctime),
@@ -189,7 +189,9 @@ fn file_attr(id: u64, st: &Stat) -> FileAttr {
         nlink: st.nlink,
         uid: st.uid,
         gid: st.gid,
-        rdev: 0,
+        // FUSE carries the kernel's 32-bit encoding, which is `makedev`'s
+        // for every device number that fits in it.
+        rdev: st.rdev as u32,
         blksize: 4096,
         flags: 0,
     }
@@ -575,20 +577,16 @@ impl Filesystem for VfsFs {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
+        // The kernel does FIFO, socket and device I/O itself: the VFS keeps
+        // the node.
         let name = name.as_bytes();
-        // The VFS has regular files, directories and symlinks only; Linux
-        // answers EPERM where a filesystem cannot make a node type.
-        if mode & libc::S_IFMT != libc::S_IFREG {
-            return reply.error(errno(Errno::EPERM));
-        }
-        let flags = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY;
-        let result = self
-            .at(credentials(req), parent.0)
-            .and_then(|p| p.open_description(name, flags, mode & 0o7777))
-            .and_then(|file| self.entry(parent.0, name, file.inode()));
+        let result = self.at(credentials(req), parent.0).and_then(|p| {
+            p.mknod(name, mode, u64::from(rdev))?;
+            self.entry(parent.0, name, &p.resolve(name, false)?)
+        });
         reply_entry(result, reply);
     }
 
@@ -687,6 +685,47 @@ impl Filesystem for VfsFs {
         });
         match result {
             Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let result = self.handle(fh).and_then(|h| match &*h {
+            Handle::File { file, .. } => {
+                let offset = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+                let length = i64::try_from(length).map_err(|_| Errno::EINVAL)?;
+                file.fallocate(mode, offset, length, &credentials(req))
+            }
+            Handle::Dir { .. } => Err(Errno::EISDIR),
+        });
+        reply_empty(result, reply);
+    }
+
+    /// The kernel asks only for `SEEK_DATA` and `SEEK_HOLE`; it keeps the
+    /// file position itself.
+    fn lseek(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+        let whence = match whence {
+            libc::SEEK_SET => vfscale::Whence::Set,
+            libc::SEEK_CUR => vfscale::Whence::Cur,
+            libc::SEEK_END => vfscale::Whence::End,
+            libc::SEEK_DATA => vfscale::Whence::Data,
+            libc::SEEK_HOLE => vfscale::Whence::Hole,
+            _ => return reply.error(errno(Errno::EINVAL)),
+        };
+        let result = self.handle(fh).and_then(|h| match &*h {
+            Handle::File { file, .. } | Handle::Dir { file, .. } => file.lseek(offset, whence),
+        });
+        match result {
+            Ok(at) => reply.offset(at as i64),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -880,7 +919,7 @@ mod tests {
         p.write(fd, &[7; 1000]).unwrap();
         let st = p.stat("/f").unwrap();
         let attr = file_attr(42, &st);
-        assert_eq!((attr.ino, attr.size, attr.blocks, attr.perm, attr.nlink), (INodeNo(42), 1000, 2, 0o640, 1));
+        assert_eq!((attr.ino, attr.size, attr.blocks, attr.perm, attr.nlink), (INodeNo(42), 1000, 8, 0o640, 1));
         assert_eq!(attr.kind, fuser::FileType::RegularFile);
         assert_eq!(attr.mtime, system_time(st.mtime));
     }

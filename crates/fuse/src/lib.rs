@@ -171,6 +171,12 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
         .map_err(|e| MountError::Invalid(format!("cannot set up the demo trees: {e}")))?;
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName("vfscale".into()), MountOption::Subtype("vfscale".into())];
+    // Device nodes open and set-user-ID programs run, as on tmpfs; only
+    // root may ask (fusermount3 forces nodev and nosuid for others).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        config.mount_options.extend([MountOption::Dev, MountOption::Suid]);
+    }
     config.acl = if options.allow_other { SessionACL::All } else { SessionACL::Owner };
     config.n_threads = Some(options.threads);
     let session = Session::new(fs, dir, &config).map_err(|e| match e.raw_os_error() {

@@ -9,6 +9,13 @@ use std::time::Duration;
 use vfscale::Vfs;
 use vfscale_fuse::{is_vfscale_mount, mount, wait_unmounted, MountError, MountOptions, Mounted};
 
+/// Held by every test, so a memory measurement sees no other test's use.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Mounts, or explains why this machine cannot.
 fn try_mount(dir: &Path, options: &MountOptions) -> Option<Mounted> {
     match mount(dir, Vfs::default(), options) {
@@ -40,6 +47,7 @@ fn tmpfs_dir() -> tempfile::TempDir {
 
 #[test]
 fn tools_see_what_they_see_on_tmpfs() {
+    let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
     let Some(mounted) = try_mount(mnt.path(), &MountOptions::default()) else { return };
     assert!(is_vfscale_mount(mnt.path()));
@@ -68,8 +76,41 @@ fn tools_see_what_they_see_on_tmpfs() {
     assert!(ours.contains("\nwaited\nrc=0") && ours.contains("\nshared\nrc=0"), "flock waits misbehaved:\n{ours}");
 }
 
+/// The mount process's resident memory, in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// `dd if=/dev/zero of=F bs=1 count=1 seek=3G` on the mount: the file is
+/// sparse, so serving it costs one page, not 3 GiB.
+#[test]
+fn a_byte_past_3g_costs_a_page() {
+    let _serial = serial();
+    let mnt = tempfile::tempdir().unwrap();
+    // One request thread, warmed up first: each thread's request buffer
+    // (16 MiB, zeroed when malloc reuses memory) is the front end's cost,
+    // not the file's.
+    let Some(mounted) = try_mount(mnt.path(), &MountOptions { threads: 1, ..MountOptions::default() }) else { return };
+    std::fs::write(mnt.path().join("warm"), [1; 100_000]).unwrap();
+    let before = rss_kib();
+    let status = Command::new("dd")
+        .args(["if=/dev/zero", "bs=1", "count=1", "seek=3G", "status=none"])
+        .arg(format!("of={}", mnt.path().join("F").display()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let grown = rss_kib().saturating_sub(before);
+    let meta = std::fs::metadata(mnt.path().join("F")).unwrap();
+    mounted.unmount().expect("unmount");
+    assert_eq!(meta.len(), (3 << 30) + 1);
+    assert!(grown < 1024, "RSS grew by {grown} KiB");
+}
+
 #[test]
 fn demo_trees_show_live_values() {
+    let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
     let options = MountOptions { demo: true, threads: 2, allow_other: false };
     let Some(mounted) = try_mount(mnt.path(), &options) else { return };
@@ -135,6 +176,7 @@ fn demo_trees_show_live_values() {
 
 #[test]
 fn unmount_from_outside_ends_the_session() {
+    let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
     let Some(mounted) = try_mount(mnt.path(), &MountOptions::default()) else { return };
     std::fs::write(mnt.path().join("f"), "x").unwrap();

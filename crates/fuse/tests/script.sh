@@ -56,6 +56,34 @@ run sh -c 'ln -s loop loop; cat loop'
 run touch "$(printf 'x%.0s' {1..256})"
 run mv d2 d2/d1/inside
 run sh -c 'find . -type f | sort'
+# Sparse files: a byte past 3 GiB, holes, fallocate's modes, SEEK_DATA.
+run dd if=/dev/zero of=sparse bs=1 count=1 seek=3G status=none
+run stat -c '%n %s %b' sparse
+run sh -c 'printf x | dd of=sparse bs=1 seek=8192 conv=notrunc status=none; od -An -c -j 8190 -N 4 sparse'
+run python3 -c 'import os; fd = os.open("sparse", os.O_RDONLY); print(os.lseek(fd, 0, os.SEEK_DATA), os.lseek(fd, 8192, os.SEEK_HOLE), os.lseek(fd, 12288, os.SEEK_DATA))'
+run fallocate -l 10000 fa
+run stat -c '%n %s %b' fa
+run fallocate -n -o 10000 -l 8192 fa
+run python3 -c 'import os; fd = os.open("fa", os.O_RDONLY); print(os.lseek(fd, 0, os.SEEK_HOLE))'
+run stat -c '%n %s %b' fa
+run fallocate -p -o 0 -l 8192 fa
+run stat -c '%n %s %b' fa
+run truncate -s 1 fa
+run stat -c '%n %s %b' fa
+run fallocate -z -l 1 fa
+run rm sparse fa
+# Special files: the VFS keeps the node, the kernel does the I/O.
+run mkfifo fifo
+run python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind("sock"); s.listen(); c = socket.socket(socket.AF_UNIX); c.connect("sock"); c.send(b"ping"); print(s.accept()[0].recv(4))'
+run mknod chr c 1 3
+run mknod blk b 8 1
+run stat -c '%n %F %t:%T %a %s %b' fifo sock chr blk
+run sh -c 'echo through > fifo & cat fifo; wait'
+run python3 -c 'import os
+try: os.open("fifo", os.O_WRONLY | os.O_NONBLOCK)
+except OSError as e: print(e.errno)'
+run sh -c 'head -c 5 chr | od -An -c'
+run rm fifo sock chr blk
 run rm -r a d2
 run sh -c 'find . | sort'
 # flock(1): the second locker must fail while the first holds the lock.

@@ -83,6 +83,7 @@ pub struct VfsConfig {
     /// Buckets of the dentry hash table (rounded up to a power of two).
     pub dcache_buckets: usize,
     /// Largest regular file, in bytes; writes beyond it fail with EFBIG.
+    /// Linux's `MAX_LFS_FILESIZE` by default, as on tmpfs.
     pub max_file_size: u64,
     /// File-lock list design.
     pub lock_list: LockListKind,
@@ -115,7 +116,7 @@ impl Default for VfsConfig {
             inode_list: InodeListKind::PerCpu,
             max_negative_dentries: 64 * 1024,
             dcache_buckets: 1 << 16,
-            max_file_size: 1 << 30,
+            max_file_size: crate::pages::MAX_LFS_FILESIZE,
             lock_list: LockListKind::PerCpuRwSem,
         }
     }

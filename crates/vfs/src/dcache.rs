@@ -45,12 +45,15 @@ struct Bucket {
     head: AtomicPtr<Dentry>,
 }
 
+/// One CPU's negative dentries, oldest first.
+type NegativeQueue = VecDeque<Weak<Dentry>>;
+
 /// The dentry hash table and its negative-dentry shrinker.
 pub(crate) struct Dcache {
     buckets: Box<[Bucket]>,
     mask: u64,
     /// One FIFO of negative dentries per CPU.
-    negatives: Box<[CachePadded<Mutex<VecDeque<Weak<Dentry>>>>]>,
+    negatives: Box<[CachePadded<Mutex<NegativeQueue>>]>,
     negative_count: PercpuCounter,
     /// Most negatives one CPU's queue keeps (its share of the cap).
     negatives_per_queue: usize,
@@ -196,7 +199,7 @@ impl Dcache {
 
     /// Evicts the oldest unused negative dentries of `queue` until it holds
     /// at most `keep` (dentries someone holds stay, at the front).
-    fn shrink_negatives(&self, queue: &mut VecDeque<Weak<Dentry>>, keep: usize) {
+    fn shrink_negatives(&self, queue: &mut NegativeQueue, keep: usize) {
         let guard = crossbeam_epoch::pin();
         let mut busy = Vec::new();
         while queue.len() > keep {

@@ -7,13 +7,15 @@
 //! the description's own mutex and file contents under the inode's data
 //! lock (always taken after the offset), so `read` and `write` on one
 //! description are atomic with respect to each other, as Linux's
-//! `f_pos_lock` makes them.
+//! `f_pos_lock` makes them. Reading file data at an explicit offset
+//! (`pread`) takes no lock at all: see [`crate::pages`].
 
 use crate::backend::{BackedFile, Backend};
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
 use crate::inode::{Body, FileType, Inode, Stat};
 use crate::mode::{S_ISGID, S_ISUID, S_IXGRP};
+use crate::pages::{falloc, PageMap};
 use crate::time::Timespec;
 use crate::Credentials;
 use std::fmt;
@@ -114,6 +116,11 @@ pub enum Whence {
     Cur,
     /// From the end (`SEEK_END`).
     End,
+    /// To the next byte of data at or after the offset (`SEEK_DATA`).
+    Data,
+    /// To the next hole at or after the offset (`SEEK_HOLE`); the end of
+    /// the file counts as a hole.
+    Hole,
 }
 
 /// One entry returned by `readdir`.
@@ -211,11 +218,11 @@ impl OpenFile {
         self.readable
     }
 
-    fn data(&self) -> VfsResult<&vfscale_sync::rwsem::RwSem<Vec<u8>>> {
+    fn data(&self) -> VfsResult<&PageMap> {
         match &self.inode.body {
             Body::Regular(data) => Ok(data),
             Body::Directory(_) => Err(Errno::EISDIR),
-            Body::Symlink(_) | Body::Backed => Err(Errno::EINVAL),
+            Body::Symlink(_) | Body::Backed | Body::Special(..) => Err(Errno::EINVAL),
         }
     }
 
@@ -235,11 +242,7 @@ impl OpenFile {
         if let Some(backed) = &self.backed {
             return backed.read(&self.inode, buf, offset);
         }
-        let data = self.data()?.read();
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(data.len());
-        let n = buf.len().min(data.len() - start);
-        buf[..n].copy_from_slice(&data[start..start + n]);
-        drop(data);
+        let n = self.data()?.read(buf, offset);
         self.touch_atime();
         Ok(n)
     }
@@ -281,30 +284,27 @@ impl OpenFile {
             let n = backed.write(&self.inode, buf, offset)?;
             return Ok((n, offset + n as u64));
         }
-        let mut data = self.data()?.write();
+        let mut data = self.data()?.lock();
         if buf.is_empty() {
             return Ok((0, offset));
         }
-        let start = if self.flags.append() { data.len() as u64 } else { offset };
+        let start = if self.flags.append() { data.size() } else { offset };
         if start >= self.max_file_size {
             return Err(Errno::EFBIG);
         }
-        let n = buf.len().min((self.max_file_size - start) as usize);
-        let start = start as usize;
-        if data.len() < start + n {
-            data.resize(start + n, 0);
-        }
-        data[start..start + n].copy_from_slice(&buf[..n]);
-        let size = data.len() as u64;
-        drop(data);
+        let n = buf.len().min(usize::try_from(self.max_file_size - start).unwrap_or(usize::MAX));
+        let n = data.write(start, &buf[..n])?;
+        let size = data.size();
         let now = Timespec::now();
+        // Under the writer lock, so sizes reach the attributes in order.
         self.inode.update_attrs(|a| {
             a.size = size;
             a.mtime = now;
             a.ctime = now;
             remove_privileges(a, cred);
         });
-        Ok((n, (start + n) as u64))
+        drop(data);
+        Ok((n, start + n as u64))
     }
 
     /// `lseek`: moves the offset; EINVAL if it would become negative.
@@ -318,12 +318,30 @@ impl OpenFile {
             return Ok(0);
         }
         let mut current = lock(&self.offset);
-        let base = match whence {
-            Whence::Set => 0,
-            Whence::Cur => *current as i64,
-            Whence::End => self.inode.attrs().size as i64,
+        let new = match whence {
+            Whence::Set => offset,
+            Whence::Cur => (*current as i64).checked_add(offset).ok_or(Errno::EOVERFLOW)?,
+            Whence::End => (self.inode.attrs().size as i64).checked_add(offset).ok_or(Errno::EOVERFLOW)?,
+            Whence::Data | Whence::Hole => {
+                let start = u64::try_from(offset).map_err(|_| Errno::ENXIO)?;
+                match (self.data(), whence) {
+                    (Ok(data), Whence::Data) => data.seek_data(start)? as i64,
+                    (Ok(data), _) => data.seek_hole(start)? as i64,
+                    // Other files are all data (Linux `generic_file_llseek`).
+                    (Err(_), _) => {
+                        let size = self.inode.attrs().size;
+                        if start >= size {
+                            return Err(Errno::ENXIO);
+                        }
+                        if whence == Whence::Data {
+                            offset
+                        } else {
+                            size as i64
+                        }
+                    }
+                }
+            }
         };
-        let new = base.checked_add(offset).ok_or(Errno::EOVERFLOW)?;
         if new < 0 {
             return Err(Errno::EINVAL);
         }
@@ -338,6 +356,55 @@ impl OpenFile {
         }
         let data = self.data().map_err(|_| Errno::EINVAL)?;
         truncate_data(&self.inode, data, len as u64, self.max_file_size, cred)
+    }
+
+    /// `fallocate(2)`: `mode` 0 reserves pages for `offset..offset + len`
+    /// and grows the file to cover it; [`falloc::KEEP_SIZE`] reserves
+    /// without growing; [`falloc::PUNCH_HOLE`] (with `KEEP_SIZE`) frees
+    /// the range, which then reads as zeros. Errors as Linux's shmem: EBADF
+    /// unless open for writing, ENODEV on anything but a regular file,
+    /// EOPNOTSUPP for other modes, EFBIG past the file-size limit, ENOSPC
+    /// (leaving nothing allocated) when the space runs out.
+    pub fn fallocate(&self, mode: i32, offset: i64, len: i64, cred: &Credentials) -> VfsResult<()> {
+        // The order of Linux's `vfs_fallocate` checks.
+        if offset < 0 || len <= 0 {
+            return Err(Errno::EINVAL);
+        }
+        let punch = falloc::PUNCH_HOLE | falloc::KEEP_SIZE;
+        if mode & !punch != 0 || (mode & falloc::PUNCH_HOLE != 0 && mode != punch) {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if !self.writable {
+            return Err(Errno::EBADF);
+        }
+        let data = match self.data() {
+            Ok(data) if self.backed.is_none() => data,
+            Err(Errno::EISDIR) => return Err(Errno::EISDIR),
+            _ => return Err(Errno::ENODEV),
+        };
+        let end = offset.checked_add(len).ok_or(Errno::EFBIG)? as u64;
+        if end > self.max_file_size {
+            return Err(Errno::EFBIG);
+        }
+        let (offset, len) = (offset as u64, len as u64);
+        let mut pages = data.lock();
+        let now = Timespec::now();
+        if mode == punch {
+            pages.punch_hole(offset, len);
+            self.inode.update_attrs(|a| {
+                a.mtime = now;
+                a.ctime = now;
+            });
+            return Ok(());
+        }
+        pages.allocate(offset, len, mode & falloc::KEEP_SIZE != 0)?;
+        let size = pages.size();
+        self.inode.update_attrs(|a| {
+            a.size = size;
+            a.ctime = now;
+            remove_privileges(a, cred);
+        });
+        Ok(())
     }
 
     /// `fstat`.
@@ -411,7 +478,7 @@ impl OpenFile {
 /// Sets a regular file's size, zero-filling growth (truncate, `O_TRUNC`).
 pub(crate) fn truncate_data(
     inode: &Inode,
-    data: &vfscale_sync::rwsem::RwSem<Vec<u8>>,
+    data: &PageMap,
     len: u64,
     max_file_size: u64,
     cred: &Credentials,
@@ -419,10 +486,8 @@ pub(crate) fn truncate_data(
     if len > max_file_size {
         return Err(Errno::EFBIG);
     }
-    let mut bytes = data.write();
-    bytes.resize(len as usize, 0);
-    bytes.shrink_to(len as usize);
-    drop(bytes);
+    let mut pages = data.lock();
+    pages.set_size(len);
     let now = Timespec::now();
     inode.update_attrs(|a| {
         a.size = len;
@@ -430,6 +495,7 @@ pub(crate) fn truncate_data(
         a.ctime = now;
         remove_privileges(a, cred);
     });
+    drop(pages);
     Ok(())
 }
 

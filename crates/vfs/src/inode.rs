@@ -1,5 +1,6 @@
-//! Inodes: the objects a name refers to — directories, regular files and
-//! symlinks — with their attributes and contents.
+//! Inodes: the objects a name refers to — directories, regular files,
+//! symlinks, and the special files (FIFOs, sockets, devices) whose I/O a
+//! front end does — with their attributes and contents.
 //!
 //! Invariant: attributes live in a [`SeqLock`], so `stat` and the
 //! per-component permission checks of an rcu-walk read them without taking
@@ -8,7 +9,8 @@
 
 use crate::dentry::Dentry;
 use crate::errno::{Errno, VfsResult};
-use crate::mode::{S_IFDIR, S_IFLNK, S_IFREG};
+use crate::mode::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFREG, S_IFSOCK};
+use crate::pages::{PageBudget, PageMap};
 use crate::reclaim::Reclaim;
 use crate::time::Timespec;
 use bytemuck::{Pod, Zeroable};
@@ -52,6 +54,11 @@ pub struct Stat {
     pub gid: u32,
     /// Bytes (for symlinks, the target's length).
     pub size: u64,
+    /// Allocated 512-byte units: eight per present page of a regular file.
+    pub blocks: u64,
+    /// The device a character or block device node stands for (a `dev_t`
+    /// as `makedev` encodes it); 0 for other types.
+    pub rdev: u64,
     /// Last access.
     pub atime: Timespec,
     /// Last content change.
@@ -69,6 +76,14 @@ pub enum FileType {
     Regular,
     /// A symbolic link.
     Symlink,
+    /// A named pipe.
+    Fifo,
+    /// A unix-domain socket's name.
+    Socket,
+    /// A character device node.
+    CharDevice,
+    /// A block device node.
+    BlockDevice,
 }
 
 impl FileType {
@@ -78,7 +93,30 @@ impl FileType {
             FileType::Directory => S_IFDIR,
             FileType::Regular => S_IFREG,
             FileType::Symlink => S_IFLNK,
+            FileType::Fifo => S_IFIFO,
+            FileType::Socket => S_IFSOCK,
+            FileType::CharDevice => S_IFCHR,
+            FileType::BlockDevice => S_IFBLK,
         }
+    }
+
+    /// The type `S_IFMT` bits name, if any.
+    pub fn from_mode(mode: u32) -> Option<FileType> {
+        Some(match mode & crate::mode::S_IFMT {
+            S_IFDIR => FileType::Directory,
+            S_IFREG => FileType::Regular,
+            S_IFLNK => FileType::Symlink,
+            S_IFIFO => FileType::Fifo,
+            S_IFSOCK => FileType::Socket,
+            S_IFCHR => FileType::CharDevice,
+            S_IFBLK => FileType::BlockDevice,
+            _ => return None,
+        })
+    }
+
+    /// Whether this is a device node (which only `CAP_MKNOD` may make).
+    pub fn is_device(self) -> bool {
+        matches!(self, FileType::CharDevice | FileType::BlockDevice)
     }
 }
 
@@ -101,21 +139,26 @@ pub(crate) struct Directory {
 }
 
 pub(crate) enum Body {
-    Regular(RwSem<Vec<u8>>),
+    Regular(PageMap),
     Symlink(Box<[u8]>),
     Directory(Directory),
     /// A regular file whose contents the superblock's backend serves.
     Backed,
+    /// A FIFO, socket or device node: a name and attributes, and for
+    /// devices the device number; its I/O is the front end's.
+    Special(FileType, u64),
 }
 
 /// The registry of live inodes: the superblock's inode list.
 pub(crate) struct InodeRegistry {
     list: Box<dyn ConcurrentList<Weak<Inode>>>,
+    /// Where regular files' pages are charged.
+    budget: Arc<dyn PageBudget>,
 }
 
 impl InodeRegistry {
-    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>) -> Self {
-        Self { list }
+    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>, budget: Arc<dyn PageBudget>) -> Self {
+        Self { list, budget }
     }
 
     /// Number of live inodes.
@@ -183,6 +226,8 @@ pub(crate) struct NewInode {
     pub gid: u32,
     pub parent: Option<Arc<Inode>>,
     pub symlink_target: Box<[u8]>,
+    /// A device node's device number.
+    pub rdev: u64,
     /// Backend data (Linux `i_private`); a regular file with some is
     /// served by the backend.
     pub private: Option<Arc<dyn Any + Send + Sync>>,
@@ -191,7 +236,16 @@ pub(crate) struct NewInode {
 impl NewInode {
     /// A plain inode of `file_type`, owned by root.
     pub fn of(file_type: FileType, perm: u32) -> NewInode {
-        NewInode { file_type, perm, uid: 0, gid: 0, parent: None, symlink_target: Box::default(), private: None }
+        NewInode {
+            file_type,
+            perm,
+            uid: 0,
+            gid: 0,
+            parent: None,
+            symlink_target: Box::default(),
+            rdev: 0,
+            private: None,
+        }
     }
 }
 
@@ -200,7 +254,7 @@ impl Inode {
         let now = Timespec::now();
         let (body, nlink, size) = match spec.file_type {
             FileType::Regular if spec.private.is_some() => (Body::Backed, 1, 0),
-            FileType::Regular => (Body::Regular(RwSem::new(Vec::new(), SpinPolicy::Adaptive)), 1, 0),
+            FileType::Regular => (Body::Regular(PageMap::new(Arc::clone(&registry.budget))), 1, 0),
             FileType::Symlink => {
                 let len = spec.symlink_target.len() as u64;
                 (Body::Symlink(spec.symlink_target), 1, len)
@@ -215,6 +269,7 @@ impl Inode {
                 };
                 (Body::Directory(dir), 2, 0)
             }
+            special => (Body::Special(special, if special.is_device() { spec.rdev } else { 0 }), 1, 0),
         };
         let attrs = Attrs {
             mode: spec.file_type.mode_bits() | (spec.perm & 0o7777),
@@ -253,6 +308,7 @@ impl Inode {
             Body::Regular(_) | Body::Backed => FileType::Regular,
             Body::Symlink(_) => FileType::Symlink,
             Body::Directory(_) => FileType::Directory,
+            Body::Special(file_type, _) => file_type,
         }
     }
 
@@ -289,6 +345,14 @@ impl Inode {
             uid: a.uid,
             gid: a.gid,
             size: a.size,
+            blocks: match &self.body {
+                Body::Regular(data) => data.blocks(),
+                _ => 0,
+            },
+            rdev: match self.body {
+                Body::Special(_, rdev) => rdev,
+                _ => 0,
+            },
             atime: a.atime,
             mtime: a.mtime,
             ctime: a.ctime,

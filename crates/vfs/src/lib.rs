@@ -37,6 +37,7 @@
 //! | `namespace` | mkdir, unlink, rename, ... | `fs/namei.c`, `fs/libfs.c` |
 //! | [`inode`] | inodes and attributes | `fs/inode.c` |
 //! | [`file`](mod@file) | open file descriptions | `fs/read_write.c`, `fs/open.c` |
+//! | [`pages`] | sparse file data, read lock-free | `mm/shmem.c`, `lib/xarray.c` |
 //! | [`process`] | credentials, cwd, descriptor table | `fs/file.c` |
 //! | [`kernfs`] | sysfs-like attribute trees | `fs/kernfs/` |
 //! | [`procfs`] | a task table as `/proc` | `fs/proc/base.c` |
@@ -59,6 +60,7 @@ pub mod mode;
 mod namei;
 mod namespace;
 mod opens;
+pub mod pages;
 pub mod path;
 pub mod process;
 pub mod procfs;

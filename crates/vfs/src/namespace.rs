@@ -11,7 +11,7 @@ use crate::dentry::Dentry;
 use crate::dirlock::DirWriteGuard;
 use crate::errno::{Errno, VfsResult};
 use crate::inode::{FileType, Inode, NewInode, Stat};
-use crate::mode::{S_IALLUGO, S_ISGID, S_ISVTX};
+use crate::mode::{S_IALLUGO, S_IFDIR, S_IFMT, S_ISGID, S_ISVTX, S_IXGRP};
 use crate::namei::{walk, Intent, Walked};
 use crate::path::{DirOp, Last};
 use crate::superblock::SuperBlock;
@@ -124,6 +124,7 @@ impl<'a> Ctx<'a> {
         file_type: FileType,
         perm: u32,
         symlink_target: Box<[u8]>,
+        rdev: u64,
     ) -> VfsResult<Arc<Inode>> {
         // Nor `->create`, which `vfs_create` reports as EACCES.
         if self.sb.backend.is_some() && file_type == FileType::Regular {
@@ -134,11 +135,25 @@ impl<'a> Ctx<'a> {
             return Err(Errno::EEXIST);
         }
         self.may_create(dir)?;
+        // `vfs_mknod`: devices need CAP_MKNOD.
+        if file_type.is_device() && !self.cred.is_root() {
+            return Err(Errno::EPERM);
+        }
         let dir_attrs = dir.attrs();
         let inherit_gid = dir_attrs.mode & S_ISGID != 0;
         let mut perm = perm & S_IALLUGO;
         if inherit_gid && file_type == FileType::Directory {
             perm |= S_ISGID;
+        }
+        // `mode_strip_sgid`: a group-executable file made in a set-group-ID
+        // directory keeps set-group-ID only for a member of its group.
+        if inherit_gid
+            && file_type != FileType::Directory
+            && perm & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
+            && !self.cred.in_group(dir_attrs.gid)
+            && !self.cred.is_root()
+        {
+            perm &= !S_ISGID;
         }
         let inode = Inode::new(
             &self.sb.inodes,
@@ -149,6 +164,7 @@ impl<'a> Ctx<'a> {
                 gid: if inherit_gid { dir_attrs.gid } else { self.cred.gid() },
                 parent: (file_type == FileType::Directory).then(|| Arc::clone(dir)),
                 symlink_target,
+                rdev,
                 private: None,
             },
         );
@@ -181,7 +197,24 @@ impl<'a> Ctx<'a> {
     pub fn mkdir(&self, path: &[u8], perm: u32) -> VfsResult<()> {
         let (dir, last, _) = self.parent(path)?;
         let name = last.require_normal(DirOp::Create)?;
-        self.create(&dir, name, FileType::Directory, perm & (0o777 | S_ISVTX), Box::default()).map(drop)
+        self.create(&dir, name, FileType::Directory, perm & (0o777 | S_ISVTX), Box::default(), 0).map(drop)
+    }
+
+    /// `mknod(2)`: a regular file, FIFO, socket or (for root, Linux's
+    /// CAP_MKNOD) device node; EPERM for a directory and EINVAL for a mode
+    /// naming no type, both before the path is looked at (`may_mknod`).
+    pub fn mknod(&self, path: &[u8], mode: u32, rdev: u64) -> VfsResult<()> {
+        let file_type = match mode & S_IFMT {
+            0 => FileType::Regular,
+            S_IFDIR => return Err(Errno::EPERM),
+            bits => FileType::from_mode(bits).filter(|t| *t != FileType::Symlink).ok_or(Errno::EINVAL)?,
+        };
+        let (dir, last, trailing_slash) = self.parent(path)?;
+        let name = last.require_normal(DirOp::Create)?;
+        if trailing_slash {
+            return Err(self.trailing_slash_on_create(&dir, name));
+        }
+        self.create(&dir, name, file_type, mode & S_IALLUGO, Box::default(), rdev).map(drop)
     }
 
     pub fn symlink(&self, target: &[u8], path: &[u8]) -> VfsResult<()> {
@@ -194,7 +227,7 @@ impl<'a> Ctx<'a> {
         if trailing_slash {
             return Err(self.trailing_slash_on_create(&dir, name));
         }
-        self.create(&dir, name, FileType::Symlink, 0o777, target.into()).map(drop)
+        self.create(&dir, name, FileType::Symlink, 0o777, target.into(), 0).map(drop)
     }
 
     /// Linux `filename_create` for a non-directory whose new name has a

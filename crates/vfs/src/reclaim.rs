@@ -37,7 +37,7 @@ impl Reclaim {
         let pending = Arc::clone(&self.pending[vfscale_sync::cpu::current_cpu() % self.pending.len()]);
         pending.fetch_add(1, Ordering::Relaxed);
         guard.defer(move || {
-            drop(value);
+            vfscale_sync::audit::uncounted(|| drop(value));
             pending.fetch_sub(1, Ordering::Release);
         });
     }

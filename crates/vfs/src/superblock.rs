@@ -65,7 +65,7 @@ impl SuperBlock {
             InodeListKind::PerCpu => Box::new(PerCpuList::<Weak<Inode>, TasLock>::new()),
             InodeListKind::Global => Box::new(GlobalList::<Weak<Inode>, TasLock>::new()),
         };
-        let inodes = Arc::new(InodeRegistry::new(list));
+        let inodes = Arc::new(InodeRegistry::new(list, Arc::new(crate::pages::Unlimited)));
         let root = Inode::new(&inodes, NewInode::of(FileType::Directory, 0o755));
         let backend = make_backend(&inodes, &root);
         let reclaim = Arc::new(Reclaim::default());

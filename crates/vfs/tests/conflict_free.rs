@@ -111,6 +111,9 @@ fn hot_paths_do_no_shared_writes() {
 
     let (vfs, a) = tree(VfsConfig::default());
     let b = vfs.process(Credentials::root());
+    // Past the coarse clock's tick of the file's creation, so the warm-up
+    // read makes the one relatime update.
+    std::thread::sleep(std::time::Duration::from_millis(20));
     let both = || {
         open_read_close(&a, DEEP);
         open_read_close(&b, DEEP);
@@ -151,4 +154,34 @@ fn ref_walk_open_read_close_is_seen_writing() {
         p.close(fd).unwrap();
     });
     assert!(counts.shared_writes >= 100 * 5, "{counts:?}");
+}
+
+/// Reading a file's data (pread of a cached, open file) takes no lock and
+/// writes nothing shared: the page map is read under the epoch and a
+/// sequence count (`vfscale::pages`). The control: a write to the same
+/// file is seen taking the per-file writer lock.
+#[test]
+fn pread_does_no_shared_writes() {
+    let (_vfs, p) = tree(VfsConfig::default());
+    let fd = p.open(DEEP, OpenFlags::RDWR, 0).unwrap();
+    p.pwrite(fd, &[7; 10_000], 100 << 20).unwrap();
+    // Past the coarse clock's tick, so the first read's relatime update
+    // is the last one.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let file = p.open_file(fd).unwrap();
+    let none = audit::Counts::default();
+    let mut buf = [0u8; 8192];
+    let read = |at: u64, want: usize| {
+        let mut buf = [0u8; 8192];
+        assert_eq!(file.pread(&mut buf, at).unwrap(), want);
+    };
+    assert_eq!(counts_of(|| read(0, 8192)), none, "the first page and a hole");
+    assert_eq!(counts_of(|| read(1 << 20, 8192)), none, "a hole");
+    assert_eq!(counts_of(|| read((100 << 20) + 4000, 6000)), none, "data across pages");
+    assert_eq!(counts_of(|| read(1 << 40, 0)), none, "past the end");
+    assert_eq!(file.pread(&mut buf, (100 << 20) + 4000).unwrap(), 6000);
+    assert!(buf[..6000].iter().all(|&b| b == 7));
+
+    let writes = counts_of(|| assert_eq!(file.pwrite(b"x", 3, p.credentials()).unwrap(), 1));
+    assert!(writes.lock_acquisitions >= 100 && writes.shared_writes >= 100, "{writes:?}");
 }

@@ -294,6 +294,9 @@ fn vfs_tree(p: &Process) -> BTreeMap<String, (Attr, Vec<u8>)> {
                     data.truncate(n);
                     data
                 }
+                FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice => {
+                    unreachable!("the generated operations make no special files")
+                }
             };
             out.insert(path, (attr, content));
         }
@@ -535,6 +538,9 @@ impl Host {
                         std::fs::read_link(self.path(&path)).expect("readlink").into_os_string().into_vec()
                     }
                     FileType::Regular => std::fs::read(self.path(&path)).expect("read a listed file"),
+                    FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice => {
+                        unreachable!("the generated operations make no special files")
+                    }
                 };
                 out.insert(path, (attr, content));
             }

@@ -1039,6 +1039,9 @@ fn vfs_tree(root: &Process) -> BTreeMap<String, (Attr, Vec<u8>)> {
                     data.truncate(n);
                     data
                 }
+                FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice => {
+                    unreachable!("the generated operations make no special files")
+                }
             };
             out.insert(path, (attr, content));
         }

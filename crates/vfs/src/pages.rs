@@ -1,0 +1,870 @@
+//! A regular file's data: a sparse radix tree of 4 KiB pages (Linux's page
+//! cache `xarray` for a shmem inode), read without taking a lock or
+//! writing shared memory.
+//!
+//! Only pages something was written to (or `fallocate` reserved) exist;
+//! a missing page is a hole and reads as zeros. The tree grows in height
+//! as larger offsets are written, up to [`MAX_LFS_FILESIZE`].
+//!
+//! # Protocol
+//!
+//! Readers are *conflict-free*: a read pins the epoch (a thread-local
+//! store), samples the map's [`SeqCount`], walks from the root through
+//! `Acquire` pointer loads, copies the page words out with `Relaxed` loads,
+//! and keeps the copy only if the count has not moved; otherwise it reads
+//! again. After [`READ_TRIES`] lost races it takes the writer lock, so a
+//! reader always finishes. The read of the size and of every byte is thus
+//! one consistent snapshot: a read sees all of a write or none of it, as
+//! under the rwsem this replaced.
+//!
+//! Writers serialize on the per-file writer lock (`PageMap::lock`) and
+//! bracket every change a reader could see with the count. Page words are
+//! atomics, never plain memory, so a reader racing a writer performs only
+//! atomic loads (a torn copy is discarded by the retry). Nodes are
+//! published fully initialized with a `Release` store and never change
+//! level; a page or node unlinked from the tree is freed through the epoch,
+//! after every reader that might still hold it has unpinned.
+//!
+//! # Invariants
+//!
+//! - Every byte at or beyond `size` in a present page is zero, so growing
+//!   the file (a write past the end, `truncate` up) needs no zeroing: what
+//!   lies between the old and new end reads as zeros already.
+//! - An inner node at level `L` (1 or more) covers `64^L` pages; its
+//!   children are pages at level 1 and nodes of level `L - 1` above. A
+//!   node is unlinked only when all its slots are empty.
+//! - `pages` counts the present pages: `st_blocks` is `pages * 8`.
+//!
+//! This is the design the conflict-free hot paths share: the same epoch
+//! plus sequence-count read that rcu-walk uses for dentries, applied to
+//! file data.
+
+use crate::errno::{Errno, VfsResult};
+use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use vfscale_sync::rwsem::{RwSem, RwSemWriteGuard, SpinPolicy};
+use vfscale_sync::seqcount::SeqCount;
+
+/// Bytes per page.
+pub const PAGE_SIZE: u64 = 4096;
+const WORD: usize = 8;
+const WORDS: usize = PAGE_SIZE as usize / WORD;
+const BITS: u32 = 6;
+const FANOUT: usize = 1 << BITS;
+
+/// Linux's largest file on 64-bit (`MAX_LFS_FILESIZE`, `LLONG_MAX`).
+pub const MAX_LFS_FILESIZE: u64 = i64::MAX as u64;
+
+/// Lock-free read attempts before a reader takes the writer lock.
+pub const READ_TRIES: usize = 4;
+
+fn page_is_data(page: &Page) -> bool {
+    page.written.load(Ordering::Relaxed)
+}
+
+/// Pages a tree of height `level` covers; levels stay at most 10, so this
+/// never overflows.
+fn span(level: u32) -> u64 {
+    1u64 << (BITS * level)
+}
+
+/// Where the space for pages comes from: the filesystem's `size=` limit.
+pub(crate) trait PageBudget: Send + Sync {
+    /// Takes one page from the budget; false when none is left (ENOSPC).
+    fn charge(&self) -> bool;
+    /// Gives `pages` back.
+    fn uncharge(&self, pages: u64);
+}
+
+/// A budget with no limit.
+#[derive(Debug, Default)]
+pub(crate) struct Unlimited;
+
+impl PageBudget for Unlimited {
+    fn charge(&self) -> bool {
+        true
+    }
+    fn uncharge(&self, _pages: u64) {}
+}
+
+struct Page {
+    words: [AtomicU64; WORDS],
+    /// Written to, not only reserved by `fallocate`: `SEEK_DATA` finds
+    /// written pages only, as shmem's finds only up-to-date folios.
+    written: AtomicBool,
+}
+
+/// An inner node of the tree. Level 1 holds pages; level `L > 1` holds
+/// nodes of level `L - 1`. The root is always an inner node.
+struct Node {
+    level: u32,
+    slots: Slots,
+}
+
+enum Slots {
+    Pages([Atomic<Page>; FANOUT]),
+    Nodes([Atomic<Node>; FANOUT]),
+}
+
+impl Node {
+    fn new(level: u32) -> Owned<Node> {
+        let slots = if level == 1 {
+            Slots::Pages(std::array::from_fn(|_| Atomic::null()))
+        } else {
+            Slots::Nodes(std::array::from_fn(|_| Atomic::null()))
+        };
+        Owned::new(Node { level, slots })
+    }
+
+    /// The slot of page `index` in this node.
+    fn slot_of(&self, index: u64) -> usize {
+        (index >> (BITS * (self.level - 1))) as usize % FANOUT
+    }
+}
+
+impl Page {
+    fn new() -> Owned<Page> {
+        Owned::new(Page { words: std::array::from_fn(|_| AtomicU64::new(0)), written: AtomicBool::new(false) })
+    }
+}
+
+/// Frees what `slots` point to; the caller owns them alone.
+fn free_slots<T>(slots: &mut [Atomic<T>]) {
+    for slot in slots {
+        // SAFETY: a node is dropped either with its map (no reader left) or
+        // through the epoch once empty, so each child is owned by this node
+        // alone.
+        unsafe {
+            let child = slot.load(Ordering::Relaxed, crossbeam_epoch::unprotected());
+            if !child.is_null() {
+                drop(child.into_owned());
+            }
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        match &mut self.slots {
+            Slots::Pages(pages) => free_slots(pages),
+            Slots::Nodes(nodes) => free_slots(nodes),
+        }
+    }
+}
+
+impl Page {
+    /// Copies bytes `at..at + out.len()` of the page into `out`.
+    fn copy_out(&self, at: usize, out: &mut [u8]) {
+        let mut done = 0;
+        while done < out.len() {
+            let pos = at + done;
+            let word = self.words[pos / WORD].load(Ordering::Relaxed).to_ne_bytes();
+            let from = pos % WORD;
+            let n = (WORD - from).min(out.len() - done);
+            out[done..done + n].copy_from_slice(&word[from..from + n]);
+            done += n;
+        }
+    }
+
+    /// Stores `data` at byte `at`; only the writer calls this.
+    fn copy_in(&self, at: usize, data: &[u8]) {
+        let mut done = 0;
+        while done < data.len() {
+            let pos = at + done;
+            let slot = &self.words[pos / WORD];
+            let from = pos % WORD;
+            let n = (WORD - from).min(data.len() - done);
+            let mut word = if n == WORD { [0; WORD] } else { slot.load(Ordering::Relaxed).to_ne_bytes() };
+            word[from..from + n].copy_from_slice(&data[done..done + n]);
+            slot.store(u64::from_ne_bytes(word), Ordering::Relaxed);
+            done += n;
+        }
+    }
+
+    /// Zeroes bytes `at..at + len`; only the writer calls this.
+    fn zero(&self, at: usize, len: usize) {
+        let mut done = 0;
+        while done < len {
+            let pos = at + done;
+            let slot = &self.words[pos / WORD];
+            let from = pos % WORD;
+            let n = (WORD - from).min(len - done);
+            let mut word = slot.load(Ordering::Relaxed).to_ne_bytes();
+            word[from..from + n].fill(0);
+            slot.store(u64::from_ne_bytes(word), Ordering::Relaxed);
+            done += n;
+        }
+    }
+}
+
+/// A regular file's data and size.
+pub(crate) struct PageMap {
+    root: Atomic<Node>,
+    /// The file's size in bytes; the authority for reads (the inode's
+    /// attributes carry a copy for `stat`, set under the writer lock).
+    size: AtomicU64,
+    /// Present pages.
+    pages: AtomicU64,
+    /// Odd while a writer changes what readers could see.
+    seq: SeqCount,
+    /// Serializes writers (and readers that lost [`READ_TRIES`] races).
+    writer: RwSem<()>,
+    budget: Arc<dyn PageBudget>,
+}
+
+impl fmt::Debug for PageMap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PageMap").field("size", &self.size()).field("pages", &self.pages()).finish_non_exhaustive()
+    }
+}
+
+impl Drop for PageMap {
+    fn drop(&mut self) {
+        self.budget.uncharge(*self.pages.get_mut());
+        // SAFETY: the map is being dropped, so no reader can reach the tree;
+        // `Node`'s drop frees the children.
+        unsafe {
+            let root = self.root.load(Ordering::Relaxed, crossbeam_epoch::unprotected());
+            if !root.is_null() {
+                drop(root.into_owned());
+            }
+        }
+    }
+}
+
+impl PageMap {
+    /// An empty file drawing its pages from `budget`.
+    pub fn new(budget: Arc<dyn PageBudget>) -> PageMap {
+        PageMap {
+            root: Atomic::null(),
+            size: AtomicU64::new(0),
+            pages: AtomicU64::new(0),
+            seq: SeqCount::new(),
+            writer: RwSem::new((), SpinPolicy::Adaptive),
+            budget,
+        }
+    }
+
+    /// The size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+
+    /// Present pages.
+    pub fn pages(&self) -> u64 {
+        self.pages.load(Ordering::Relaxed)
+    }
+
+    /// Allocated 512-byte units (`st_blocks`).
+    pub fn blocks(&self) -> u64 {
+        self.pages() * (PAGE_SIZE / 512)
+    }
+
+    /// Reads at `offset` into `buf`; returns the bytes read (0 at or past
+    /// the end). Takes no lock and writes nothing shared unless writers
+    /// keep overlapping it (see the module doc).
+    pub fn read(&self, buf: &mut [u8], offset: u64) -> usize {
+        let guard = crossbeam_epoch::pin();
+        for _ in 0..READ_TRIES {
+            let start = self.seq.read_begin();
+            let n = self.copy_out(buf, offset, &guard);
+            if !self.seq.read_retry(start) {
+                return n;
+            }
+        }
+        let _writer = self.writer.write();
+        self.copy_out(buf, offset, &guard)
+    }
+
+    fn copy_out(&self, buf: &mut [u8], offset: u64, guard: &Guard) -> usize {
+        let size = self.size.load(Ordering::Relaxed);
+        if offset >= size {
+            return 0;
+        }
+        let n = usize::try_from(size - offset).map_or(buf.len(), |left| left.min(buf.len()));
+        let mut done = 0;
+        while done < n {
+            let pos = offset + done as u64;
+            let at = (pos % PAGE_SIZE) as usize;
+            let len = (PAGE_SIZE as usize - at).min(n - done);
+            match self.lookup(pos / PAGE_SIZE, guard) {
+                Some(page) => page.copy_out(at, &mut buf[done..done + len]),
+                None => buf[done..done + len].fill(0),
+            }
+            done += len;
+        }
+        n
+    }
+
+    /// The page at `index`, if present.
+    fn lookup<'g>(&self, index: u64, guard: &'g Guard) -> Option<&'g Page> {
+        // SAFETY (every `as_ref` here): nodes and pages are published
+        // initialized and freed only through the epoch, which `guard` pins.
+        let mut node = unsafe { self.root.load(Ordering::Acquire, guard).as_ref() }?;
+        if index >= span(node.level) {
+            return None;
+        }
+        loop {
+            let slot = node.slot_of(index);
+            match &node.slots {
+                Slots::Pages(pages) => return unsafe { pages[slot].load(Ordering::Acquire, guard).as_ref() },
+                Slots::Nodes(nodes) => node = unsafe { nodes[slot].load(Ordering::Acquire, guard).as_ref() }?,
+            }
+        }
+    }
+
+    /// The first written page at or after `from`.
+    fn next_present(&self, from: u64, guard: &Guard) -> Option<u64> {
+        fn walk(node: &Node, base: u64, from: u64, guard: &Guard) -> Option<u64> {
+            let child_span = span(node.level - 1);
+            let first = (from.saturating_sub(base) / child_span) as usize;
+            for i in first..FANOUT {
+                let child_base = base + i as u64 * child_span;
+                // SAFETY: see `lookup`.
+                let found = match &node.slots {
+                    Slots::Pages(pages) => unsafe { pages[i].load(Ordering::Acquire, guard).as_ref() }
+                        .is_some_and(page_is_data)
+                        .then_some(child_base),
+                    Slots::Nodes(nodes) => unsafe { nodes[i].load(Ordering::Acquire, guard).as_ref() }
+                        .and_then(|child| walk(child, child_base, from.max(child_base), guard)),
+                };
+                if found.is_some() {
+                    return found;
+                }
+            }
+            None
+        }
+        // SAFETY: see `lookup`.
+        let root = unsafe { self.root.load(Ordering::Acquire, guard).as_ref() }?;
+        if from >= span(root.level) {
+            return None;
+        }
+        walk(root, 0, from, guard)
+    }
+
+    /// The first page at or after `from` that is missing or only reserved.
+    fn next_absent(&self, from: u64, guard: &Guard) -> u64 {
+        fn walk(node: &Node, base: u64, from: u64, guard: &Guard) -> Option<u64> {
+            let child_span = span(node.level - 1);
+            let first = (from.saturating_sub(base) / child_span) as usize;
+            for i in first..FANOUT {
+                let child_base = base + i as u64 * child_span;
+                // SAFETY: see `lookup`.
+                let found = match &node.slots {
+                    Slots::Pages(pages) => (!unsafe { pages[i].load(Ordering::Acquire, guard).as_ref() }
+                        .is_some_and(page_is_data))
+                    .then_some(child_base),
+                    Slots::Nodes(nodes) => match unsafe { nodes[i].load(Ordering::Acquire, guard).as_ref() } {
+                        None => Some(from.max(child_base)),
+                        Some(child) => walk(child, child_base, from.max(child_base), guard),
+                    },
+                };
+                if found.is_some() {
+                    return found;
+                }
+            }
+            None
+        }
+        // SAFETY: see `lookup`.
+        let Some(root) = (unsafe { self.root.load(Ordering::Acquire, guard).as_ref() }) else { return from };
+        let end = span(root.level);
+        if from >= end {
+            return from;
+        }
+        walk(root, 0, from, guard).unwrap_or(end)
+    }
+
+    /// `SEEK_DATA`: the first byte at or after `offset` in a written page;
+    /// ENXIO at or past the end or when only holes follow.
+    pub fn seek_data(&self, offset: u64) -> VfsResult<u64> {
+        let guard = crossbeam_epoch::pin();
+        let size = self.size();
+        if offset >= size {
+            return Err(Errno::ENXIO);
+        }
+        let page = self.next_present(offset / PAGE_SIZE, &guard).ok_or(Errno::ENXIO)?;
+        let pos = offset.max(page.saturating_mul(PAGE_SIZE));
+        if pos >= size {
+            return Err(Errno::ENXIO);
+        }
+        Ok(pos)
+    }
+
+    /// `SEEK_HOLE`: the first byte at or after `offset` in a hole (a
+    /// missing or only reserved page), the end of the file counting as
+    /// one; ENXIO at or past the end.
+    pub fn seek_hole(&self, offset: u64) -> VfsResult<u64> {
+        let guard = crossbeam_epoch::pin();
+        let size = self.size();
+        if offset >= size {
+            return Err(Errno::ENXIO);
+        }
+        let page = self.next_absent(offset / PAGE_SIZE, &guard);
+        Ok(offset.max(page.saturating_mul(PAGE_SIZE)).min(size))
+    }
+
+    /// Takes the writer lock.
+    pub fn lock(&self) -> PageWriter<'_> {
+        PageWriter { map: self, _writer: self.writer.write() }
+    }
+}
+
+/// The writer lock of a [`PageMap`], through which it is changed.
+pub(crate) struct PageWriter<'a> {
+    map: &'a PageMap,
+    _writer: RwSemWriteGuard<'a, ()>,
+}
+
+impl fmt::Debug for PageWriter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PageWriter").field("map", self.map).finish()
+    }
+}
+
+/// `fallocate` modes, with Linux's bit values.
+pub mod falloc {
+    /// Do not change the file size.
+    pub const KEEP_SIZE: i32 = 0x01;
+    /// Free the range (with `KEEP_SIZE`).
+    pub const PUNCH_HOLE: i32 = 0x02;
+}
+
+impl PageWriter<'_> {
+    /// The size in bytes.
+    pub fn size(&self) -> u64 {
+        self.map.size.load(Ordering::Relaxed)
+    }
+
+    /// Writes `data` at `offset`, allocating pages; returns the bytes
+    /// written, fewer than asked only when the budget ran out (none at all
+    /// is ENOSPC). The caller has checked the file-size limit.
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> VfsResult<usize> {
+        let guard = crossbeam_epoch::pin();
+        let map = self.map;
+        let _write = map.seq.write_begin();
+        let mut done = 0;
+        while done < data.len() {
+            let pos = offset + done as u64;
+            let at = (pos % PAGE_SIZE) as usize;
+            let len = (PAGE_SIZE as usize - at).min(data.len() - done);
+            let Some(page) = self.page(pos / PAGE_SIZE, &guard) else { break };
+            page.copy_in(at, &data[done..done + len]);
+            page.written.store(true, Ordering::Relaxed);
+            done += len;
+        }
+        if done == 0 && !data.is_empty() {
+            return Err(Errno::ENOSPC);
+        }
+        let end = offset + done as u64;
+        if end > self.size() {
+            map.size.store(end, Ordering::Release);
+        }
+        Ok(done)
+    }
+
+    /// The page at `index`, created (with the tree grown to reach it) if
+    /// missing; `None` when the budget has no page left.
+    fn page<'g>(&mut self, index: u64, guard: &'g Guard) -> Option<&'g Page> {
+        let map = self.map;
+        let mut need = 1;
+        while index >= span(need) {
+            need += 1;
+        }
+        let mut root = map.root.load(Ordering::Acquire, guard);
+        // SAFETY (every `deref` and `as_ref` below): only this writer changes
+        // the tree, and nodes are freed through the epoch `guard` pins.
+        match unsafe { root.as_ref() } {
+            None => {
+                root = Node::new(need).into_shared(guard);
+                map.root.store(root, Ordering::Release);
+            }
+            Some(node) if node.level < need => {
+                for level in node.level + 1..=need {
+                    let grown = Node::new(level);
+                    if let Slots::Nodes(nodes) = &grown.slots {
+                        nodes[0].store(root, Ordering::Relaxed);
+                    }
+                    root = grown.into_shared(guard);
+                }
+                map.root.store(root, Ordering::Release);
+            }
+            Some(_) => {}
+        }
+        let mut node = unsafe { root.deref() };
+        loop {
+            let slot = node.slot_of(index);
+            match &node.slots {
+                Slots::Pages(pages) => {
+                    if let Some(page) = unsafe { pages[slot].load(Ordering::Acquire, guard).as_ref() } {
+                        return Some(page);
+                    }
+                    return self.new_page(&pages[slot], guard);
+                }
+                Slots::Nodes(nodes) => {
+                    let child = nodes[slot].load(Ordering::Acquire, guard);
+                    node = match unsafe { child.as_ref() } {
+                        Some(child) => child,
+                        None => {
+                            let child = Node::new(node.level - 1).into_shared(guard);
+                            nodes[slot].store(child, Ordering::Release);
+                            unsafe { child.deref() }
+                        }
+                    };
+                }
+            }
+        }
+    }
+
+    fn new_page<'g>(&mut self, slot: &Atomic<Page>, guard: &'g Guard) -> Option<&'g Page> {
+        if !self.map.budget.charge() {
+            return None;
+        }
+        let page = Page::new().into_shared(guard);
+        slot.store(page, Ordering::Release);
+        self.map.pages.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: just published; freed only through the epoch.
+        Some(unsafe { page.deref() })
+    }
+
+    /// Sets the size (truncate): growing exposes zeros (and keeps pages
+    /// `fallocate` reserved past the end); shrinking frees every page past
+    /// the new end, reserved ones included, and zeroes the rest of the
+    /// last one.
+    pub fn set_size(&mut self, len: u64) {
+        let guard = crossbeam_epoch::pin();
+        let map = self.map;
+        let _write = map.seq.write_begin();
+        if len < self.size() {
+            self.zero_partial(len, PAGE_SIZE - len % PAGE_SIZE, &guard);
+            self.remove_pages(len.div_ceil(PAGE_SIZE), u64::MAX, &guard);
+        }
+        map.size.store(len, Ordering::Release);
+    }
+
+    /// `FALLOC_FL_PUNCH_HOLE`: zeroes `offset..offset + len` and frees the
+    /// pages wholly inside it; the size stays.
+    pub fn punch_hole(&mut self, offset: u64, len: u64) {
+        let guard = crossbeam_epoch::pin();
+        let end = offset.saturating_add(len);
+        let _write = self.map.seq.write_begin();
+        let first_whole = offset.div_ceil(PAGE_SIZE);
+        let end_whole = end / PAGE_SIZE;
+        if first_whole > end_whole {
+            // Inside one page.
+            self.zero_partial(offset, len, &guard);
+            return;
+        }
+        self.zero_partial(offset, first_whole * PAGE_SIZE - offset, &guard);
+        self.zero_partial(end_whole * PAGE_SIZE, end - end_whole * PAGE_SIZE, &guard);
+        if end_whole > first_whole {
+            self.remove_pages(first_whole, end_whole - 1, &guard);
+        }
+    }
+
+    /// Zeroes `len` bytes from `offset`, all within one page, if present.
+    fn zero_partial(&mut self, offset: u64, len: u64, guard: &Guard) {
+        let at = offset % PAGE_SIZE;
+        let len = len.min(PAGE_SIZE - at);
+        if len == 0 || len == PAGE_SIZE {
+            return;
+        }
+        if let Some(page) = self.map.lookup(offset / PAGE_SIZE, guard) {
+            page.zero(at as usize, len as usize);
+        }
+    }
+
+    /// Allocates (zeroed) pages for `offset..offset + len`, then grows the
+    /// size to its end unless `keep_size`. On ENOSPC the pages this call
+    /// allocated are freed again and nothing changes, as shmem does.
+    pub fn allocate(&mut self, offset: u64, len: u64, keep_size: bool) -> VfsResult<()> {
+        let guard = crossbeam_epoch::pin();
+        let end = offset.saturating_add(len);
+        let mut added = Vec::new();
+        for index in offset / PAGE_SIZE..end.div_ceil(PAGE_SIZE) {
+            if self.map.lookup(index, &guard).is_some() {
+                continue;
+            }
+            if self.page(index, &guard).is_none() {
+                // Zero pages appearing and going change nothing a reader
+                // sees, so no sequence write is needed.
+                for index in added {
+                    self.remove_pages(index, index, &guard);
+                }
+                return Err(Errno::ENOSPC);
+            }
+            added.push(index);
+        }
+        if !keep_size && end > self.size() {
+            let _write = self.map.seq.write_begin();
+            self.map.size.store(end, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Frees the present pages with indexes in `first..=last`, and the
+    /// inner nodes that leaves empty.
+    fn remove_pages(&mut self, first: u64, last: u64, guard: &Guard) {
+        /// Prunes the node in `slot`; whether it is empty (and so gone).
+        fn prune(slot: &Atomic<Node>, base: u64, first: u64, last: u64, guard: &Guard, freed: &mut u64) -> bool {
+            let shared = slot.load(Ordering::Acquire, guard);
+            // SAFETY: only the writer changes the tree; nodes are freed
+            // through the epoch.
+            let Some(node) = (unsafe { shared.as_ref() }) else { return true };
+            let child_span = span(node.level - 1);
+            let mut empty = true;
+            for i in 0..FANOUT {
+                let child_base = base + i as u64 * child_span;
+                let in_range = child_base + (child_span - 1) >= first && child_base <= last;
+                match &node.slots {
+                    Slots::Pages(pages) => {
+                        let page = pages[i].load(Ordering::Acquire, guard);
+                        if in_range && !page.is_null() {
+                            pages[i].store(Shared::null(), Ordering::Release);
+                            *freed += 1;
+                            // SAFETY: unlinked above; freed after every
+                            // reader that could hold it has unpinned.
+                            unsafe { guard.defer_destroy(page) };
+                        } else {
+                            empty &= page.is_null();
+                        }
+                    }
+                    Slots::Nodes(nodes) if in_range => {
+                        empty &= prune(&nodes[i], child_base, first, last, guard, freed);
+                    }
+                    Slots::Nodes(nodes) => empty &= nodes[i].load(Ordering::Relaxed, guard).is_null(),
+                }
+            }
+            if empty {
+                slot.store(Shared::null(), Ordering::Release);
+                // SAFETY: unlinked above, and its slots are all empty, so
+                // this frees exactly `node`, after every reader that could
+                // hold it has unpinned.
+                unsafe { guard.defer_destroy(shared) };
+            }
+            empty
+        }
+        let mut freed = 0;
+        prune(&self.map.root, 0, first, last, guard, &mut freed);
+        if freed > 0 {
+            self.map.pages.fetch_sub(freed, Ordering::Relaxed);
+            self.map.budget.uncharge(freed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::atomic::AtomicU64;
+
+    fn map() -> PageMap {
+        PageMap::new(Arc::new(Unlimited))
+    }
+
+    fn read_all(map: &PageMap) -> Vec<u8> {
+        let mut buf = vec![0xAA; map.size() as usize];
+        assert_eq!(map.read(&mut buf, 0), buf.len());
+        buf
+    }
+
+    #[test]
+    fn holes_read_as_zeros_and_use_no_pages() {
+        let m = map();
+        assert_eq!(m.lock().write(100 << 20, b"x"), Ok(1));
+        assert_eq!(m.size(), (100 << 20) + 1);
+        assert_eq!(m.pages(), 1);
+        assert_eq!(m.blocks(), 8);
+        let mut buf = [0xAA; 10];
+        assert_eq!(m.read(&mut buf, 4096), 10);
+        assert_eq!(buf, [0; 10]);
+        assert_eq!(m.read(&mut buf, (100 << 20) - 5), 6);
+        assert_eq!(&buf[..6], b"\0\0\0\0\0x");
+        assert_eq!(m.read(&mut buf, m.size()), 0);
+    }
+
+    #[test]
+    fn writes_at_the_largest_offsets() {
+        let m = map();
+        let last = MAX_LFS_FILESIZE - 3;
+        assert_eq!(m.lock().write(last, b"end"), Ok(3));
+        assert_eq!(m.size(), MAX_LFS_FILESIZE);
+        let mut buf = [0; 5];
+        assert_eq!(m.read(&mut buf, last - 2), 5);
+        assert_eq!(&buf, b"\0\0end");
+        assert_eq!(m.lock().write(0, b"start"), Ok(5));
+        assert_eq!(m.pages(), 2);
+        assert_eq!(m.seek_data(5), Ok(5));
+        assert_eq!(m.seek_data(PAGE_SIZE), Ok(last / PAGE_SIZE * PAGE_SIZE));
+        assert_eq!(m.seek_hole(0), Ok(PAGE_SIZE));
+        m.lock().set_size(0);
+        assert_eq!(m.pages(), 0);
+    }
+
+    #[test]
+    fn truncate_down_zeroes_the_tail_and_frees_pages() {
+        let m = map();
+        m.lock().write(0, &[7; 3 * PAGE_SIZE as usize]).unwrap();
+        assert_eq!(m.pages(), 3);
+        m.lock().set_size(10);
+        assert_eq!(m.pages(), 1);
+        m.lock().set_size(2 * PAGE_SIZE);
+        let data = read_all(&m);
+        assert!(data[..10].iter().all(|&b| b == 7));
+        assert!(data[10..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn seek_data_and_hole() {
+        let m = map();
+        let p = PAGE_SIZE;
+        m.lock().write(p, &[1; 10]).unwrap();
+        m.lock().write(5 * p, &[1; 10]).unwrap();
+        let size = 5 * p + 10;
+        assert_eq!(m.seek_data(0), Ok(p));
+        assert_eq!(m.seek_data(p + 3), Ok(p + 3));
+        assert_eq!(m.seek_data(2 * p), Ok(5 * p));
+        assert_eq!(m.seek_data(size), Err(Errno::ENXIO));
+        assert_eq!(m.seek_hole(0), Ok(0));
+        assert_eq!(m.seek_hole(p), Ok(2 * p));
+        assert_eq!(m.seek_hole(5 * p), Ok(size));
+        assert_eq!(m.seek_hole(size), Err(Errno::ENXIO));
+        assert_eq!(map().seek_hole(0), Err(Errno::ENXIO));
+    }
+
+    #[test]
+    fn fallocate_modes() {
+        let m = map();
+        m.lock().allocate(0, 3 * PAGE_SIZE, true).unwrap();
+        assert_eq!((m.size(), m.pages()), (0, 3));
+        m.lock().allocate(PAGE_SIZE, 10, false).unwrap();
+        assert_eq!((m.size(), m.pages()), (PAGE_SIZE + 10, 3));
+        assert_eq!(m.seek_data(0), Err(Errno::ENXIO), "reserved pages are holes to SEEK_DATA");
+        assert_eq!(m.seek_hole(0), Ok(0));
+        m.lock().write(0, &[9; 2 * PAGE_SIZE as usize]).unwrap();
+        m.lock().punch_hole(10, 2 * PAGE_SIZE);
+        assert_eq!(m.pages(), 2, "only page 1 lay wholly inside the hole");
+        let data = read_all(&m);
+        assert!(data[..10].iter().all(|&b| b == 9));
+        assert!(data[10..].iter().all(|&b| b == 0));
+        assert_eq!(m.size(), 2 * PAGE_SIZE);
+    }
+
+    struct Limited(AtomicU64);
+    impl PageBudget for Limited {
+        fn charge(&self) -> bool {
+            self.0.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+        }
+        fn uncharge(&self, pages: u64) {
+            self.0.fetch_add(pages, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_budget_limits_writes_and_comes_back() {
+        let budget = Arc::new(Limited(AtomicU64::new(2)));
+        let m = PageMap::new(budget.clone());
+        assert_eq!(m.lock().write(100, &[1; 3 * PAGE_SIZE as usize]), Ok(2 * PAGE_SIZE as usize - 100));
+        assert_eq!(m.lock().write(10 * PAGE_SIZE, b"x"), Err(Errno::ENOSPC));
+        assert_eq!(m.lock().allocate(0, 10 * PAGE_SIZE, true), Err(Errno::ENOSPC));
+        assert_eq!(m.pages(), 2, "a failed fallocate gives back what it took");
+        m.lock().set_size(0);
+        assert_eq!(budget.0.load(Ordering::Relaxed), 2);
+        m.lock().write(0, b"y").unwrap();
+        drop(m);
+        assert_eq!(budget.0.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn readers_see_whole_writes() {
+        let m = Arc::new(map());
+        let len = 3 * PAGE_SIZE as usize;
+        m.lock().write(0, &vec![0; len]).unwrap();
+        let writer = {
+            let m = Arc::clone(&m);
+            std::thread::spawn(move || {
+                for i in 1..200u8 {
+                    m.lock().write(0, &vec![i; len]).unwrap();
+                }
+            })
+        };
+        let mut buf = vec![0; len];
+        while !writer.is_finished() {
+            assert_eq!(m.read(&mut buf, 0), len);
+            assert!(buf.iter().all(|&b| b == buf[0]), "a torn read");
+        }
+        writer.join().unwrap();
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Write(u64, Vec<u8>),
+        Truncate(u64),
+        Punch(u64, u64),
+        Allocate(u64, u64, bool),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let off = 0..6 * PAGE_SIZE;
+        prop_oneof![
+            (off.clone(), prop::collection::vec(any::<u8>(), 1..5000)).prop_map(|(o, d)| Op::Write(o, d)),
+            off.clone().prop_map(Op::Truncate),
+            (off.clone(), 1..3 * PAGE_SIZE).prop_map(|(o, l)| Op::Punch(o, l)),
+            (off, 1..3 * PAGE_SIZE, any::<bool>()).prop_map(|(o, l, k)| Op::Allocate(o, l, k)),
+        ]
+    }
+
+    proptest! {
+        /// Against a dense `Vec` model: same bytes, same size, pages only
+        /// where data was written or allocated, and seeks that agree with
+        /// the pages.
+        #[test]
+        fn matches_a_dense_model(ops in prop::collection::vec(op(), 1..30)) {
+            let m = map();
+            let mut model: Vec<u8> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Write(o, d) => {
+                        m.lock().write(o, &d).unwrap();
+                        let end = o as usize + d.len();
+                        if model.len() < end { model.resize(end, 0); }
+                        model[o as usize..end].copy_from_slice(&d);
+                    }
+                    Op::Truncate(l) => { m.lock().set_size(l); model.resize(l as usize, 0); }
+                    Op::Punch(o, l) => {
+                        m.lock().punch_hole(o, l);
+                        let end = ((o + l) as usize).min(model.len());
+                        if (o as usize) < end { model[o as usize..end].fill(0); }
+                    }
+                    Op::Allocate(o, l, keep) => {
+                        m.lock().allocate(o, l, keep).unwrap();
+                        if !keep && model.len() < (o + l) as usize { model.resize((o + l) as usize, 0); }
+                    }
+                }
+                prop_assert_eq!(m.size(), model.len() as u64);
+                prop_assert_eq!(read_all(&m), model.clone());
+            }
+            let guard = crossbeam_epoch::pin();
+            let mut present = 0;
+            for index in 0..8 * PAGE_SIZE / PAGE_SIZE + 8 {
+                if m.lookup(index, &guard).is_some() { present += 1; }
+            }
+            prop_assert_eq!(present, m.pages());
+            let size = m.size();
+            for off in (0..size).step_by(1000) {
+                let hole = m.seek_hole(off).unwrap();
+                prop_assert!(hole >= off && hole <= size);
+                let written = |at: u64| m.lookup(at / PAGE_SIZE, &guard).is_some_and(|p| p.written.load(Ordering::Relaxed));
+                if hole < size {
+                    prop_assert!(!written(hole));
+                }
+                match m.seek_data(off) {
+                    Ok(data) => prop_assert!(data >= off && data < size && written(data)),
+                    Err(_) => prop_assert!((off..size).step_by(512).all(|at| !written(at))),
+                }
+            }
+        }
+    }
+}
