@@ -19,6 +19,7 @@
 //! counts, all `SeqCst`, so one of them sees the other.
 
 use crate::inode::Inode;
+use crate::reclaim::Reclaim;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::sync::atomic::{fence, AtomicIsize, Ordering};
@@ -51,7 +52,7 @@ impl InodeOpens {
     /// The per-CPU ref of `inode`, made live on first use. One made after
     /// the last link went is killed at once (the unlink may not have seen
     /// it), so it never keeps an unlinked inode.
-    fn percpu(inode: &Arc<Inode>) -> &PercpuRef {
+    fn percpu<'i>(inode: &'i Arc<Inode>, reclaim: &Arc<Reclaim>) -> &'i PercpuRef {
         let opens = &inode.opens;
         if let Some(r) = opens.percpu.get() {
             return r;
@@ -60,11 +61,13 @@ impl InodeOpens {
         let r = opens.percpu.get_or_init(|| {
             made = true;
             let keep = Mutex::new(Some(Arc::clone(inode)));
+            let reclaim = Arc::clone(reclaim);
             PercpuRef::new(move || {
                 if let Some(inode) = keep.lock().unwrap_or_else(|e| e.into_inner()).take() {
                     // The release runs inside the inode it may free: let
-                    // the epoch drop it after this call has returned.
-                    crossbeam_epoch::pin().defer(move || vfscale_sync::audit::uncounted(|| drop(inode)));
+                    // the epoch drop it after this call has returned (and
+                    // `drop_caches` wait for that).
+                    reclaim.defer(&crossbeam_epoch::pin(), inode);
                 }
             })
         });
@@ -115,13 +118,13 @@ impl OpenRef {
     /// line is still in the creator's cache, and a file made and closed
     /// at once (a build's object files, seed 001's exit benchmark) never
     /// pays for per-CPU slots it would not use.
-    pub fn new(inode: &Arc<Inode>, readable: bool, writable: bool, created: bool) -> OpenRef {
+    pub fn new(inode: &Arc<Inode>, reclaim: &Arc<Reclaim>, readable: bool, writable: bool, created: bool) -> OpenRef {
         let weight = match (readable, writable) {
             (_, true) => WRITE,
             (true, false) => READ,
             (false, false) => OTHER,
         };
-        if !created && InodeOpens::percpu(inode).tryget_live_many(weight) {
+        if !created && InodeOpens::percpu(inode, reclaim).tryget_live_many(weight) {
             // SAFETY: the live reference just taken keeps the ref's own
             // `Arc` (`keep`) until it is put, so the pointer stays valid and
             // this uncounted `Arc` is never dropped (see `Drop`).

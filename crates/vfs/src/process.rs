@@ -413,7 +413,9 @@ fn open_file(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResu
     }
     // Counted as an open from here on (Linux `do_dentry_open` counts
     // before the lease check); in rcu-walk that is the only write.
-    let count = |inode: &Arc<Inode>, created| OpenRef::new(inode, flags.may_read(), flags.may_write(), created);
+    let count = |inode: &Arc<Inode>, created| {
+        OpenRef::new(inode, &ctx.sb.reclaim, flags.may_read(), flags.may_write(), created)
+    };
     let (inode, created) = if flags.creat() {
         let (inode, created) = open_or_create(ctx, path, flags, perm)?;
         (count(&inode, created), created)
