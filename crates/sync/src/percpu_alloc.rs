@@ -13,6 +13,12 @@
 //! trades with a global free list in batches, so making and freeing objects
 //! writes no shared word in the common case. Under loom each `Slots` owns
 //! its CPUs' slots instead (a `static` arena would outlive a model).
+//!
+//! Cost: 8 bytes per CPU per object, in chunks of 1024 objects that are
+//! never returned to the allocator (a process that once had a million
+//! per-CPU counters keeps their memory), and at most 16M objects at once.
+//! Not for objects that are created by the million and rarely shared: a
+//! plain atomic inside the object is smaller.
 
 #[cfg(not(loom))]
 pub(crate) use arena::Slots;
