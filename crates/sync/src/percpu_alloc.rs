@@ -8,7 +8,7 @@
 //! index is reused. The arena never frees a chunk, so a slot reference stays
 //! valid for the process's life.
 //!
-//! The arena is a table of chunks, each holding one row of `CHUNK` slots
+//! The arena is a two-level table of chunks, each holding one row of `CHUNK` slots
 //! per CPU. Indices go out and come back through a per-thread cache that
 //! trades with a global free list in batches, so making and freeing objects
 //! writes no shared word in the common case. Under loom each `Slots` owns
@@ -16,7 +16,7 @@
 //!
 //! Cost: 8 bytes per CPU per object, in chunks of 1024 objects that are
 //! never returned to the allocator (a process that once had a million
-//! per-CPU counters keeps their memory), and at most 16M objects at once.
+//! per-CPU counters keeps their memory).
 //! Not for objects that are created by the million and rarely shared: a
 //! plain atomic inside the object is smaller.
 
@@ -35,8 +35,10 @@ mod arena {
 
     /// Slots per CPU row of a chunk (8 KiB rows, whole cache lines).
     const CHUNK: usize = 1024;
-    /// Most chunks: 16M objects with a slot each.
-    const MAX_CHUNKS: usize = 1 << 14;
+    /// Chunks per second-level table, and tables: 2^32 indices in all
+    /// (every `u32`), with only the tables in use allocated.
+    const TABLE: usize = 1 << 14;
+    const TABLES: usize = 1 << 8;
     /// Indices a thread keeps before it returns half to the free list.
     const CACHE: usize = 64;
 
@@ -44,9 +46,12 @@ mod arena {
     #[repr(align(64))]
     struct Line([AtomicIsize; 8]);
 
+    /// Pointers to the chunks of one second-level table.
+    type Table = [AtomicPtr<Line>; TABLE];
+
     struct Arena {
         cpus: usize,
-        chunks: Box<[AtomicPtr<Line>]>,
+        tables: Box<[AtomicPtr<Table>]>,
         /// Free indices and the number of chunks allocated.
         free: Mutex<(Vec<u32>, usize)>,
     }
@@ -55,7 +60,7 @@ mod arena {
         static ARENA: OnceLock<Arena> = OnceLock::new();
         ARENA.get_or_init(|| Arena {
             cpus: crate::cpu::possible_cpus(),
-            chunks: (0..MAX_CHUNKS).map(|_| AtomicPtr::default()).collect(),
+            tables: (0..TABLES).map(|_| AtomicPtr::default()).collect(),
             free: Mutex::new((Vec::new(), 0)),
         })
     }
@@ -67,9 +72,18 @@ mod arena {
             let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
             if free.0.is_empty() {
                 let chunk = free.1;
-                assert!(chunk < MAX_CHUNKS, "percpu_ref arena exhausted ({} objects)", MAX_CHUNKS * CHUNK);
+                // 2^32 objects would need 32 GiB of slots per CPU first.
+                assert!(chunk < TABLES * TABLE, "percpu arena: every u32 index is in use");
+                let table = &self.tables[chunk / TABLE];
+                if table.load(Ordering::Relaxed).is_null() {
+                    let fresh: Box<Table> = Box::new(std::array::from_fn(|_| AtomicPtr::default()));
+                    table.store(Box::into_raw(fresh), Ordering::Release);
+                }
                 let rows: Box<[Line]> = (0..CHUNK / 8 * self.cpus).map(|_| Line(Default::default())).collect();
-                self.chunks[chunk].store(Box::into_raw(rows).cast(), Ordering::Release);
+                // SAFETY: the table was published above or earlier (under
+                // this lock) and is never freed.
+                let chunks = unsafe { &*table.load(Ordering::Relaxed) };
+                chunks[chunk % TABLE].store(Box::into_raw(rows).cast(), Ordering::Release);
                 free.1 += 1;
                 free.0.extend((chunk * CHUNK..(chunk + 1) * CHUNK).rev().map(|i| i as u32));
             }
@@ -83,7 +97,10 @@ mod arena {
 
         fn slot(&self, index: u32, cpu: usize) -> &AtomicIsize {
             let (chunk, at) = (index as usize / CHUNK, index as usize % CHUNK);
-            let rows = self.chunks[chunk].load(Ordering::Acquire);
+            // SAFETY: `index` was handed out by `refill`, which published
+            // its table before its chunk; tables are never freed.
+            let chunks = unsafe { &*self.tables[chunk / TABLE].load(Ordering::Acquire) };
+            let rows = chunks[chunk % TABLE].load(Ordering::Acquire);
             let at = (cpu % self.cpus) * CHUNK + at;
             // SAFETY: `index` was handed out by `refill`, which published its
             // chunk (CHUNK / 8 * cpus lines, never freed) before handing it
