@@ -481,7 +481,7 @@ impl RawRwSem {
         loop {
             self.drop_reader_bias();
             while self.count.load(Ordering::Relaxed) & READ_FAIL_MASK != 0 {
-                if spins % CLOCK_EVERY_SPINS == 0 && budget.expired() {
+                if clock_due(spins) && budget.expired() {
                     return self.count.fetch_add(READER_BIAS, Ordering::Acquire) & READ_FAIL_MASK == 0;
                 }
                 spins = spins.wrapping_add(1);
@@ -551,7 +551,7 @@ impl RawRwSem {
                 break false;
             }
             // The clock costs as much as a few rounds: read it every few.
-            if spins % CLOCK_EVERY_SPINS == 0 {
+            if clock_due(spins) {
                 if budget.expired() {
                     break false;
                 }
@@ -566,7 +566,12 @@ impl RawRwSem {
             spins = spins.wrapping_add(1);
             spin_loop();
         };
-        self.spinner.store(false, Ordering::Release);
+        // A swap, not a store: same effect, and loom 0.7 may let a plain
+        // store slip between the read and the write of another thread's
+        // earlier swap (tokio-rs/loom#254), so a releaser under `queue` could
+        // see this flag still set, defer its wake-up, and leave the queue
+        // asleep. Once per spin, it costs nothing measurable.
+        self.spinner.swap(false, Ordering::Release);
         if taken || !oversubscribed {
             return taken;
         }
@@ -591,6 +596,16 @@ impl RawRwSem {
 /// An adaptive spinner looks at the clock (spin budget, owner progress) once
 /// per this many rounds.
 const CLOCK_EVERY_SPINS: u32 = 8;
+
+/// Whether spin round `spins` reads the clock: every [`CLOCK_EVERY_SPINS`]
+/// rounds, and every round under loom, where the clock is a step counter
+/// (`Deadline`) and reading it costs nothing: a budget there lasts two
+/// rounds instead of seventeen, so models explore interleavings rather than
+/// spin rounds. Only how long a spin lasts changes, never what it does.
+#[inline]
+fn clock_due(spins: u32) -> bool {
+    cfg!(loom) || spins % CLOCK_EVERY_SPINS == 0
+}
 
 /// How many times an adaptive writer yields and retries before it queues,
 /// when CPUs are oversubscribed (parking_lot yields 7 times). Sized on a
