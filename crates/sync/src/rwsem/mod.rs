@@ -599,6 +599,31 @@ mod loom_models {
         });
     }
 
+    /// A held lock and two writers behind it, with `handoff_after` zero: the
+    /// first to queue reserves the lock at once, possibly while the other
+    /// (adaptive) still spins. A release must wake the reserved-for front
+    /// even with a spinner active, since the spinner cannot take a reserved
+    /// lock: it stops, queues behind and sleeps too.
+    fn writers_behind_a_reserved_lock(config: RwSemConfig) {
+        let config = RwSemConfig { handoff_after: Duration::ZERO, ..config };
+        loom::model(move || {
+            let sem = Arc::new(RwSem::with_config(0u32, config));
+            let held = sem.write();
+            let writers: Vec<_> = (0..2)
+                .map(|_| {
+                    let sem = sem.clone();
+                    thread::spawn(move || add_two(&sem, false))
+                })
+                .collect();
+            drop(held);
+            for writer in writers {
+                writer.join().unwrap();
+            }
+            assert_eq!(read_even(&sem), 4);
+            assert!(sem.raw.is_idle());
+        });
+    }
+
     /// The 3-thread models spin at most one try under loom (budget zero):
     /// the spin code still runs, and the wake-up protocol they check is
     /// the same whatever the spinning did. The barging model runs for
@@ -675,6 +700,11 @@ mod loom_models {
     #[test]
     fn adaptive_writer_queued_behind_a_transient_reader() {
         reader_and_writer_behind_a_held_lock(one_try(SpinPolicy::Adaptive), false);
+    }
+
+    #[test]
+    fn adaptive_spinner_vs_reserved_lock() {
+        writers_behind_a_reserved_lock(config(SpinPolicy::Adaptive));
     }
 
     #[test]
