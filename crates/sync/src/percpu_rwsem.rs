@@ -18,6 +18,11 @@
 //! steady stream of writers can starve readers. Both sides spin briefly
 //! before they sleep on a futex.
 //!
+//! Under loom the futex is the faithful model in [`crate::futex`] (a lost
+//! wake-up is a deadlock loom reports) and the brief spin is one round
+//! (`SPINS_BEFORE_SLEEP`): a spin that fails ends in the same sleep, so
+//! how long it lasted changes nothing the other side can see.
+//!
 //! # What stands in for `synchronize_rcu()`
 //!
 //! The kernel's reader does a plain per-CPU increment inside an RCU-sched

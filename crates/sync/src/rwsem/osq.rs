@@ -15,6 +15,10 @@
 //! References: the tail holds one to the last node, a predecessor's `next`
 //! holds one to its successor, and the owning thread holds one while it
 //! waits or owns the OSQ.
+//!
+//! Under loom a waiter's patience is a `Deadline` of two steps, and a
+//! releaser waiting for its successor's link parks until the link is stored
+//! (`shim::spin_wait`): the waits end on the same events, only sooner.
 
 use crate::shim::{spin_loop, spin_wait, wake_spinners, AtomicPtr, AtomicU32, Deadline, Ordering};
 use std::ptr;

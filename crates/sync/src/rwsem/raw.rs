@@ -53,6 +53,20 @@
 //! fast paths and spinners then fail, only the front may take the lock, and
 //! it clears `HANDOFF` in the same RMW that grants it. A reader front sets it
 //! through the waker that failed to grant it.
+//!
+//! # Under loom
+//!
+//! The code is the same; three helpers behave differently, each for the
+//! reason given where it is defined:
+//! - waiters sleep in `futex::wait` until a wake on their word, so a lost
+//!   wake-up is a deadlock loom reports (the `*_no_lost_wakeup` models);
+//! - `queue`'s spinlock and the OSQ park their waiters until the word they
+//!   poll is stored to (`shim::spin_wait`);
+//! - spin budgets are `Deadline`s of two steps, and adaptive spinners read
+//!   them every round (`clock_due`), so a spin lasts two rounds; nothing a
+//!   spinner does depends on how many rounds it spun, only on what it saw.
+//!   `cpus_oversubscribed` is false, so the yield-and-retry path is not
+//!   modelled.
 
 use super::osq::Osq;
 use super::policy::{cpus_oversubscribed, RwSemConfig, SpinPolicy};

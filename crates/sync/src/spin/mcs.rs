@@ -18,6 +18,11 @@
 //! see [`SPINS_BEFORE_YIELD`](super::SPINS_BEFORE_YIELD), which shortens
 //! but does not remove the stall).
 //!
+//! Under loom a waiter parks until its flag (or, releasing, its link) is
+//! stored, see [`spin`](super): the hand-over and link stores are each
+//! followed by `shim::wake_spinners`, by address only, since the node may be
+//! given back as soon as the store lands.
+//!
 //! ```
 //! use vfscale_sync::spin::{McsLock, SpinLock};
 //!
@@ -374,9 +379,9 @@ mod tests {
 
 #[cfg(all(test, loom))]
 mod loom_models {
-    //! Loom explores every interleaving of spinning threads, so two threads
-    //! spinning at once make its search unbounded: each model keeps at most
-    //! one thread able to spin at any moment.
+    //! Waiters park under loom until their node's flag or link is stored
+    //! (`shim::spin_wait`), so several may wait at once without making the
+    //! search unbounded.
 
     use super::*;
     use crate::spin::SpinLock;
