@@ -39,11 +39,28 @@
 //!
 //! # For a new primitive
 //!
-//! Sleep with [`wait`] / [`wake`] on an `AtomicU32` from the crate's `shim`
-//! (store first, then wake), and spin with `shim::spin_wait` on the
-//! word being polled, calling `shim::wake_spinners` after every
-//! store that may end such a wait. Both are checked by the same models
-//! without any `cfg(loom)` in the primitive.
+//! Nothing in a primitive needs `cfg(loom)`: it waits through these calls,
+//! and the same code is checked.
+//!
+//! ```text
+//! // Sleeping: an AtomicU32 from crate::shim; store first, then wake.
+//! while state.load(Acquire) == WAITING { futex::wait(&state, WAITING, None) }
+//! state.store(DONE, Release); futex::wake(&state, 1);
+//!
+//! // Spinning on any shim atomic (bool, i32, isize, u32, u64, usize, ptr):
+//! loop {
+//!     let seen = word.load(Relaxed);
+//!     if ready(seen) { break }
+//!     shim::spin_wait(&word, seen);        // a pause; under loom, parks
+//! }
+//! word.store(next, Release);                // or any RMW that may end a wait
+//! shim::wake_spinners(&word);               // nothing; under loom, unparks
+//! ```
+//!
+//! Call `shim::wake_spinners` right after every store that may end a spin
+//! (by address, since the word may be freed once the store lands); a
+//! missing one shows up as a loom deadlock, not as a missed bug. A `yield_now`
+//! wait loop is neither: it leaves loom unbounded schedules.
 
 use crate::shim::AtomicU32;
 use std::time::Duration;

@@ -74,7 +74,14 @@ macro_rules! spin_word {
     )*};
 }
 
-spin_word!(AtomicBool => bool, AtomicU32 => u32, AtomicU64 => u64, AtomicUsize => usize);
+spin_word!(
+    AtomicBool => bool,
+    AtomicI32 => i32,
+    AtomicIsize => isize,
+    AtomicU32 => u32,
+    AtomicU64 => u64,
+    AtomicUsize => usize,
+);
 
 impl<T> SpinWord for AtomicPtr<T> {
     type Value = *mut T;
