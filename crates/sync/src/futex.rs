@@ -164,3 +164,66 @@ pub(crate) mod model {
         });
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::shim::{spin_wait, wake_spinners, AtomicBool, Ordering};
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// A waiter in a re-check loop and a store-then-wake: the waiter always
+    /// gets out (with the wake left out, or put before the store, loom
+    /// reports a deadlock).
+    #[test]
+    fn futex_store_then_wake_ends_the_wait() {
+        loom::model(|| {
+            let word = Arc::new(AtomicU32::new(0));
+            let waker = {
+                let word = word.clone();
+                thread::spawn(move || {
+                    word.store(1, Ordering::Release);
+                    wake(&word, 1);
+                })
+            };
+            while word.load(Ordering::Acquire) == 0 {
+                wait(&word, 0, None);
+            }
+            waker.join().unwrap();
+        });
+    }
+
+    /// A timed wait nobody wakes returns anyway, and leaves the queue: a
+    /// later wake finds nobody to unpark.
+    #[test]
+    fn futex_timed_wait_may_return_unwoken() {
+        loom::model(|| {
+            let word = AtomicU32::new(0);
+            wait(&word, 0, Some(Duration::from_millis(1)));
+            wake(&word, 1);
+        });
+    }
+
+    /// Two spinners on one flag are both let go by one store and its wake.
+    #[test]
+    fn spin_wait_two_spinners_one_release() {
+        loom::model(|| {
+            let flag = Arc::new(AtomicBool::new(true));
+            let spinners: Vec<_> = (0..2)
+                .map(|_| {
+                    let flag = flag.clone();
+                    thread::spawn(move || {
+                        while flag.load(Ordering::Acquire) {
+                            spin_wait(&*flag, true);
+                        }
+                    })
+                })
+                .collect();
+            flag.store(false, Ordering::Release);
+            wake_spinners(&*flag);
+            for spinner in spinners {
+                spinner.join().unwrap();
+            }
+        });
+    }
+}
