@@ -15,13 +15,12 @@
 //! - `wait(word, expected, None)` checks the word and queues the thread in
 //!   one atomic step, then parks it until a `wake` on the same address. The
 //!   check is a relaxed read-modify-write that stores nothing
-//!   (`shim::SpinWord::still`): loom lets an RMW read
-//!   only the newest value, which is what the kernel's check under its
-//!   hash-bucket lock amounts to, and it adds no synchronization the real
-//!   call would not have. The queueing is
-//!   plain Rust between two loom operations, so no other thread runs in
-//!   between: a `wake` either comes before the check (and the check sees
-//!   the store before it) or finds the waiter queued.
+//!   (`shim::SpinWord::still`): loom lets an RMW read only the newest
+//!   value, which is what the kernel's check under its hash-bucket lock
+//!   amounts to, and it adds no synchronization the real call would not
+//!   have. The queueing is plain Rust between two loom operations, so no
+//!   other thread runs in between: a `wake` either comes before the check
+//!   (and the check sees the store before it) or finds the waiter queued.
 //! - `wait` with a timeout may return whether woken or not: it queues as
 //!   above, yields once (loom may run anyone first), and leaves the queue if
 //!   nobody woke it. It can never deadlock, like the real timed wait.
