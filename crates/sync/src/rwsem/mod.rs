@@ -491,9 +491,9 @@ mod loom_models {
 
     /// Adds 2 in two steps; with `pause`, yields in between, so loom may
     /// run anyone else inside the critical section without spending a
-    /// preemption, and a reader that gets in there sees an odd value. The
-    /// 3-thread models leave it out: with every thread yielding, loom's
-    /// executions grow past its branch limit.
+    /// preemption, and a reader that gets in there sees an odd value.
+    /// (Since waiters park under loom instead of yielding in a loop, the
+    /// 3-thread models can afford the pause too.)
     fn add_two(sem: &RwSem<u32>, pause: bool) {
         let mut w = sem.write();
         *w += 1;
@@ -542,7 +542,7 @@ mod loom_models {
             let writers: Vec<_> = (0..2)
                 .map(|_| {
                     let sem = sem.clone();
-                    thread::spawn(move || add_two(&sem, false))
+                    thread::spawn(move || add_two(&sem, true))
                 })
                 .collect();
             assert!(read_even(&sem) <= 4);
@@ -599,6 +599,31 @@ mod loom_models {
             reader.join().unwrap();
             writer.join().unwrap();
             assert_eq!(read_even(&sem), 2);
+            assert!(sem.raw.is_idle());
+        });
+    }
+
+    /// A held lock and two writers behind it, with `handoff_after` zero: the
+    /// first to queue reserves the lock at once, possibly while the other
+    /// (adaptive) still spins. A release must wake the reserved-for front
+    /// even with a spinner active, since the spinner cannot take a reserved
+    /// lock: it stops, queues behind and sleeps too.
+    fn writers_behind_a_reserved_lock(config: RwSemConfig) {
+        let config = RwSemConfig { handoff_after: Duration::ZERO, ..config };
+        loom::model(move || {
+            let sem = Arc::new(RwSem::with_config(0u32, config));
+            let held = sem.write();
+            let writers: Vec<_> = (0..2)
+                .map(|_| {
+                    let sem = sem.clone();
+                    thread::spawn(move || add_two(&sem, true))
+                })
+                .collect();
+            drop(held);
+            for writer in writers {
+                writer.join().unwrap();
+            }
+            assert_eq!(read_even(&sem), 4);
             assert!(sem.raw.is_idle());
         });
     }
@@ -679,6 +704,11 @@ mod loom_models {
     #[test]
     fn adaptive_writer_queued_behind_a_transient_reader() {
         reader_and_writer_behind_a_held_lock(one_try(SpinPolicy::Adaptive), false);
+    }
+
+    #[test]
+    fn adaptive_spinner_vs_reserved_lock() {
+        writers_behind_a_reserved_lock(config(SpinPolicy::Adaptive));
     }
 
     #[test]
