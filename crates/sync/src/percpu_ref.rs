@@ -69,7 +69,7 @@
 //! ```
 
 use crate::percpu_alloc::Slots;
-use crate::shim::{yield_now, AtomicIsize, AtomicU32, Ordering};
+use crate::shim::{spin_wait, wake_spinners, AtomicIsize, AtomicU32, Ordering};
 use crate::spin::{SpinLock, TasLock};
 use std::fmt;
 
@@ -224,8 +224,8 @@ impl PercpuRef {
         for cpu in 0..self.slots.len() {
             let slot = self.slots.get(cpu);
             // A transient unit is being taken back; wait for it.
-            while slot.compare_exchange(FOLDED, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
-                yield_now();
+            while let Err(seen) = slot.compare_exchange(FOLDED, 0, Ordering::AcqRel, Ordering::Relaxed) {
+                spin_wait(slot, seen);
             }
         }
         self.mode.store(0, Ordering::Release);
@@ -244,8 +244,8 @@ impl PercpuRef {
         }
         for cpu in 0..self.slots.len() {
             let slot = self.slots.get(cpu);
-            while slot.compare_exchange(FOLDED, 0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
-                yield_now();
+            while let Err(seen) = slot.compare_exchange(FOLDED, 0, Ordering::AcqRel, Ordering::Relaxed) {
+                spin_wait(slot, seen);
             }
         }
         self.mode.store(0, Ordering::Release);
@@ -281,6 +281,7 @@ impl PercpuRef {
             return;
         }
         slot.fetch_sub(n, Ordering::Relaxed);
+        wake_spinners(slot);
         crate::audit::shared_write();
         self.atomic.fetch_add(n, Ordering::SeqCst);
     }
@@ -291,6 +292,7 @@ impl PercpuRef {
             return true;
         }
         slot.fetch_sub(n, Ordering::Relaxed);
+        wake_spinners(slot);
         if live && self.is_dying() {
             return false;
         }
@@ -311,6 +313,7 @@ impl PercpuRef {
             return;
         }
         slot.fetch_add(n, Ordering::Relaxed);
+        wake_spinners(slot);
         self.put_atomic(n);
     }
 
