@@ -1,8 +1,15 @@
 //! `vfscale bench`: runs every (variant, threads) cell of one workload and
 //! reports each as a table row or a JSON object.
+//!
+//! Two figures relate cells of one run. `speedup` S_T = median ops/s at T
+//! threads / median ops/s at 1 thread of the same variant. `efficiency` =
+//! S_T / S_T of [`PRIVATE`] (the same work with nothing shared, measured
+//! in the same rounds): the share of what this machine allows at T threads
+//! that the design gets. 1 means the design scales like unshared work; at
+//! 1 thread it is 1 by definition.
 
 use crate::harness::{run_cells, CellStats, RunPlan};
-use crate::workloads::{Params, Subject, Workload};
+use crate::workloads::{Params, Subject, Workload, PRIVATE};
 use serde::Serialize;
 
 /// What to run: the command line of `bench`, validated.
@@ -49,6 +56,9 @@ pub struct CellReport {
     /// Median throughput over the median at 1 thread of the same variant,
     /// when 1 thread was measured.
     pub speedup: Option<f64>,
+    /// `speedup` over the speedup of `private` at the same thread count,
+    /// when both were measured in the same run.
+    pub efficiency: Option<f64>,
 }
 
 impl BenchRequest {
@@ -57,8 +67,12 @@ impl BenchRequest {
     /// run 0 being the warm-up. Reports come variant-major.
     pub fn run(&self, progress: impl FnMut(&str, usize, usize)) -> Vec<CellReport> {
         let hold = self.workload.takes_hold.then_some(self.params);
-        let subjects: Vec<(&'static str, Box<dyn Subject>)> =
-            self.variants.iter().map(|&variant| (variant, (self.workload.build)(variant, &self.params))).collect();
+        let max_threads = self.threads.iter().copied().max().unwrap_or(1);
+        let subjects: Vec<(&'static str, Box<dyn Subject>)> = self
+            .variants
+            .iter()
+            .map(|&variant| (variant, self.workload.subject(variant, &self.params, max_threads)))
+            .collect();
         let subjects: Vec<(&'static str, &dyn Subject)> = subjects.iter().map(|(v, s)| (*v, s.as_ref())).collect();
         let cells = Cells { workload: self.workload.name, hold, note: None };
         cells.measure(&subjects, &self.threads, self.plan, progress)
@@ -79,9 +93,9 @@ pub struct Cells {
 
 impl Cells {
     /// Runs each (variant, thread count) cell, their runs interleaved, and
-    /// reports every cell, variant-major, with the speedup against its
-    /// variant's 1-thread cell when there is one. `progress(variant,
-    /// threads, run)` is called before each run; run 0 is the warm-up.
+    /// reports every cell, variant-major, with its speedup and efficiency
+    /// (see [`scaling`]). `progress(variant, threads, run)` is called
+    /// before each run; run 0 is the warm-up.
     pub fn measure(
         &self,
         subjects: &[(&'static str, &dyn Subject)],
@@ -108,16 +122,33 @@ impl Cells {
                 note: self.note.clone(),
                 stats: runs.stats(),
                 speedup: None,
+                efficiency: None,
             })
             .collect();
-        for variant in subjects.iter().map(|&(v, _)| v) {
-            let base =
-                reports.iter().find(|r| r.variant == variant && r.threads == 1).map(|r| r.stats.ops_per_sec.median);
-            for report in reports.iter_mut().filter(|r| r.variant == variant) {
-                report.speedup = base.map(|b| report.stats.ops_per_sec.median / b);
-            }
-        }
+        scaling(&mut reports);
         reports
+    }
+}
+
+/// Fills in every report's `speedup` (against the 1-thread cell of its
+/// variant) and `efficiency` (that speedup over the speedup of `private` at
+/// the same thread count); each stays `None` where a cell it needs is
+/// missing.
+pub fn scaling(reports: &mut [CellReport]) {
+    let base = |of: &CellReport| {
+        let one = reports.iter().find(|r| (r.workload, r.variant, r.threads) == (of.workload, of.variant, 1))?;
+        Some(one.stats.ops_per_sec.median)
+    };
+    let speedups: Vec<Option<f64>> = reports.iter().map(|r| Some(r.stats.ops_per_sec.median / base(r)?)).collect();
+    let ceiling = |of: &CellReport| {
+        let mut cells = reports.iter().zip(&speedups);
+        cells.find(|(r, _)| (r.workload, r.variant, r.threads) == (of.workload, PRIVATE, of.threads)).and_then(|c| *c.1)
+    };
+    let efficiencies: Vec<Option<f64>> =
+        reports.iter().zip(&speedups).map(|(r, s)| Some((*s)? / ceiling(r)?)).collect();
+    for ((report, speedup), efficiency) in reports.iter_mut().zip(speedups).zip(efficiencies) {
+        report.speedup = speedup;
+        report.efficiency = efficiency;
     }
 }
 
@@ -138,6 +169,7 @@ pub fn table(reports: &[CellReport]) -> String {
         "max",
         "ns/op",
         "S",
+        "eff",
         "fair",
         "user s",
         "sys s",
@@ -155,7 +187,8 @@ pub fn table(reports: &[CellReport]) -> String {
             human(o.min),
             human(o.max),
             format!("{:.1}", r.stats.per_op_ns.median),
-            r.speedup.map_or("-".into(), |s| format!("{s:.2}")),
+            ratio(r.speedup),
+            ratio(r.efficiency),
             format!("{:.2}", r.stats.fairness.min_over_max),
             format!("{:.3}", r.stats.cpu_user_s.median),
             format!("{:.3}", r.stats.cpu_system_s.median),
@@ -164,18 +197,20 @@ pub fn table(reports: &[CellReport]) -> String {
     align(rows)
 }
 
+/// A speedup or efficiency with two decimals, "-" when unknown.
+fn ratio(value: Option<f64>) -> String {
+    value.map_or("-".into(), |v| format!("{v:.2}"))
+}
+
 /// Seed 004's table: mean, variance, sigma, max and min of the wall time
-/// of one run (ms), and S2 = median throughput at 2 threads over 1.
+/// of one run (ms), S2 = median throughput at 2 threads over 1, and the
+/// efficiency of each row.
 fn run_time_table(reports: &[CellReport]) -> String {
-    let header = ["variant", "threads", "mean ms", "variance", "sigma", "max", "min", "S", "S2"];
+    let header = ["variant", "threads", "mean ms", "variance", "sigma", "max", "min", "S", "S2", "eff"];
     let mut rows = vec![header.map(String::from).to_vec()];
     for r in reports {
         let t = &r.stats.elapsed_s;
-        let s2 = reports
-            .iter()
-            .filter(|o| o.variant == r.variant && o.threads == 2)
-            .find_map(|o| o.speedup)
-            .map_or("-".into(), |s| format!("{s:.2}"));
+        let s2 = reports.iter().filter(|o| o.variant == r.variant && o.threads == 2).find_map(|o| o.speedup);
         rows.push(vec![
             r.variant.to_string(),
             r.threads.to_string(),
@@ -184,8 +219,9 @@ fn run_time_table(reports: &[CellReport]) -> String {
             format!("{:.4}", t.sigma * 1e3),
             format!("{:.4}", t.max * 1e3),
             format!("{:.4}", t.min * 1e3),
-            r.speedup.map_or("-".into(), |s| format!("{s:.2}")),
-            s2,
+            ratio(r.speedup),
+            ratio(s2),
+            ratio(r.efficiency),
         ]);
     }
     align(rows)
@@ -262,6 +298,90 @@ mod tests {
         assert!(table(&reports).lines().count() == 5);
     }
 
+    /// A report of `variant` at `threads` whose median throughput is `ops`.
+    fn cell(variant: &'static str, threads: usize, ops: f64) -> CellReport {
+        let runs = crate::harness::CellRuns {
+            threads,
+            iterations: 1,
+            elapsed: vec![std::time::Duration::from_secs_f64(threads as f64 / ops)],
+            cpu: vec![Default::default()],
+            thread_elapsed: vec![vec![std::time::Duration::from_secs(1); threads]],
+        };
+        CellReport {
+            workload: "w",
+            variant,
+            threads,
+            runs: 1,
+            iterations: 1,
+            hold_us: None,
+            work_us: None,
+            note: None,
+            stats: runs.stats(),
+            speedup: None,
+            efficiency: None,
+        }
+    }
+
+    #[test]
+    fn efficiency_is_speedup_over_the_speedup_of_private() {
+        let mut reports = vec![
+            cell("ours", 1, 100.0),
+            cell("ours", 2, 190.0),
+            cell("ours", 16, 150.0),
+            cell("before", 1, 200.0),
+            cell("before", 2, 100.0),
+            cell("before", 16, 50.0),
+            cell(PRIVATE, 1, 1000.0),
+            cell(PRIVATE, 2, 2000.0),
+            cell(PRIVATE, 16, 1500.0),
+        ];
+        scaling(&mut reports);
+        let got: Vec<(Option<f64>, Option<f64>)> = reports.iter().map(|r| (r.speedup, r.efficiency)).collect();
+        let close = |a: Option<f64>, b: f64| (a.expect("known") - b).abs() < 1e-6;
+        let expected = [
+            (1.0, 1.0),
+            (1.9, 0.95),
+            (1.5, 1.0),
+            (1.0, 1.0),
+            (0.5, 0.25),
+            (0.25, 0.25 / 1.5),
+            (1.0, 1.0),
+            (2.0, 1.0),
+            (1.5, 1.0),
+        ];
+        for (i, ((s, e), (want_s, want_e))) in got.iter().zip(expected).enumerate() {
+            assert!(close(*s, want_s) && close(*e, want_e), "row {i}: got {s:?} {e:?}, want {want_s} {want_e}");
+        }
+    }
+
+    #[test]
+    fn no_efficiency_without_private_or_its_one_thread_cell() {
+        let mut without = vec![cell("ours", 1, 100.0), cell("ours", 2, 190.0)];
+        scaling(&mut without);
+        assert!((without[1].speedup.unwrap() - 1.9).abs() < 1e-6);
+        assert!(without.iter().all(|r| r.efficiency.is_none()));
+        let mut no_base = vec![cell("ours", 1, 100.0), cell("ours", 2, 190.0), cell(PRIVATE, 2, 400.0)];
+        scaling(&mut no_base);
+        assert!(no_base.iter().all(|r| r.efficiency.is_none()), "private has no 1-thread cell");
+        let mut no_match = vec![cell("ours", 1, 100.0), cell("ours", 2, 190.0), cell(PRIVATE, 1, 400.0)];
+        scaling(&mut no_match);
+        assert!((no_match[0].efficiency.unwrap() - 1.0).abs() < 1e-6);
+        assert_eq!(no_match[1].efficiency, None, "private has no 2-thread cell");
+    }
+
+    #[test]
+    fn private_runs_with_the_designs_and_gives_their_efficiency() {
+        let mut request = request(vec![1, 2]);
+        request.variants = request.workload.all_variants();
+        let reports = request.run(|_, _, _| {});
+        assert_eq!(reports.len(), 8, "3 designs and private at 1 and 2 threads");
+        assert!(reports.iter().all(|r| r.efficiency.is_some()));
+        assert!(reports.iter().filter(|r| r.threads == 1 || r.variant == PRIVATE).all(|r| r.efficiency == Some(1.0)));
+        let text = table(&reports);
+        assert!(text.lines().next().unwrap().contains(" eff "), "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("private ")).count(), 2, "{text}");
+    }
+
     #[test]
     fn no_speedup_without_a_one_thread_cell() {
         let reports = request(vec![2]).run(|_, _, _| {});
@@ -276,6 +396,7 @@ mod tests {
         for key in ["workload", "variant", "threads", "runs", "iterations", "ops_per_sec", "per_op_ns", "speedup"] {
             assert!(cell.get(key).is_some(), "missing {key}");
         }
+        assert!(cell["efficiency"].is_null(), "no private cell in this run");
         for key in ["ops_per_sec_samples", "thread_per_op_us", "fairness", "elapsed_s", "cpu_user_s", "cpu_system_s"] {
             assert!(cell.get(key).is_some(), "missing {key}");
         }

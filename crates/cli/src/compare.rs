@@ -139,6 +139,20 @@ mod tests {
     }
 
     #[test]
+    fn runs_with_and_without_private_and_efficiency_compare() {
+        let old = parse(&json!([cell("rcu", &[10.0, 11.0, 10.5, 10.2])])).unwrap();
+        let mut rcu = cell("rcu", &[10.1, 10.9, 10.4, 10.3]);
+        rcu["efficiency"] = json!(0.93);
+        let mut private = cell("private", &[20.0, 21.0, 20.5, 20.2]);
+        private["efficiency"] = json!(1.0);
+        let new = parse(&json!([rcu, private])).unwrap();
+        let text = render(&old, &new, "old.json", "new.json");
+        assert_eq!(verdicts(&old, &new).len(), 1, "{text}");
+        assert!(text.contains("(1 cells of B have no comparable cell in A)"), "{text}");
+        assert_eq!(verdicts(&new, &new).len(), 2, "private (B) vs private (A) compares two machines' ceilings");
+    }
+
+    #[test]
     fn b_is_judged_against_a_cell_by_cell() {
         let a = parse(&json!([cell("rcu", &[10.0, 11.0, 10.5, 10.2]), cell("ref", &[5.0, 5.1, 4.9, 5.2])])).unwrap();
         let b = parse(&json!([cell("rcu", &[20.0, 21.0, 20.5, 20.2]), cell("ref", &[5.05, 5.0, 5.15, 4.95])])).unwrap();

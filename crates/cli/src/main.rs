@@ -51,7 +51,7 @@ struct BenchArgs {
     /// List the workloads and their variants.
     #[arg(long)]
     list: bool,
-    /// Variants to run, comma-separated [default: all of the workload's].
+    /// Variants to run, comma-separated [default: all of the workload's, `private` last].
     #[arg(long, value_delimiter = ',')]
     variant: Vec<String>,
     /// Thread counts, comma-separated.
@@ -146,7 +146,7 @@ fn bench_command(args: BenchArgs) -> Result<(), String> {
 fn list_workloads() -> String {
     workloads::all()
         .iter()
-        .map(|w| format!("{:<14} {}\n{:<14} variants: {}\n", w.name, w.about, "", w.variants.join(", ")))
+        .map(|w| format!("{:<14} {}\n{:<14} variants: {}\n", w.name, w.about, "", w.all_variants().join(", ")))
         .collect()
 }
 
@@ -154,18 +154,15 @@ fn bench_request(args: &BenchArgs) -> Result<BenchRequest, String> {
     let name = args.workload.as_deref().unwrap_or_default();
     let workload = workloads::find(name)
         .ok_or_else(|| format!("unknown workload '{name}' (`vfscale bench --list` lists them)"))?;
+    let known = workload.all_variants();
     let variants = if args.variant.is_empty() {
-        workload.variants.to_vec()
+        known
     } else {
         args.variant
             .iter()
             .map(|v| {
-                workload.variants.iter().copied().find(|known| known == v).ok_or_else(|| {
-                    format!(
-                        "workload {} has no variant '{v}' (it has: {})",
-                        workload.name,
-                        workload.variants.join(", ")
-                    )
+                known.iter().copied().find(|k| k == v).ok_or_else(|| {
+                    format!("workload {} has no variant '{v}' (it has: {})", workload.name, known.join(", "))
                 })
             })
             .collect::<Result<_, _>>()?

@@ -2,15 +2,18 @@
 //! own — a reader who never saw the terminal output finds, per experiment,
 //! what the seed claimed, the machine, every verdict, every cell, and two
 //! charts per case: throughput against threads for each variant (host
-//! included, bootstrap 95% intervals as error bars, log scales), and the
-//! per-op time of every thread of every run at the largest thread count.
+//! included, bootstrap 95% intervals as error bars, log scales, and the
+//! `private` ceiling as a dashed line), and the per-op time of every thread
+//! of every run at the largest thread count.
 //!
 //! The charts are drawn with plotters' SVG backend and its built-in font
 //! metrics, so no font files or network are needed to write or view them.
 
 use crate::bench::{human, CellReport};
-use crate::reproduce::{verdict_line, CaseResult, ExperimentResult, Reproduction};
+use crate::reproduce::{efficiency_line, verdict_line, CaseResult, ExperimentResult, Reproduction};
 use crate::stats::Verdict;
+use crate::workloads::PRIVATE;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -50,7 +53,7 @@ fn head(html: &mut String, repro: &Reproduction) {
          Verdicts compare the throughput of the \"after\" design with the \"before\" design at the same thread count: \
          ratio of means with a bootstrap 95% interval, and a two-sided Mann&ndash;Whitney U test at 95% \
          (&ldquo;no significant difference&rdquo; is a result). <em>host</em> is the same workload on this machine's \
-         own Linux kernel.</p>\n",
+         own Linux kernel. <em>private</em> is the machine's ceiling: the first design's work with nothing shared          between threads (each its own instance), run in the same rounds; the dashed line on the throughput charts.          A design's <em>efficiency</em> at T threads is its speedup S<sub>T</sub> (throughput at T over throughput          at 1) over the speedup of private at T: 1 is as well as unshared work scales here.</p>\n",
         escape(&m.kernel),
         m.cpus,
         escape(&m.cpu_model),
@@ -85,6 +88,9 @@ fn section(html: &mut String, e: &ExperimentResult, dir: &Path) -> Result<(), St
         }
         let _ = writeln!(html, "<h3>{}</h3>", escape(&title));
         verdicts(html, case);
+        if let Some(line) = efficiency_line(&case.cells) {
+            let _ = writeln!(html, "<p>{}</p>", escape(&line));
+        }
         let stem = format!("{}-{}", e.name, i);
         let throughput = format!("{stem}-throughput.svg");
         throughput_chart(&case.cells, &title, &dir.join(&throughput))?;
@@ -130,15 +136,15 @@ fn verdicts(html: &mut String, case: &CaseResult) {
 fn cells(html: &mut String, cells: &[CellReport]) {
     html.push_str(
         "<table><tr><th>workload / variant</th><th>threads</th><th>median ops/s</th><th>mean 95% CI</th>\
-         <th>sigma</th><th>min</th><th>max</th><th>us/op (thread)</th><th>fairness min/max</th>\
-         <th>user s</th><th>sys s</th></tr>\n",
+         <th>sigma</th><th>min</th><th>max</th><th>us/op (thread)</th><th>S</th><th>efficiency</th>\
+         <th>fairness min/max</th><th>user s</th><th>sys s</th></tr>\n",
     );
     for c in cells {
         let o = &c.stats.ops_per_sec;
         let _ = writeln!(
             html,
             "<tr><td>{} {}</td><td>{}</td><td>{}</td><td>{} &ndash; {}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{:.3}</td><td>{:.2}</td><td>{:.3}</td><td>{:.3}</td></tr>",
+             <td>{:.3}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.3}</td><td>{:.3}</td></tr>",
             escape(c.workload),
             escape(c.variant),
             c.threads,
@@ -149,6 +155,8 @@ fn cells(html: &mut String, cells: &[CellReport]) {
             human(o.min),
             human(o.max),
             c.stats.per_op_ns.median / 1e3,
+            c.speedup.map_or("-".into(), |s| format!("{s:.2}")),
+            c.efficiency.map_or("-".into(), |e| format!("{e:.2}")),
             c.stats.fairness.min_over_max,
             c.stats.cpu_user_s.median,
             c.stats.cpu_system_s.median
@@ -210,16 +218,28 @@ fn throughput_chart(cells: &[CellReport], title: &str, path: &Path) -> Result<()
         .y_label_formatter(&|y| human(*y))
         .draw()
         .map_err(chart_error)?;
-    for (i, (workload, variant)) in series(cells).into_iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+    let designs = series(cells).into_iter().filter(|&(_, variant)| variant != PRIVATE);
+    let ceiling = series(cells).into_iter().filter(|&(_, variant)| variant == PRIVATE);
+    for (i, (workload, variant)) in designs.enumerate().chain(ceiling.map(|s| (usize::MAX, s))) {
+        let is_ceiling = i == usize::MAX;
+        let color = if is_ceiling { BLACK.mix(0.75) } else { Palette99::pick(i).to_rgba() };
         let mine: Vec<&CellReport> = cells.iter().filter(|c| c.workload == workload && c.variant == variant).collect();
         let points: Vec<(f64, f64)> =
             mine.iter().map(|c| ((c.threads as f64).log2(), c.stats.ops_per_sec.median)).collect();
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            .map_err(chart_error)?
-            .label(format!("{workload} {variant}"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+        if is_ceiling {
+            // The ceiling: the first design's work, nothing shared.
+            chart
+                .draw_series(DashedLineSeries::new(points.clone(), 8, 5, color.stroke_width(2)))
+                .map_err(chart_error)?
+                .label(format!("{workload} {variant} (ceiling)"))
+                .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 16, y)], 5, 3, color.stroke_width(2)));
+        } else {
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(chart_error)?
+                .label(format!("{workload} {variant}"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+        }
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(chart_error)?;
         chart
             .draw_series(mine.iter().map(|c| {
@@ -278,7 +298,10 @@ fn per_op_chart(cells: &[CellReport], title: &str, path: &Path) -> Result<(), St
         .draw()
         .map_err(chart_error)?;
     for (i, c) in widest.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        // The colours of the throughput chart: private grey, the others in
+        // order without it.
+        let designs_before = widest[..i].iter().filter(|c| c.variant != PRIVATE).count();
+        let color = if c.variant == PRIVATE { BLACK.mix(0.75) } else { Palette99::pick(designs_before).to_rgba() };
         // Spread the points across the column so equal values stay visible.
         let count = c.stats.thread_per_op_us.len().max(1) as f64;
         let points = c.stats.thread_per_op_us.iter().enumerate().map(|(k, &v)| {
@@ -343,6 +366,10 @@ mod tests {
             let svg = std::fs::read_to_string(dir.join(chart)).unwrap();
             assert!(svg.starts_with("<svg") && svg.contains("lockref"), "{chart}");
         }
+        let throughput = std::fs::read_to_string(dir.join("t-0-throughput.svg")).unwrap();
+        assert!(throughput.contains("prim-lockref private (ceiling)"), "the ceiling is drawn and named");
+        assert!(page.contains("efficiency (S / S private): x2 lockref "), "the page gives each design's efficiency");
+        assert!(!page.contains("private vs") && !page.contains("vs private"), "private is no contender");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -10,13 +10,17 @@
 //! with no change here. Every before/after pair gets a [`Comparison`] per
 //! thread count: the throughput ratio, its bootstrap interval, and a
 //! Mann–Whitney verdict.
+//!
+//! Every workload also runs its `private` variant in the same rounds: the
+//! machine's ceiling, against which each design's efficiency is given. It
+//! is a reference, never half of a verdict pair.
 
 use crate::bench::{self, BenchRequest, CellReport, Cells};
 use crate::harness::RunPlan;
 use crate::host;
 use crate::machine::Machine;
 use crate::stats::{self, Comparison};
-use crate::workloads::{self, Params, Workload};
+use crate::workloads::{self, Params, Workload, PRIVATE};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -46,7 +50,8 @@ pub struct Case {
     /// Whether the host driver of the same name runs too.
     pub host: bool,
     /// (before, after) variant pairs to judge; those naming a variant the
-    /// workload lacks are dropped, and when none is left the workload's
+    /// workload lacks (or `private`, which is the ceiling, not a design)
+    /// are dropped, and when none is left the workload's
     /// second variant (the "before" design) is judged against its first
     /// (ours).
     pub pairs: &'static [(&'static str, &'static str)],
@@ -279,7 +284,7 @@ impl Plan {
     }
 
     fn cells(&self, threads: usize) -> usize {
-        (self.vfs.map_or(0, |w| w.variants.len()) + usize::from(self.host.is_some())) * threads
+        (self.vfs.map_or(0, |w| w.all_variants().len()) + usize::from(self.host.is_some())) * threads
     }
 }
 
@@ -315,7 +320,7 @@ pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(
             result.iterations = Some(iterations);
             let request = BenchRequest {
                 workload,
-                variants: workload.variants.to_vec(),
+                variants: workload.all_variants(),
                 threads: options.threads.clone(),
                 plan: RunPlan { runs, iterations },
                 params,
@@ -362,9 +367,10 @@ pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(
     }
 }
 
-/// The (before, after) pairs judged for `workload` in `case`.
+/// The (before, after) pairs judged for `workload` in `case`: designs only,
+/// never `private`.
 fn pairs(workload: &Workload, case: &Case) -> Vec<(&'static str, &'static str)> {
-    let has = |v: &str| workload.variants.contains(&v);
+    let has = |v: &str| v != PRIVATE && workload.variants.contains(&v);
     let listed: Vec<_> = case.pairs.iter().copied().filter(|(b, a)| has(b) && has(a)).collect();
     match (listed.is_empty(), workload.variants) {
         (false, _) => listed,
@@ -557,15 +563,38 @@ pub fn lockperf(cells: &[CellReport]) -> String {
     out
 }
 
+/// Each design's efficiency at every thread count above 1, as
+/// "efficiency (S / S private): x2 rcu 0.93, rwsem 0.41; x16 rcu 0.95, rwsem 0.51";
+/// `None` when no cell above 1 thread has one.
+pub fn efficiency_line(cells: &[CellReport]) -> Option<String> {
+    let threads: std::collections::BTreeSet<usize> =
+        cells.iter().filter(|c| c.threads > 1 && c.efficiency.is_some()).map(|c| c.threads).collect();
+    let per_count: Vec<String> = threads
+        .into_iter()
+        .map(|t| {
+            let designs: Vec<String> = cells
+                .iter()
+                .filter(|c| c.threads == t && c.variant != PRIVATE)
+                .filter_map(|c| Some(format!("{} {:.2}", c.variant, c.efficiency?)))
+                .collect();
+            format!("x{t} {}", designs.join(", "))
+        })
+        .collect();
+    (!per_count.is_empty()).then(|| format!("efficiency (S / S private): {}", per_count.join("; ")))
+}
+
 /// The closing summary: every verdict of every experiment on one line each,
-/// and what did not run.
+/// each design's efficiency, and what did not run.
 pub fn summary(results: &[ExperimentResult]) -> String {
     let mut out = String::from("\n== summary: after vs before, throughput ratio [95% CI], Mann-Whitney U at 95% ==\n");
     for r in results {
         for case in &r.cases {
+            let hold = case.hold_us.map_or(String::new(), |h| format!(" hold {h}us"));
             for v in &case.verdicts {
-                let hold = v.hold_us.map_or(String::new(), |h| format!(" hold {h}us"));
                 let _ = writeln!(out, "{:<10} {:<14} {}", r.name, format!("{}{hold}", v.workload), verdict_line(v));
+            }
+            if let (Some(workload), Some(line)) = (case.vfs_workload, efficiency_line(&case.cells)) {
+                let _ = writeln!(out, "{:<10} {:<14} {line}", r.name, format!("{workload}{hold}"));
             }
             let host: Vec<&CellReport> = case.cells.iter().filter(|c| c.variant == host::VARIANT).collect();
             if let Some(widest) = host.iter().max_by_key(|c| c.threads) {
@@ -633,7 +662,7 @@ mod tests {
         let options = Options { quick: true, threads: vec![1, 2] };
         let mut seen = 0;
         let result = run(&experiment, &options, &mut |_| seen += 1);
-        assert_eq!(seen, 6 * (options.runs() + 1), "3 variants x 2 thread counts, each warm-up and runs");
+        assert_eq!(seen, 8 * (options.runs() + 1), "3 designs and private x 2 thread counts, each warm-up and runs");
         assert_eq!(seen, run_count(&[&experiment], &options), "the progress bar's length");
         result
     }
@@ -642,16 +671,38 @@ mod tests {
     fn a_run_has_cells_verdicts_and_seed_shaped_text() {
         let result = small_run();
         let case = &result.cases[0];
-        assert_eq!(case.cells.len(), 6);
+        assert_eq!(case.cells.len(), 8);
+        assert_eq!(case.cells.iter().filter(|c| c.variant == PRIVATE).count(), 2, "private runs at 1 and 2 threads");
+        assert!(case.cells.iter().all(|c| c.efficiency.is_some()), "every cell has its efficiency");
         assert_eq!(case.verdicts.len(), 2, "mutex vs lockref at 1 and 2 threads");
         assert!(case.verdicts.iter().all(|v| v.before == "mutex" && v.after == "lockref"));
         let lines = sysfs_lines(&case.cells);
-        assert_eq!(lines.lines().filter(|l| l.starts_with("single: total ")).count(), 3);
-        assert_eq!(lines.lines().filter(|l| l.starts_with("concur: total ") && l.contains("us  CPU ")).count(), 6);
+        assert_eq!(lines.lines().filter(|l| l.starts_with("single: total ")).count(), 4);
+        assert_eq!(lines.lines().filter(|l| l.starts_with("concur: total ") && l.contains("us  CPU ")).count(), 8);
         assert!(lines.lines().any(|l| l.starts_with("times: ") && l.contains(" threads: 2 cpus: ")));
-        assert_eq!(elapsed_system(&case.cells).lines().count(), 2 + 6);
-        assert_eq!(lockperf(&case.cells).lines().count(), 1 + 6);
+        assert_eq!(elapsed_system(&case.cells).lines().count(), 2 + 8);
+        assert_eq!(lockperf(&case.cells).lines().count(), 1 + 8);
         let text = summary(std::slice::from_ref(&result));
         assert_eq!(text.lines().filter(|l| l.contains("lockref vs mutex")).count(), 2);
+        assert!(!text.contains("private vs") && !text.contains("vs private"), "{text}");
+        let efficiency = text.lines().find(|l| l.contains("efficiency (S / S private)")).expect(&text);
+        assert!(efficiency.contains("private): x2 lockref ") && efficiency.contains(", atomic "), "{efficiency}");
+        assert!(!efficiency.contains("private "), "private is the reference: {efficiency}");
+    }
+
+    #[test]
+    fn private_is_never_judged() {
+        const PRIVATE_PAIRS: Case = Case { pairs: &[("mutex", PRIVATE), (PRIVATE, "lockref")], ..LOCKREF_ONLY };
+        let lockref = workloads::find("prim-lockref").unwrap();
+        assert_eq!(pairs(lockref, &PRIVATE_PAIRS), [("mutex", "lockref")], "falls back to before -> ours");
+        for e in &EXPERIMENTS {
+            for case in e.cases {
+                let Some(workload) = Plan::resolve(case).vfs else { continue };
+                assert!(workload.all_variants().contains(&PRIVATE), "{} runs private", workload.name);
+                for (before, after) in pairs(workload, case) {
+                    assert!(before != PRIVATE && after != PRIVATE, "{}: {before} -> {after}", workload.name);
+                }
+            }
+        }
     }
 }

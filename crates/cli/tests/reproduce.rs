@@ -38,7 +38,20 @@ fn reproduce_quick_writes_json_with_verdicts_and_a_report() {
     let case = &experiment["cases"][0];
     assert_eq!(case["workload"], "inode-exit");
     let cells = case["cells"].as_array().unwrap();
-    assert!(cells.len() >= 4, "percpu and global at 1 and 2 threads");
+    assert!(cells.len() >= 6, "percpu, global and private at 1 and 2 threads");
+    let private: Vec<&Value> = cells.iter().filter(|c| c["variant"] == "private").collect();
+    assert_eq!(private.len(), 2, "the ceiling runs at every thread count");
+    for cell in cells {
+        let efficiency = &cell["efficiency"];
+        if cell["variant"] == "host" {
+            assert!(efficiency.is_null(), "the host is not measured against private");
+        } else {
+            assert!(efficiency.as_f64().is_some_and(f64::is_finite), "{cell}");
+        }
+    }
+    assert!(private.iter().all(|c| c["efficiency"].as_f64() == Some(1.0)));
+    assert!(stdout.contains("efficiency (S / S private)"), "the summary gives efficiencies:\n{stdout}");
+    assert!(!stdout.contains("private vs") && !stdout.contains("vs private"), "private is no contender:\n{stdout}");
     for cell in cells {
         for key in ["workload", "variant", "threads", "runs", "iterations", "ops_per_sec", "per_op_ns", "elapsed_s"] {
             assert!(cell.get(key).is_some(), "cell.{key}");
@@ -68,6 +81,8 @@ fn reproduce_quick_writes_json_with_verdicts_and_a_report() {
 
     let page = std::fs::read_to_string(report_dir.join("index.html")).unwrap();
     assert!(page.contains("<img src=\"inode-list-0-throughput.svg\""), "the page links its charts");
+    let chart = std::fs::read_to_string(report_dir.join("inode-list-0-throughput.svg")).unwrap();
+    assert!(chart.contains("inode-exit private (ceiling)"), "the chart draws and names the ceiling");
     assert!(std::fs::read_to_string(report_dir.join("inode-list-0-per-op.svg")).unwrap().starts_with("<svg"));
 
     // The saved run compares against itself: every cell matches, none differs.

@@ -1,8 +1,65 @@
-//! Thin wrappers over the Linux `futex(2)` wait/wake calls on an `AtomicU32`.
+//! Thin wrappers over the Linux `futex(2)` wait/wake calls on an `AtomicU32`,
+//! and, under loom, a faithful model of them that spinning waiters share.
 //!
 //! `wait` may return spuriously, so every caller re-checks its condition in a
-//! loop. Under loom, `wait` is a yield and `wake` does nothing: the callers'
-//! loops are what the model checks.
+//! loop. Invariant (the futex contract the callers rely on): a waiter that
+//! found the word equal to `expected` is woken by any `wake` on that word
+//! issued after the store that changed it; so a thread that stores to the
+//! word and then calls `wake` never leaves a waiter asleep on the old value.
+//!
+//! # Under loom
+//!
+//! `wait` and `wake` keep that contract and nothing more, so a lost wake-up
+//! becomes a deadlock that loom reports ("all threads blocked"):
+//!
+//! - `wait(word, expected, None)` checks the word and queues the thread in
+//!   one atomic step, then parks it until a `wake` on the same address. The
+//!   check is a relaxed read-modify-write that stores nothing
+//!   (`shim::SpinWord::still`): loom lets an RMW read only the newest
+//!   value, which is what the kernel's check under its hash-bucket lock
+//!   amounts to, and it adds no synchronization the real call would not
+//!   have. The queueing is plain Rust between two loom operations, so no
+//!   other thread runs in between: a `wake` either comes before the check
+//!   (and the check sees the store before it) or finds the waiter queued.
+//! - `wait` with a timeout may return whether woken or not: it queues as
+//!   above, yields once (loom may run anyone first), and leaves the queue if
+//!   nobody woke it. It can never deadlock, like the real timed wait.
+//! - `wake` unparks up to `count` waiters on that address, oldest first, and
+//!   passes the waker's history to them (loom's `unpark` does), as the real
+//!   wake-up does through the bucket lock. It first does the same
+//!   read-only RMW on the word, so loom orders the wake-up against every
+//!   waiter's check both ways, as the bucket lock orders `FUTEX_WAKE`
+//!   against `FUTEX_WAIT`.
+//!
+//! The queue lives in a thread-local of the OS thread that runs the model
+//! (loom runs every model thread there, one at a time); it is empty at the
+//! end of every execution that loom accepts, since a thread still queued
+//! there is parked forever, which loom reports as a deadlock.
+//!
+//! # For a new primitive
+//!
+//! Nothing in a primitive needs `cfg(loom)`: it waits through these calls,
+//! and the same code is checked.
+//!
+//! ```text
+//! // Sleeping: an AtomicU32 from crate::shim; store first, then wake.
+//! while state.load(Acquire) == WAITING { futex::wait(&state, WAITING, None) }
+//! state.store(DONE, Release); futex::wake(&state, 1);
+//!
+//! // Spinning on any shim atomic (bool, i32, isize, u32, u64, usize, ptr):
+//! loop {
+//!     let seen = word.load(Relaxed);
+//!     if ready(seen) { break }
+//!     shim::spin_wait(&word, seen);        // a pause; under loom, parks
+//! }
+//! word.store(next, Release);                // or any RMW that may end a wait
+//! shim::wake_spinners(&word);               // nothing; under loom, unparks
+//! ```
+//!
+//! Call `shim::wake_spinners` right after every store that may end a spin
+//! (by address, since the word may be freed once the store lands); a
+//! missing one shows up as a loom deadlock, not as a missed bug. A `yield_now`
+//! wait loop is neither: it leaves loom unbounded schedules.
 
 use crate::shim::AtomicU32;
 use std::time::Duration;
@@ -35,12 +92,137 @@ pub fn wake(word: &AtomicU32, count: u32) {
     }
 }
 
-/// Loom stand-in: a yield, so the waiter's re-check loop is explored.
+/// Loom model (module doc): parks while `*word == expected` until a
+/// [`wake`] on `word`; with a timeout, may also return unwoken.
 #[cfg(loom)]
-pub fn wait(_word: &AtomicU32, _expected: u32, _timeout: Option<Duration>) {
-    crate::shim::yield_now();
+pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+    use crate::shim::SpinWord;
+    let key = word as *const AtomicU32 as usize;
+    model::park_if(key, timeout.is_some(), || word.still(expected));
 }
 
-/// Loom stand-in: waiters never really sleep under loom.
+/// Loom model (module doc): unparks at most `count` threads parked in
+/// [`wait`] on `word`.
 #[cfg(loom)]
-pub fn wake(_word: &AtomicU32, _count: u32) {}
+pub fn wake(word: &AtomicU32, count: u32) {
+    use crate::shim::SpinWord;
+    // A read-modify-write that stores nothing makes the wake-up an event
+    // loom orders against the waiters' checks, whatever the caller did in
+    // between (the value it reads does not matter).
+    word.still(0);
+    model::unpark(word as *const AtomicU32 as usize, count);
+}
+
+/// The loom waiter queue, keyed by address: what [`wait`], [`wake`] and the
+/// shim's `spin_wait` / `wake_spinners` share.
+#[cfg(loom)]
+pub(crate) mod model {
+    use std::cell::RefCell;
+
+    struct Parked {
+        key: usize,
+        thread: loom::thread::Thread,
+    }
+
+    std::thread_local! {
+        /// Threads parked on an address, oldest first.
+        static PARKED: RefCell<Vec<Parked>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Runs `still_waiting` (one loom atomic operation), and if it says so,
+    /// queues the thread on `key` before any other thread runs, then parks
+    /// until [`unpark`] on `key`. A `timed` wait yields instead of parking
+    /// and leaves the queue if nobody woke it: it may return either way.
+    pub(crate) fn park_if(key: usize, timed: bool, still_waiting: impl FnOnce() -> bool) {
+        if !still_waiting() {
+            return;
+        }
+        let me = loom::thread::current();
+        let id = me.id();
+        PARKED.with(|parked| parked.borrow_mut().push(Parked { key, thread: me }));
+        if !timed {
+            loom::thread::park();
+            return;
+        }
+        loom::thread::yield_now();
+        PARKED.with(|parked| parked.borrow_mut().retain(|p| p.thread.id() != id));
+    }
+
+    /// Unparks up to `count` threads queued on `key`, oldest first.
+    pub(crate) fn unpark(key: usize, count: u32) {
+        let mut left = count;
+        PARKED.with(|parked| {
+            parked.borrow_mut().retain(|p| {
+                if p.key != key || left == 0 {
+                    return true;
+                }
+                left -= 1;
+                p.thread.unpark();
+                false
+            })
+        });
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::shim::{spin_wait, wake_spinners, AtomicBool, Ordering};
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// A waiter in a re-check loop and a store-then-wake: the waiter always
+    /// gets out (with the wake left out, or put before the store, loom
+    /// reports a deadlock).
+    #[test]
+    fn futex_store_then_wake_ends_the_wait() {
+        loom::model(|| {
+            let word = Arc::new(AtomicU32::new(0));
+            let waker = {
+                let word = word.clone();
+                thread::spawn(move || {
+                    word.store(1, Ordering::Release);
+                    wake(&word, 1);
+                })
+            };
+            while word.load(Ordering::Acquire) == 0 {
+                wait(&word, 0, None);
+            }
+            waker.join().unwrap();
+        });
+    }
+
+    /// A timed wait nobody wakes returns anyway, and leaves the queue: a
+    /// later wake finds nobody to unpark.
+    #[test]
+    fn futex_timed_wait_may_return_unwoken() {
+        loom::model(|| {
+            let word = AtomicU32::new(0);
+            wait(&word, 0, Some(Duration::from_millis(1)));
+            wake(&word, 1);
+        });
+    }
+
+    /// Two spinners on one flag are both let go by one store and its wake.
+    #[test]
+    fn spin_wait_two_spinners_one_release() {
+        loom::model(|| {
+            let flag = Arc::new(AtomicBool::new(true));
+            let spinners: Vec<_> = (0..2)
+                .map(|_| {
+                    let flag = flag.clone();
+                    thread::spawn(move || {
+                        while flag.load(Ordering::Acquire) {
+                            spin_wait(&*flag, true);
+                        }
+                    })
+                })
+                .collect();
+            flag.store(false, Ordering::Release);
+            wake_spinners(&*flag);
+            for spinner in spinners {
+                spinner.join().unwrap();
+            }
+        });
+    }
+}

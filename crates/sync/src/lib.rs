@@ -13,6 +13,8 @@
 //! | [`audit`] counts | sv6's conflict-free check | [`audit`] |
 //! | [`PerCpuList`], [`GlobalList`] | `lib/dlock-list.c`, `s_inode_list_lock` | [`dlock_list`] |
 //! | [`LgLock`] | `lglock` (3.13-4.8) | [`lglock`] |
+//! | [`PercpuRef`] | `percpu_ref`, `mnt_count` | [`percpu_ref`] |
+//! | [`PercpuCounter`] | `percpu_counter` | [`percpu_counter`] |
 //! | [`PerCpuRwSem`] | `percpu_rw_semaphore` | [`percpu_rwsem`] |
 //! | [`RwSem`] with [`SpinPolicy`] | `rw_semaphore` + OSQ spinning | [`rwsem`] |
 //!
@@ -21,6 +23,7 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod percpu_alloc;
 mod shim;
 
 pub mod audit;
@@ -29,6 +32,8 @@ pub mod dlock_list;
 pub mod futex;
 pub mod lglock;
 pub mod lockref;
+pub mod percpu_counter;
+pub mod percpu_ref;
 pub mod percpu_rwsem;
 pub mod rwsem;
 pub mod seqcount;
@@ -39,6 +44,8 @@ mod test_support;
 pub use dlock_list::{ConcurrentList, GlobalList, ListHandle, PerCpuList};
 pub use lglock::{LgLock, LgPerCpu};
 pub use lockref::LockRef;
+pub use percpu_counter::PercpuCounter;
+pub use percpu_ref::PercpuRef;
 pub use percpu_rwsem::PerCpuRwSem;
 pub use rwsem::{RwSem, SpinPolicy};
 pub use seqcount::{SeqCount, SeqLock};

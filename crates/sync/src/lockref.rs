@@ -27,6 +27,10 @@
 //! atomic counter is cheaper) or when the lock protects long critical
 //! sections (waiters spin).
 //!
+//! Under loom a waiter for the lock parks until the unlock's
+//! `shim::wake_spinners` instead of spinning (see `shim`): only the
+//! length of the wait changes, so models explore interleavings, not rounds.
+//!
 //! ```
 //! use vfscale_sync::lockref::LockRef;
 //!
@@ -44,7 +48,7 @@
 //! assert!(!dentry.get_not_dead());
 //! ```
 
-use crate::shim::{spin_loop, AtomicU64, Ordering};
+use crate::shim::{spin_wait, wake_spinners, AtomicU64, Ordering};
 use std::fmt;
 
 /// The count of a dead lockref (the kernel's `lockref_mark_dead`).
@@ -186,8 +190,12 @@ impl LockRef {
             if self.try_lock_raw() {
                 return LockRefGuard { lockref: self };
             }
-            while self.word.load(Ordering::Relaxed) & LOCKED != 0 {
-                spin_loop();
+            loop {
+                let word = self.word.load(Ordering::Relaxed);
+                if word & LOCKED == 0 {
+                    break;
+                }
+                spin_wait(&self.word, word);
             }
         }
     }
@@ -299,6 +307,7 @@ impl LockRefGuard<'_> {
 impl Drop for LockRefGuard<'_> {
     fn drop(&mut self) {
         let was = self.lockref.word.fetch_and(!LOCKED, Ordering::Release);
+        wake_spinners(&self.lockref.word);
         debug_assert!(was & LOCKED != 0, "LockRef: unlock of an unlocked lock");
     }
 }

@@ -18,6 +18,11 @@
 //! steady stream of writers can starve readers. Both sides spin briefly
 //! before they sleep on a futex.
 //!
+//! Under loom the futex is the faithful model in [`crate::futex`] (a lost
+//! wake-up is a deadlock loom reports) and the brief spin is one round
+//! (`SPINS_BEFORE_SLEEP`): a spin that fails ends in the same sleep, so
+//! how long it lasted changes nothing the other side can see.
+//!
 //! # What stands in for `synchronize_rcu()`
 //!
 //! The kernel's reader does a plain per-CPU increment inside an RCU-sched
@@ -52,6 +57,7 @@
 //! ```
 
 use crate::cpu::{current_cpu, possible_cpus};
+use crate::futex;
 use crate::shim::{fence, seqcst_fence_for_loom, spin_loop, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -126,7 +132,7 @@ impl<T: ?Sized> PerCpuRwSem<T> {
     pub fn write(&self) -> PerCpuRwSemWriteGuard<'_, T> {
         if self.writer_lock.compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed).is_err() {
             while self.writer_lock.swap(CONTENDED, Ordering::Acquire) != UNLOCKED {
-                sleep::wait(&self.writer_lock, CONTENDED);
+                futex::wait(&self.writer_lock, CONTENDED, None);
             }
         }
         self.block_readers();
@@ -139,7 +145,7 @@ impl<T: ?Sized> PerCpuRwSem<T> {
                 if !self.readers_inside() {
                     break;
                 }
-                sleep::wait(&self.writer_wake, seen);
+                futex::wait(&self.writer_wake, seen, None);
             }
         }
         crate::audit::lock_acquired();
@@ -199,7 +205,7 @@ impl<T: ?Sized> PerCpuRwSem<T> {
         seqcst_fence_for_loom();
         if self.readers_blocked.load(Ordering::SeqCst) != OPEN {
             self.writer_wake.fetch_add(1, Ordering::Release);
-            sleep::wake(&self.writer_wake, 1);
+            futex::wake(&self.writer_wake, 1);
         }
     }
 
@@ -222,7 +228,7 @@ impl<T: ?Sized> PerCpuRwSem<T> {
                         Ordering::Relaxed,
                     );
                 }
-                _ => sleep::wait(&self.readers_blocked, BLOCKED_SLEEPERS),
+                _ => futex::wait(&self.readers_blocked, BLOCKED_SLEEPERS, None),
             }
         }
     }
@@ -243,12 +249,12 @@ impl<T: ?Sized> PerCpuRwSem<T> {
     /// Reopens for readers, waking sleepers, then lets the next writer in.
     fn release_write(&self) {
         if self.readers_blocked.swap(OPEN, Ordering::Release) == BLOCKED_SLEEPERS {
-            sleep::wake(&self.readers_blocked, u32::MAX);
+            futex::wake(&self.readers_blocked, u32::MAX);
         }
         let before = self.writer_lock.swap(UNLOCKED, Ordering::Release);
         debug_assert!(before != UNLOCKED, "PerCpuRwSem: write unlock of an unlocked semaphore");
         if before == CONTENDED {
-            sleep::wake(&self.writer_lock, 1);
+            futex::wake(&self.writer_lock, 1);
         }
     }
 }
@@ -267,63 +273,6 @@ fn spin_until(mut done: impl FnMut() -> bool) -> bool {
         spin_loop();
     }
     done()
-}
-
-/// Futex sleep and wake-up, with a loom stand-in that really blocks.
-///
-/// Under loom, `futex::wait` is a bare yield: a lost wake-up would go
-/// unnoticed (the caller just re-checks), and two threads yielding in wait
-/// loops at once give loom an unbounded schedule to explore. Here a loom
-/// waiter parks until a `wake` on the same word, so a lost wake-up ends in a
-/// deadlock that loom reports, and waiting threads are not scheduled.
-mod sleep {
-    use crate::shim::AtomicU32;
-
-    /// Blocks while `*word == expected`; may return spuriously.
-    #[cfg(not(loom))]
-    pub(super) fn wait(word: &AtomicU32, expected: u32) {
-        crate::futex::wait(word, expected, None);
-    }
-
-    /// Wakes at most `count` threads blocked in [`wait`] on `word`.
-    #[cfg(not(loom))]
-    pub(super) fn wake(word: &AtomicU32, count: u32) {
-        crate::futex::wake(word, count);
-    }
-
-    #[cfg(loom)]
-    loom::lazy_static! {
-        /// Parked threads and the address of the word each waits on.
-        static ref SLEEPERS: loom::sync::Mutex<Vec<(usize, loom::thread::Thread)>> =
-            loom::sync::Mutex::new(Vec::new());
-    }
-
-    /// Like `FUTEX_WAIT`: the value check and the enqueue happen under the
-    /// same lock that `wake` takes, so a store-then-wake cannot slip between.
-    #[cfg(loom)]
-    pub(super) fn wait(word: &AtomicU32, expected: u32) {
-        let mut sleepers = SLEEPERS.lock().unwrap();
-        if word.load(crate::shim::Ordering::Relaxed) != expected {
-            return;
-        }
-        sleepers.push((word as *const AtomicU32 as usize, loom::thread::current()));
-        drop(sleepers);
-        loom::thread::park();
-    }
-
-    #[cfg(loom)]
-    pub(super) fn wake(word: &AtomicU32, count: u32) {
-        let key = word as *const AtomicU32 as usize;
-        let mut left = count;
-        SLEEPERS.lock().unwrap().retain(|(waits_on, thread)| {
-            if *waits_on != key || left == 0 {
-                return true;
-            }
-            left -= 1;
-            thread.unpark();
-            false
-        });
-    }
 }
 
 impl<T: Default> Default for PerCpuRwSem<T> {

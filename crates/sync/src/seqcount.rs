@@ -28,6 +28,10 @@
 //! a reader saw any data store of a write, the fences pair up and the reload
 //! sees that write's odd count (or later), so the reader retries.
 //!
+//! Under loom a reader that finds the count odd parks until the write's end
+//! wakes it (`shim::spin_wait`) instead of spinning: only the length of that
+//! wait changes, so models explore interleavings, not rounds.
+//!
 //! ```
 //! use vfscale_sync::seqcount::SeqLock;
 //!
@@ -44,7 +48,7 @@
 //! assert_eq!(extent.sequence(), 2);
 //! ```
 
-use crate::shim::{fence, spin_loop, AtomicU32, AtomicU64, Ordering};
+use crate::shim::{fence, spin_wait, wake_spinners, AtomicU32, AtomicU64, Ordering};
 use crate::spin::{SpinLock, TasLock};
 use std::fmt;
 use std::marker::PhantomData;
@@ -96,7 +100,7 @@ impl SeqCount {
             if seq & 1 == 0 {
                 return seq;
             }
-            spin_loop();
+            spin_wait(&self.seq, seq);
         }
     }
 
@@ -158,6 +162,7 @@ impl Drop for SeqWriteGuard<'_> {
         debug_assert!(seq & 1 == 1, "concurrent writers on a SeqCount");
         // Release: a reader that sees the even count sees all the data.
         self.count.seq.store(seq.wrapping_add(1), Ordering::Release);
+        wake_spinners(&self.count.seq);
     }
 }
 

@@ -4,6 +4,28 @@
 //!
 //! Build with `RUSTFLAGS="--cfg loom"` to run the loom models; everything in
 //! this crate reaches atomics, cells, threads and hints only through here.
+//!
+//! # What differs under loom
+//!
+//! Invariant: a primitive's code is the same in both builds; only the
+//! helpers here and in [`crate::futex`] change, and each says why the loom
+//! version checks what the shipped one does:
+//! - [`spin_wait`], one round of a busy-wait on a word, is a CPU pause in
+//!   the shipped build and, under loom, parks the spinner until
+//!   [`wake_spinners`] on that word (the [`crate::futex`] model). Loom runs
+//!   `spin_loop` as a yield and lets any thread run after one, without
+//!   spending a preemption, so two spinners could take turns forever and
+//!   blow its branch limit; parked, a spinner costs nothing until the word
+//!   it polls changes. Sound because a spinner only loads while it waits:
+//!   a round that re-reads an unchanged word changes no state, so skipping
+//!   it hides no interleaving, and loom still runs the same load after the
+//!   store without parking (where the spinner gains no synchronization from
+//!   the wake-up). A store with no [`wake_spinners`] after it leaves the
+//!   spinner parked: a deadlock that loom reports, never a missed bug.
+//! - [`Deadline`] counts steps instead of reading a clock, so every
+//!   execution takes the same branches and every budget is tiny.
+//! - [`seqcst_fence_for_loom`] stands in for the total order of `SeqCst`
+//!   accesses that loom does not model.
 
 #[cfg(loom)]
 pub(crate) use loom::{
@@ -20,6 +42,87 @@ pub(crate) use std::{
 };
 
 pub(crate) use std::sync::atomic::Ordering;
+
+/// An atomic word a spinner can wait on with [`spin_wait`].
+pub(crate) trait SpinWord {
+    /// The value the word holds.
+    type Value: Copy + PartialEq;
+
+    /// Whether the word still holds `seen`, read the way loom lets a thread
+    /// read only the newest value: a `compare_exchange` (a read-modify-write)
+    /// whose expected value is `seen` flipped, so it fails, and stores
+    /// nothing, whenever the answer is yes. A store here would be a second
+    /// write of `seen` that loom's partial modification order may place after
+    /// a later store, and read back in its place.
+    #[cfg(loom)]
+    fn still(&self, seen: Self::Value) -> bool;
+}
+
+macro_rules! spin_word {
+    ($($atomic:ty => $value:ty),* $(,)?) => {$(
+        impl SpinWord for $atomic {
+            type Value = $value;
+
+            #[cfg(loom)]
+            fn still(&self, seen: $value) -> bool {
+                let flipped = !seen;
+                match self.compare_exchange(flipped, flipped, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(now) | Err(now) => now == seen,
+                }
+            }
+        }
+    )*};
+}
+
+spin_word!(
+    AtomicBool => bool,
+    AtomicI32 => i32,
+    AtomicIsize => isize,
+    AtomicU32 => u32,
+    AtomicU64 => u64,
+    AtomicUsize => usize,
+);
+
+impl<T> SpinWord for AtomicPtr<T> {
+    type Value = *mut T;
+
+    #[cfg(loom)]
+    fn still(&self, seen: *mut T) -> bool {
+        // All address bits flipped: a pointer no primitive ever stores.
+        let flipped = (seen as usize ^ usize::MAX) as *mut T;
+        match self.compare_exchange(flipped, flipped, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(now) | Err(now) => now == seen,
+        }
+    }
+}
+
+/// One round of busy-waiting while `word` holds `seen` (the value the
+/// caller just loaded): a CPU pause. Under loom, parks until
+/// [`wake_spinners`] on `word` if it still holds `seen` (module doc).
+/// The caller re-loads the word afterwards either way.
+#[inline(always)]
+pub(crate) fn spin_wait<W: SpinWord>(word: &W, seen: W::Value) {
+    #[cfg(not(loom))]
+    {
+        let _ = (word, seen);
+        spin_loop();
+    }
+    #[cfg(loom)]
+    crate::futex::model::park_if(word as *const W as usize, false, || word.still(seen));
+}
+
+/// Ends every [`spin_wait`] on `word`; call it right after each store that
+/// may end such a wait, with no other atomic access in between (the store
+/// then orders it against the spinners' checks). Nothing in the shipped
+/// build. Takes a pointer, used only as a key, because the word may be
+/// freed by a spinner the store released before this runs.
+#[inline(always)]
+pub(crate) fn wake_spinners<W>(word: *const W) {
+    #[cfg(not(loom))]
+    let _ = word;
+    #[cfg(loom)]
+    crate::futex::model::unpark(word as usize, u32::MAX);
+}
 
 /// Loom models `SeqCst` loads, stores and read-modify-writes as plain
 /// acquire/release, so code that relies on their single total order (a

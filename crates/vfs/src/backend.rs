@@ -53,12 +53,14 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     fn open(&self, inode: &Arc<Inode>, flags: OpenFlags, cred: &Credentials) -> VfsResult<Box<dyn BackedFile>>;
 }
 
-/// An open file whose reads and writes the backend serves.
+/// An open file whose reads and writes the backend serves. It is handed
+/// its inode on every call (the open file description holds it), so it
+/// need not take a reference of its own: opening shares no count.
 pub(crate) trait BackedFile: Send + Sync + fmt::Debug {
     /// Reads at `offset`.
-    fn read(&self, buf: &mut [u8], offset: u64) -> VfsResult<usize>;
+    fn read(&self, inode: &Inode, buf: &mut [u8], offset: u64) -> VfsResult<usize>;
     /// Writes at `offset`.
-    fn write(&self, buf: &[u8], offset: u64) -> VfsResult<usize>;
+    fn write(&self, inode: &Inode, buf: &[u8], offset: u64) -> VfsResult<usize>;
 }
 
 /// A seq_file-like snapshot of a generated file: made by `render` at a read

@@ -13,17 +13,22 @@
 //! most widely used Rust EBR, and its deferred functions let an `Arc`
 //! reference stand in for an RCU-delayed free.
 //!
-//! Negative dentries are bounded: they are queued in creation order and the
-//! oldest unused ones are evicted once there are more than the configured
-//! cap (a FIFO shrinker; hits do not reorder, so a hit writes nothing).
+//! Negative dentries are bounded: they are queued in creation order on the
+//! creating CPU's queue, and the oldest unused ones of a queue are evicted
+//! once it holds more than its share of the configured cap (a per-CPU FIFO
+//! shrinker, like the per-node LRU lists of Linux's `list_lru`; hits do not
+//! reorder, so a hit writes nothing, and misses on different CPUs share no
+//! queue or counter).
 
 use crate::dentry::Dentry;
 use crate::reclaim::Reclaim;
 use crossbeam_epoch::Guard;
+use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use vfscale_sync::spin::{SpinLock, TasLock};
+use vfscale_sync::PercpuCounter;
 
 /// Hash of a (parent, name) key: FNV-1a over the name, mixed with the
 /// parent inode number.
@@ -40,25 +45,31 @@ struct Bucket {
     head: AtomicPtr<Dentry>,
 }
 
+/// One CPU's negative dentries, oldest first.
+type NegativeQueue = VecDeque<Weak<Dentry>>;
+
 /// The dentry hash table and its negative-dentry shrinker.
 pub(crate) struct Dcache {
     buckets: Box<[Bucket]>,
     mask: u64,
-    negatives: Mutex<VecDeque<Weak<Dentry>>>,
-    negative_count: AtomicUsize,
-    max_negatives: usize,
+    /// One FIFO of negative dentries per CPU.
+    negatives: Box<[CachePadded<Mutex<NegativeQueue>>]>,
+    negative_count: PercpuCounter,
+    /// Most negatives one CPU's queue keeps (its share of the cap).
+    negatives_per_queue: usize,
     reclaim: Arc<Reclaim>,
 }
 
 impl Dcache {
     pub fn new(buckets: usize, max_negatives: usize, reclaim: Arc<Reclaim>) -> Dcache {
         let n = buckets.max(1).next_power_of_two();
+        let cpus = vfscale_sync::cpu::possible_cpus();
         Dcache {
             buckets: (0..n).map(|_| Bucket { lock: SpinLock::new(()), head: AtomicPtr::default() }).collect(),
             mask: n as u64 - 1,
-            negatives: Mutex::new(VecDeque::new()),
-            negative_count: AtomicUsize::new(0),
-            max_negatives,
+            negatives: (0..cpus).map(|_| CachePadded::default()).collect(),
+            negative_count: PercpuCounter::new(),
+            negatives_per_queue: max_negatives.div_ceil(cpus),
             reclaim,
         }
     }
@@ -167,7 +178,7 @@ impl Dcache {
         old.set_unhashed();
         drop(write);
         if old.inode.is_none() {
-            self.negative_count.fetch_sub(1, Ordering::Relaxed);
+            self.negative_count.add(-1);
         }
         // SAFETY: the chain owned one strong count of `old` (from
         // `Arc::into_raw`); it is no longer reachable from the chain.
@@ -178,20 +189,20 @@ impl Dcache {
     }
 
     fn note_negative(&self, dentry: &Dentry) {
-        let count = self.negative_count.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut queue = self.negatives.lock().unwrap_or_else(|e| e.into_inner());
+        let cpu = self.negative_count.add(1);
+        let mut queue = self.negatives[cpu % self.negatives.len()].lock().unwrap_or_else(|e| e.into_inner());
         queue.push_back(Arc::downgrade(&Self::to_arc(dentry)));
-        if count > self.max_negatives {
-            self.shrink_negatives(&mut queue, count - self.max_negatives);
+        if queue.len() > self.negatives_per_queue {
+            self.shrink_negatives(&mut queue, self.negatives_per_queue);
         }
     }
 
-    /// Evicts up to `want` of the oldest unused negative dentries.
-    fn shrink_negatives(&self, queue: &mut VecDeque<Weak<Dentry>>, want: usize) {
+    /// Evicts the oldest unused negative dentries of `queue` until it holds
+    /// at most `keep` (dentries someone holds stay, at the front).
+    fn shrink_negatives(&self, queue: &mut NegativeQueue, keep: usize) {
         let guard = crossbeam_epoch::pin();
-        let mut evicted = 0;
         let mut busy = Vec::new();
-        while evicted < want {
+        while queue.len() > keep {
             let Some(weak) = queue.pop_front() else { break };
             let Some(dentry) = weak.upgrade() else { continue };
             if dentry.is_unhashed() {
@@ -205,9 +216,7 @@ impl Dcache {
             }
             locked.mark_dead();
             drop(locked);
-            if self.remove(&dentry, &guard) {
-                evicted += 1;
-            }
+            self.remove(&dentry, &guard);
         }
         for weak in busy.into_iter().rev() {
             queue.push_front(weak);
@@ -217,14 +226,15 @@ impl Dcache {
 
     /// Evicts every negative dentry nobody holds.
     pub fn evict_unused_negatives(&self) {
-        let mut queue = self.negatives.lock().unwrap_or_else(|e| e.into_inner());
-        let all = queue.len();
-        self.shrink_negatives(&mut queue, all);
+        for queue in self.negatives.iter() {
+            self.shrink_negatives(&mut queue.lock().unwrap_or_else(|e| e.into_inner()), 0);
+        }
     }
 
-    /// Number of negative dentries now hashed.
+    /// Number of negative dentries now hashed (a sum over CPUs, exact when
+    /// no dentry is being added or removed).
     pub fn negative_count(&self) -> usize {
-        self.negative_count.load(Ordering::Relaxed)
+        usize::try_from(self.negative_count.sum()).unwrap_or(0)
     }
 
     /// Number of hashed dentries (positive and negative); walks every

@@ -71,6 +71,16 @@ impl Dentry {
     }
 }
 
+impl Drop for Dentry {
+    /// A backend's inode (kernfs, procfs) has this one name, and a later
+    /// lookup makes a new inode: open files stop keeping this one per CPU.
+    fn drop(&mut self) {
+        if let Some(inode) = self.inode.as_ref().filter(|inode| inode.has_private()) {
+            inode.opens.kill();
+        }
+    }
+}
+
 /// A counted reference on a dentry, as ref-walk takes one per component:
 /// `lockref_get_not_dead` on creation, a put on drop.
 pub(crate) struct DentryRef {

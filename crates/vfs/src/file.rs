@@ -66,11 +66,11 @@ impl OpenFlags {
         }
     }
 
-    fn may_read(self) -> bool {
+    pub(crate) fn may_read(self) -> bool {
         matches!(self.0 & libc::O_ACCMODE, libc::O_RDONLY | libc::O_RDWR)
     }
 
-    fn may_write(self) -> bool {
+    pub(crate) fn may_write(self) -> bool {
         matches!(self.0 & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
     }
 
@@ -145,10 +145,11 @@ enum DirPos {
 
 /// An open file description.
 pub struct OpenFile {
-    inode: Arc<Inode>,
+    inode: crate::opens::OpenRef,
     /// The backend's open file, for files a backend serves.
     backed: Option<Box<dyn BackedFile>>,
-    /// The superblock's backend, which lists backed directories.
+    /// The superblock's backend, which lists backed directories (held by
+    /// directories only, so opening a file shares no count).
     backend: Option<Arc<dyn Backend>>,
     flags: OpenFlags,
     readable: bool,
@@ -173,13 +174,13 @@ impl fmt::Debug for OpenFile {
 
 impl OpenFile {
     pub(crate) fn new(
-        inode: Arc<Inode>,
+        inode: crate::opens::OpenRef,
         flags: OpenFlags,
         max_file_size: u64,
         backend: Option<Arc<dyn Backend>>,
         backed: Option<Box<dyn BackedFile>>,
     ) -> OpenFile {
-        let file = OpenFile {
+        OpenFile {
             inode,
             backed,
             backend,
@@ -189,9 +190,7 @@ impl OpenFile {
             offset: Mutex::new(0),
             dir_pos: Mutex::new(DirPos::Dot),
             max_file_size,
-        };
-        crate::locks::file_opened(&file);
-        file
+        }
     }
 
     /// The current offset (`SEEK_CUR` of a lock request).
@@ -241,7 +240,7 @@ impl OpenFile {
             return Err(Errno::EBADF);
         }
         if let Some(backed) = &self.backed {
-            return backed.read(buf, offset);
+            return backed.read(&self.inode, buf, offset);
         }
         let n = self.data()?.read(buf, offset);
         self.touch_atime();
@@ -249,15 +248,14 @@ impl OpenFile {
     }
 
     /// Linux `relatime`: update the access time only when it is older than
-    /// the last change or a day old, and not already now (`atime_needs_update`),
-    /// so repeated reads write nothing shared.
+    /// the last change or a day old, and not already now (the clock is
+    /// coarse: a file read in the tick it was written keeps atime == mtime),
+    /// so repeated reads write nothing shared (`atime_needs_update`).
     fn touch_atime(&self) {
         let a = self.inode.attrs();
         let now = Timespec::now();
-        if a.atime == now {
-            return;
-        }
-        if a.atime <= a.mtime || a.atime <= a.ctime || now.sec - a.atime.sec >= 24 * 3600 {
+        let stale = a.atime <= a.mtime || a.atime <= a.ctime || now.sec - a.atime.sec >= 24 * 3600;
+        if stale && a.atime != now {
             self.inode.update_attrs(|a| a.atime = now);
         }
     }
@@ -283,7 +281,7 @@ impl OpenFile {
             return Err(Errno::EBADF);
         }
         if let Some(backed) = &self.backed {
-            let n = backed.write(buf, offset)?;
+            let n = backed.write(&self.inode, buf, offset)?;
             return Ok((n, offset + n as u64));
         }
         let mut data = self.data()?.lock();

@@ -167,13 +167,13 @@ impl InodeRegistry {
         self.list.len()
     }
 
-    /// Calls `f` with every live inode, one list head at a time.
+    /// Calls `f` with every live inode. The inodes are collected first:
+    /// the last reference to one may go while the walk holds it, and its
+    /// drop leaves the list under the lock the walk would still hold.
     pub fn for_each(&self, f: &mut dyn FnMut(&Arc<Inode>)) {
-        self.list.for_each(&mut |weak| {
-            if let Some(inode) = weak.upgrade() {
-                f(&inode);
-            }
-        });
+        let mut live = Vec::new();
+        self.list.for_each(&mut |weak| live.extend(weak.upgrade()));
+        live.iter().for_each(f);
     }
 }
 
@@ -188,8 +188,11 @@ pub struct Inode {
     registry: Arc<InodeRegistry>,
     list_handle: OnceLock<ListHandle>,
     private: Option<Arc<dyn Any + Send + Sync>>,
-    /// File locks and open counts (`i_flctx`, `i_readcount`, `i_writecount`).
+    /// File locks (`i_flctx`).
     pub(crate) locks: crate::locks::InodeLocks,
+    /// Open counts (`i_readcount`, `i_writecount`) and the references
+    /// open files hold.
+    pub(crate) opens: crate::opens::InodeOpens,
     /// Extended attributes.
     pub(crate) xattrs: crate::xattr::Xattrs,
 }
@@ -304,6 +307,7 @@ impl Inode {
             registry: Arc::clone(registry),
             list_handle: OnceLock::new(),
             locks: crate::locks::InodeLocks::default(),
+            opens: crate::opens::InodeOpens::default(),
             xattrs: crate::xattr::Xattrs::default(),
             private: spec.private,
         });
@@ -325,6 +329,11 @@ impl Inode {
             Body::Directory(_) => FileType::Directory,
             Body::Special(file_type, _) => file_type,
         }
+    }
+
+    /// Whether a backend serves this inode (it carries backend data).
+    pub(crate) fn has_private(&self) -> bool {
+        self.private.is_some()
     }
 
     /// The backend's data for this inode, if it is of type `T`.
@@ -426,14 +435,25 @@ impl Inode {
 
     pub(crate) fn change_nlink(&self, delta: i32) {
         let now = Timespec::now();
+        let mut nlink = 0;
         self.update_attrs(|a| {
             a.nlink = a.nlink.checked_add_signed(delta).expect("nlink stays within u32");
             a.ctime = now;
+            nlink = a.nlink;
         });
+        self.nlink_changed(nlink);
     }
 
     pub(crate) fn set_nlink(&self, nlink: u32) {
         self.update_attrs(|a| a.nlink = nlink);
+        self.nlink_changed(nlink);
+    }
+
+    /// The last link went: open files stop keeping the inode per CPU.
+    fn nlink_changed(&self, nlink: u32) {
+        if nlink == 0 {
+            self.opens.kill();
+        }
     }
 }
 

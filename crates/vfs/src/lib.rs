@@ -61,6 +61,7 @@ pub mod locks;
 pub mod mode;
 mod namei;
 mod namespace;
+mod opens;
 pub mod pages;
 pub mod path;
 pub mod process;

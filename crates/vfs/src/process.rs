@@ -12,6 +12,7 @@ use crate::file::{DirEntry, OpenFile, OpenFlags, Whence};
 use crate::inode::{FileType, Inode, Stat};
 use crate::namei::{Intent, Walked, MAX_SYMLINKS};
 use crate::namespace::{Ctx, RenameFlags, SetTime};
+use crate::opens::OpenRef;
 use crate::path::Last;
 use crate::{Credentials, Vfs};
 use crossbeam_epoch::{Atomic, Owned};
@@ -484,11 +485,21 @@ fn open_file(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResu
     if flags.creat() && flags.directory() {
         return Err(Errno::EINVAL);
     }
+    // Counted as an open from here on (Linux `do_dentry_open` counts
+    // before the lease check); in rcu-walk that is the only write.
+    let count = |inode: &Arc<Inode>, created| {
+        OpenRef::new(inode, &ctx.sb.reclaim, flags.may_read(), flags.may_write(), created)
+    };
     let (inode, created) = if flags.creat() {
-        open_or_create(ctx, path, flags, perm)?
+        let (inode, created) = open_or_create(ctx, path, flags, perm)?;
+        (count(&inode, created), created)
     } else {
         let intent = if flags.nofollow() { Intent::NoFollow } else { Intent::Follow };
-        (ctx.lookup(path, intent)?, false)
+        let found = ctx.walk(path, intent, |walked| match walked {
+            Walked::Found(inode) => Ok(count(inode, false)),
+            Walked::Parent { .. } => unreachable!("not a parent walk"),
+        })?;
+        (found, false)
     };
     let mut wanted = flags.permission_needed();
     if flags.trunc() {
@@ -506,7 +517,11 @@ fn open_file(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResu
     let max = ctx.sb.config.max_file_size;
     if !created {
         if let Some(backend) = &ctx.sb.backend {
-            backend.permission(&inode, ctx.cred, wanted, false).expect("ref mode always decides")?;
+            // Decided without the backend's lock where it can (the "after"
+            // designs), as the walk's own permission checks are.
+            backend.permission(&inode, ctx.cred, wanted, true).unwrap_or_else(|| {
+                backend.permission(&inode, ctx.cred, wanted, false).expect("ref mode always decides")
+            })?;
         } else {
             inode.permission_fast(ctx.cred, wanted)?;
         }
@@ -521,7 +536,8 @@ fn open_file(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResu
         (crate::inode::Body::Backed, Some(backend)) => Some(backend.open(&inode, flags, ctx.cred)?),
         _ => None,
     };
-    let file = OpenFile::new(inode, flags, max, ctx.sb.backend.clone(), backed);
+    let backend = if inode.is_dir() { ctx.sb.backend.clone() } else { None };
+    let file = OpenFile::new(inode, flags, max, backend, backed);
     // Counted as open by now, so a racing F_SETLEASE sees this open.
     if !created {
         crate::locks::break_lease(&file)?;

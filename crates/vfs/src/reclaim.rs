@@ -1,29 +1,44 @@
 //! Deferred release of what rcu-walkers may still be reading: the
 //! userspace stand-in for `call_rcu` and `rcu_barrier`.
 //!
-//! Invariant: `pending` counts the releases deferred through the epoch
-//! that have not run yet, so [`Reclaim::barrier`] knows when every object
-//! unlinked before it was called has really been freed — whatever other
-//! threads, pinning and unpinning on the same global epoch, are doing.
+//! Invariant: `pending[c]` counts the releases deferred on CPU `c` that
+//! have not run yet; a release takes its unit back from the counter it was
+//! counted on, so every counter stays at or above zero and
+//! [`Reclaim::barrier`] knows when every object unlinked before it was
+//! called has really been freed — whatever other threads, pinning and
+//! unpinning on the same global epoch, are doing.
+//!
+//! Each CPU's counter is its own `Arc` on its own cache line: a deferred
+//! release holds that `Arc` (the counter must outlive the superblock if the
+//! release runs late), so deferring writes only the deferring CPU's line
+//! and unlinks in different directories share no counter.
 
 use crossbeam_epoch::Guard;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Reclaim {
-    pending: AtomicUsize,
+    pending: Box<[Arc<CachePadded<AtomicIsize>>]>,
+}
+
+impl Default for Reclaim {
+    fn default() -> Self {
+        let cpus = vfscale_sync::cpu::possible_cpus();
+        Reclaim { pending: (0..cpus).map(|_| Arc::default()).collect() }
+    }
 }
 
 impl Reclaim {
     /// Drops `value` once every thread pinned now has unpinned.
-    pub fn defer<T: Send + 'static>(self: &Arc<Self>, guard: &Guard, value: T) {
-        self.pending.fetch_add(1, Ordering::Relaxed);
-        let this = Arc::clone(self);
+    pub fn defer<T: Send + 'static>(&self, guard: &Guard, value: T) {
+        let pending = Arc::clone(&self.pending[vfscale_sync::cpu::current_cpu() % self.pending.len()]);
+        pending.fetch_add(1, Ordering::Relaxed);
         guard.defer(move || {
-            drop(value);
-            this.pending.fetch_sub(1, Ordering::Release);
+            vfscale_sync::audit::uncounted(|| drop(value));
+            pending.fetch_sub(1, Ordering::Release);
         });
     }
 
@@ -33,7 +48,7 @@ impl Reclaim {
         let deadline = Instant::now() + timeout;
         loop {
             crossbeam_epoch::pin().flush();
-            if self.pending.load(Ordering::Acquire) == 0 {
+            if self.pending.iter().all(|p| p.load(Ordering::Acquire) == 0) {
                 return true;
             }
             if Instant::now() >= deadline {

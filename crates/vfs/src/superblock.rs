@@ -145,3 +145,11 @@ impl SuperBlock {
         self.dcache.insert(Dentry::new(dir.ino(), name, None, directory.rev()), &guard);
     }
 }
+
+impl Drop for SuperBlock {
+    /// Open files may outlive the filesystem: their inodes stop being kept
+    /// by per-CPU references and go when the last of them is closed.
+    fn drop(&mut self) {
+        self.inodes.for_each(&mut |inode| inode.opens.kill());
+    }
+}

@@ -455,3 +455,61 @@ fn drop_caches_frees_everything_while_another_vfs_is_busy() {
     assert!(busy.join().unwrap() > 0);
     assert_eq!((stats.inodes, stats.dentries, stats.bytes), (1, 0, 0), "not freed by one drop_caches: {stats:?}");
 }
+
+/// Readers open, read and close one file per-CPU style while another
+/// thread unlinks and re-creates it (killing each inode's per-CPU open
+/// count with readers still holding it): every read sees the whole write
+/// or, before the creator wrote, an empty file,
+/// an open either finds a file or fails with ENOENT, and once all are
+/// closed every unlinked inode is freed.
+#[test]
+fn opens_racing_unlink_free_every_inode() {
+    let vfs = Vfs::default();
+    let p = root_of(&vfs);
+    create(&p, "/hot", b"contents").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let (vfs, stop) = (vfs.clone(), Arc::clone(&stop));
+            thread::spawn(move || {
+                let p = root_of(&vfs);
+                let (mut opened, mut held) = (0usize, Vec::new());
+                while !stop.load(SeqCst) {
+                    match p.open("/hot", OpenFlags::RDONLY, 0) {
+                        Ok(fd) => {
+                            // A new file is empty until its creator's write.
+                            let mut buf = [0u8; 16];
+                            let n = p.read(fd, &mut buf).unwrap();
+                            assert!(&buf[..n] == b"contents" || n == 0, "{:?}", &buf[..n]);
+                            opened += 1;
+                            // Keep a few open across the unlinks.
+                            if opened % 7 == 0 && held.len() < 4 {
+                                held.push(fd);
+                            } else {
+                                p.close(fd).unwrap();
+                            }
+                        }
+                        Err(e) => assert_eq!(e, Errno::ENOENT),
+                    }
+                }
+                for fd in held {
+                    assert!(matches!(p.fstat(fd).unwrap().size, 0 | 8));
+                    p.close(fd).unwrap();
+                }
+                opened
+            })
+        })
+        .collect();
+    for _ in 0..iterations() {
+        p.unlink("/hot").unwrap();
+        create(&p, "/hot", b"contents").unwrap();
+    }
+    stop.store(true, SeqCst);
+    let opened: usize = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(opened > 0);
+    p.unlink("/hot").unwrap();
+    drop(p);
+    assert!(vfs.drop_caches(Duration::from_secs(10)));
+    let stats = vfs.statfs();
+    assert_eq!((stats.inodes, stats.dentries, stats.bytes), (1, 0, 0), "unlinked inodes kept: {stats:?}");
+}

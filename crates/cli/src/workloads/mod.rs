@@ -1,6 +1,8 @@
 //! The workloads `vfscale bench` runs. A workload is a name, its variants,
 //! and a constructor that builds the variant's [`Subject`] once per cell;
 //! variants are distinct types behind that trait, chosen at construction.
+//! Every workload also has the variant [`PRIVATE`], built here for all of
+//! them alike: its first variant with nothing shared between threads.
 
 mod busy;
 mod inode_exit;
@@ -10,8 +12,11 @@ mod prim_list;
 mod prim_lockref;
 mod prim_mprotect;
 mod prim_read;
+mod private;
 mod proc_ps;
 mod walk;
+
+pub use private::PRIVATE;
 
 /// The thing being measured, shared by all threads of a run.
 pub trait Subject: Sync {
@@ -43,7 +48,8 @@ pub struct Workload {
     pub name: &'static str,
     /// One line on what each operation does.
     pub about: &'static str,
-    /// Every variant, ours first, then the "before" design, then peers.
+    /// The workload's own designs, ours first, then the "before" design,
+    /// then peers; [`Workload::all_variants`] adds [`PRIVATE`].
     pub variants: &'static [&'static str],
     /// Iterations per thread when `--iterations` is not given.
     pub default_iterations: fn(&Params) -> u64,
@@ -51,6 +57,24 @@ pub struct Workload {
     pub takes_hold: bool,
     /// Builds the subject of one variant (a name from `variants`).
     pub build: fn(variant: &str, params: &Params) -> Box<dyn Subject>,
+}
+
+impl Workload {
+    /// Every variant a run may name: the designs, then [`PRIVATE`].
+    pub fn all_variants(&self) -> Vec<&'static str> {
+        self.variants.iter().copied().chain([PRIVATE]).collect()
+    }
+
+    /// Builds the subject of `variant`, one of [`Workload::all_variants`],
+    /// for runs of up to `max_threads` threads (`private` builds an
+    /// instance per thread).
+    pub fn subject(&self, variant: &str, params: &Params, max_threads: usize) -> Box<dyn Subject> {
+        if variant == PRIVATE {
+            Box::new(private::Private::new(self, params, max_threads))
+        } else {
+            (self.build)(variant, params)
+        }
+    }
 }
 
 /// All workloads, in the order `bench --list` shows them.
@@ -95,10 +119,11 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), all().len());
         for w in all() {
-            let mut v = w.variants.to_vec();
+            let mut v = w.all_variants();
             v.sort();
             v.dedup();
-            assert_eq!(v.len(), w.variants.len(), "{}", w.name);
+            assert_eq!(v.len(), w.variants.len() + 1, "{}: no design may be called {PRIVATE}", w.name);
+            assert_eq!(w.all_variants().last(), Some(&PRIVATE), "{}", w.name);
         }
     }
 
@@ -106,8 +131,8 @@ mod tests {
     fn every_variant_of_every_workload_runs() {
         let params = Params { hold_us: 1, work_us: 1 };
         for w in all() {
-            for variant in w.variants {
-                let subject = (w.build)(variant, &params);
+            for variant in w.all_variants() {
+                let subject = w.subject(variant, &params, 3);
                 let runs = run_cell(subject.as_ref(), 3, RunPlan { runs: 1, iterations: 200 });
                 assert_eq!(runs.elapsed.len(), 1, "{} {}", w.name, variant);
             }

@@ -2,6 +2,7 @@
 //! and removes them again, keeping up to `WINDOW` of its own alive, so the
 //! list is under the add/remove storm of inode creation and eviction.
 
+use super::private::padded;
 use super::{Params, Subject, Workload};
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -21,9 +22,9 @@ const WINDOW: usize = 64;
 
 fn build(variant: &str, _params: &Params) -> Box<dyn Subject> {
     match variant {
-        "percpu" => Box::new(ListSubject(Dlock(PerCpuList::<u64>::new()))),
-        "global" => Box::new(ListSubject(Dlock(GlobalList::<u64>::new()))),
-        "std-mutex-vec" => Box::new(ListSubject(MutexVec::default())),
+        "percpu" => padded(ListSubject(Dlock(PerCpuList::<u64>::new()))),
+        "global" => padded(ListSubject(Dlock(GlobalList::<u64>::new()))),
+        "std-mutex-vec" => padded(ListSubject(MutexVec::default())),
         other => unreachable!("variant {other} validated by the caller"),
     }
 }

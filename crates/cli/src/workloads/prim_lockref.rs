@@ -2,6 +2,7 @@
 //! count, the way every path walk did on a hot dentry before RCU walk
 //! (seeds 000 and 003). Op = one get + one put.
 
+use super::private::padded;
 use super::{Params, Subject, Workload};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -18,9 +19,9 @@ pub(super) const WORKLOAD: Workload = Workload {
 
 fn build(variant: &str, _params: &Params) -> Box<dyn Subject> {
     match variant {
-        "lockref" => Box::new(RefSubject(LockRef::new(1))),
-        "mutex" => Box::new(RefSubject(Mutex::new(1u32))),
-        "atomic" => Box::new(RefSubject(AtomicU32::new(1))),
+        "lockref" => padded(RefSubject(LockRef::new(1))),
+        "mutex" => padded(RefSubject(Mutex::new(1u32))),
+        "atomic" => padded(RefSubject(AtomicU32::new(1))),
         other => unreachable!("variant {other} validated by the caller"),
     }
 }

@@ -5,6 +5,7 @@
 //! owner needs: the 3.16 optimistic-spinning collapse.
 
 use super::busy::BusyWork;
+use super::private::padded;
 use super::{Params, Subject, Workload};
 use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 
@@ -21,11 +22,11 @@ fn build(variant: &str, params: &Params) -> Box<dyn Subject> {
     let hold = BusyWork::micros(params.hold_us);
     let work = BusyWork::micros(params.work_us);
     match variant {
-        "adaptive" => Box::new(WriterSubject { lock: RwSem::new((), SpinPolicy::Adaptive), hold, work }),
-        "block" => Box::new(WriterSubject { lock: RwSem::new((), SpinPolicy::Block), hold, work }),
-        "spin" => Box::new(WriterSubject { lock: RwSem::new((), SpinPolicy::Spin), hold, work }),
-        "std-rwlock" => Box::new(WriterSubject { lock: std::sync::RwLock::new(()), hold, work }),
-        "parking-lot" => Box::new(WriterSubject { lock: parking_lot::RwLock::new(()), hold, work }),
+        "adaptive" => padded(WriterSubject { lock: RwSem::new((), SpinPolicy::Adaptive), hold, work }),
+        "block" => padded(WriterSubject { lock: RwSem::new((), SpinPolicy::Block), hold, work }),
+        "spin" => padded(WriterSubject { lock: RwSem::new((), SpinPolicy::Spin), hold, work }),
+        "std-rwlock" => padded(WriterSubject { lock: std::sync::RwLock::new(()), hold, work }),
+        "parking-lot" => padded(WriterSubject { lock: parking_lot::RwLock::new(()), hold, work }),
         other => unreachable!("variant {other} validated by the caller"),
     }
 }

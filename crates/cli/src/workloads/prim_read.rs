@@ -3,6 +3,7 @@
 //! protected value, one writes it; the critical sections are tiny, so the
 //! cost measured is the lock's own cache-line traffic.
 
+use super::private::padded;
 use super::{Params, Subject, Workload};
 use crossbeam_utils::sync::ShardedLock;
 use std::hint::black_box;
@@ -25,12 +26,12 @@ const WRITE_EVERY: u64 = 100;
 
 fn build(variant: &str, _params: &Params) -> Box<dyn Subject> {
     match variant {
-        "lglock" => Box::new(ReadSubject(LgPerCpu::<TasLock, u64>::new())),
-        "percpu-rwsem" => Box::new(ReadSubject(PerCpuRwSem::new(0u64))),
-        "rwsem" => Box::new(ReadSubject(RwSem::new(0u64, SpinPolicy::Adaptive))),
-        "std-rwlock" => Box::new(ReadSubject(std::sync::RwLock::new(0u64))),
-        "parking-lot" => Box::new(ReadSubject(parking_lot::RwLock::new(0u64))),
-        "sharded-lock" => Box::new(ReadSubject(ShardedLock::new(0u64))),
+        "lglock" => padded(ReadSubject(LgPerCpu::<TasLock, u64>::new())),
+        "percpu-rwsem" => padded(ReadSubject(PerCpuRwSem::new(0u64))),
+        "rwsem" => padded(ReadSubject(RwSem::new(0u64, SpinPolicy::Adaptive))),
+        "std-rwlock" => padded(ReadSubject(std::sync::RwLock::new(0u64))),
+        "parking-lot" => padded(ReadSubject(parking_lot::RwLock::new(0u64))),
+        "sharded-lock" => padded(ReadSubject(ShardedLock::new(0u64))),
         other => unreachable!("variant {other} validated by the caller"),
     }
 }

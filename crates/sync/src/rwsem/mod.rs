@@ -123,12 +123,14 @@ impl<T: ?Sized> RwSem<T> {
 
     /// Takes the lock shared; sleeps while a writer holds it or is queued.
     pub fn read(&self) -> RwSemReadGuard<'_, T> {
+        crate::audit::lock_acquired();
         self.raw.lock_shared();
         RwSemReadGuard { sem: self, _not_send: PhantomData }
     }
 
     /// Takes the lock exclusive; spins per the policy, then sleeps.
     pub fn write(&self) -> RwSemWriteGuard<'_, T> {
+        crate::audit::lock_acquired();
         self.raw.lock_exclusive();
         RwSemWriteGuard { sem: self, _not_send: PhantomData }
     }
@@ -136,12 +138,14 @@ impl<T: ?Sized> RwSem<T> {
     /// Takes the lock shared if that needs no waiting: no writer holds it,
     /// is queued, or has it reserved.
     pub fn try_read(&self) -> Option<RwSemReadGuard<'_, T>> {
+        crate::audit::lock_acquired();
         self.raw.try_lock_shared().then(|| RwSemReadGuard { sem: self, _not_send: PhantomData })
     }
 
     /// Takes the lock exclusive if nobody holds it and it is not reserved
     /// for a long-waiting waiter.
     pub fn try_write(&self) -> Option<RwSemWriteGuard<'_, T>> {
+        crate::audit::lock_acquired();
         self.raw.try_lock_exclusive().then(|| RwSemWriteGuard { sem: self, _not_send: PhantomData })
     }
 
@@ -487,9 +491,9 @@ mod loom_models {
 
     /// Adds 2 in two steps; with `pause`, yields in between, so loom may
     /// run anyone else inside the critical section without spending a
-    /// preemption, and a reader that gets in there sees an odd value. The
-    /// 3-thread models leave it out: with every thread yielding, loom's
-    /// executions grow past its branch limit.
+    /// preemption, and a reader that gets in there sees an odd value.
+    /// (Since waiters park under loom instead of yielding in a loop, the
+    /// 3-thread models can afford the pause too.)
     fn add_two(sem: &RwSem<u32>, pause: bool) {
         let mut w = sem.write();
         *w += 1;
@@ -538,7 +542,7 @@ mod loom_models {
             let writers: Vec<_> = (0..2)
                 .map(|_| {
                     let sem = sem.clone();
-                    thread::spawn(move || add_two(&sem, false))
+                    thread::spawn(move || add_two(&sem, true))
                 })
                 .collect();
             assert!(read_even(&sem) <= 4);
@@ -595,6 +599,31 @@ mod loom_models {
             reader.join().unwrap();
             writer.join().unwrap();
             assert_eq!(read_even(&sem), 2);
+            assert!(sem.raw.is_idle());
+        });
+    }
+
+    /// A held lock and two writers behind it, with `handoff_after` zero: the
+    /// first to queue reserves the lock at once, possibly while the other
+    /// (adaptive) still spins. A release must wake the reserved-for front
+    /// even with a spinner active, since the spinner cannot take a reserved
+    /// lock: it stops, queues behind and sleeps too.
+    fn writers_behind_a_reserved_lock(config: RwSemConfig) {
+        let config = RwSemConfig { handoff_after: Duration::ZERO, ..config };
+        loom::model(move || {
+            let sem = Arc::new(RwSem::with_config(0u32, config));
+            let held = sem.write();
+            let writers: Vec<_> = (0..2)
+                .map(|_| {
+                    let sem = sem.clone();
+                    thread::spawn(move || add_two(&sem, true))
+                })
+                .collect();
+            drop(held);
+            for writer in writers {
+                writer.join().unwrap();
+            }
+            assert_eq!(read_even(&sem), 4);
             assert!(sem.raw.is_idle());
         });
     }
@@ -675,6 +704,11 @@ mod loom_models {
     #[test]
     fn adaptive_writer_queued_behind_a_transient_reader() {
         reader_and_writer_behind_a_held_lock(one_try(SpinPolicy::Adaptive), false);
+    }
+
+    #[test]
+    fn adaptive_spinner_vs_reserved_lock() {
+        writers_behind_a_reserved_lock(config(SpinPolicy::Adaptive));
     }
 
     #[test]

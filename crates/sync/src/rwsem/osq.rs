@@ -15,8 +15,12 @@
 //! References: the tail holds one to the last node, a predecessor's `next`
 //! holds one to its successor, and the owning thread holds one while it
 //! waits or owns the OSQ.
+//!
+//! Under loom a waiter's patience is a `Deadline` of two steps, and a
+//! releaser waiting for its successor's link parks until the link is stored
+//! (`shim::spin_wait`): the waits end on the same events, only sooner.
 
-use crate::shim::{spin_loop, AtomicPtr, AtomicU32, Deadline, Ordering};
+use crate::shim::{spin_loop, spin_wait, wake_spinners, AtomicPtr, AtomicU32, Deadline, Ordering};
 use std::ptr;
 use std::sync::Arc;
 
@@ -63,6 +67,7 @@ impl Osq {
         // succeeds, which our swap now prevents).
         let prev = unsafe { Arc::from_raw(prev) };
         prev.next.store(Arc::into_raw(Arc::clone(&node)).cast_mut(), Ordering::Release);
+        wake_spinners(&prev.next);
         drop(prev);
         loop {
             if node.state.load(Ordering::Acquire) == GRANTED {
@@ -96,7 +101,7 @@ impl Osq {
                 if !next.is_null() {
                     break next;
                 }
-                spin_loop();
+                spin_wait(&current.next, next);
             };
             // SAFETY: the successor stored a reference for us in `next`. Only
             // the releaser reads `next`, once, and `Node` has no `Drop`, so

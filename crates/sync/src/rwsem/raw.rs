@@ -53,6 +53,20 @@
 //! fast paths and spinners then fail, only the front may take the lock, and
 //! it clears `HANDOFF` in the same RMW that grants it. A reader front sets it
 //! through the waker that failed to grant it.
+//!
+//! # Under loom
+//!
+//! The code is the same; three helpers behave differently, each for the
+//! reason given where it is defined:
+//! - waiters sleep in `futex::wait` until a wake on their word, so a lost
+//!   wake-up is a deadlock loom reports (the `*_no_lost_wakeup` models);
+//! - `queue`'s spinlock and the OSQ park their waiters until the word they
+//!   poll is stored to (`shim::spin_wait`);
+//! - spin budgets are `Deadline`s of two steps, and adaptive spinners read
+//!   them every round (`clock_due`), so a spin lasts two rounds; nothing a
+//!   spinner does depends on how many rounds it spun, only on what it saw.
+//!   `cpus_oversubscribed` is false, so the yield-and-retry path is not
+//!   modelled.
 
 use super::osq::Osq;
 use super::policy::{cpus_oversubscribed, RwSemConfig, SpinPolicy};
@@ -481,7 +495,7 @@ impl RawRwSem {
         loop {
             self.drop_reader_bias();
             while self.count.load(Ordering::Relaxed) & READ_FAIL_MASK != 0 {
-                if spins % CLOCK_EVERY_SPINS == 0 && budget.expired() {
+                if clock_due(spins) && budget.expired() {
                     return self.count.fetch_add(READER_BIAS, Ordering::Acquire) & READ_FAIL_MASK == 0;
                 }
                 spins = spins.wrapping_add(1);
@@ -551,7 +565,7 @@ impl RawRwSem {
                 break false;
             }
             // The clock costs as much as a few rounds: read it every few.
-            if spins % CLOCK_EVERY_SPINS == 0 {
+            if clock_due(spins) {
                 if budget.expired() {
                     break false;
                 }
@@ -566,7 +580,12 @@ impl RawRwSem {
             spins = spins.wrapping_add(1);
             spin_loop();
         };
-        self.spinner.store(false, Ordering::Release);
+        // A swap, not a store: same effect, and loom 0.7 may let a plain
+        // store slip between the read and the write of another thread's
+        // earlier swap (tokio-rs/loom#254), so a releaser under `queue` could
+        // see this flag still set, defer its wake-up, and leave the queue
+        // asleep. Once per spin, it costs nothing measurable.
+        self.spinner.swap(false, Ordering::Release);
         if taken || !oversubscribed {
             return taken;
         }
@@ -591,6 +610,16 @@ impl RawRwSem {
 /// An adaptive spinner looks at the clock (spin budget, owner progress) once
 /// per this many rounds.
 const CLOCK_EVERY_SPINS: u32 = 8;
+
+/// Whether spin round `spins` reads the clock: every [`CLOCK_EVERY_SPINS`]
+/// rounds, and every round under loom, where the clock is a step counter
+/// (`Deadline`) and reading it costs nothing: a budget there lasts two
+/// rounds instead of seventeen, so models explore interleavings rather than
+/// spin rounds. Only how long a spin lasts changes, never what it does.
+#[inline]
+fn clock_due(spins: u32) -> bool {
+    cfg!(loom) || spins % CLOCK_EVERY_SPINS == 0
+}
 
 /// How many times an adaptive writer yields and retries before it queues,
 /// when CPUs are oversubscribed (parking_lot yields 7 times). Sized on a

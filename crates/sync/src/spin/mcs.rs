@@ -18,6 +18,11 @@
 //! see [`SPINS_BEFORE_YIELD`](super::SPINS_BEFORE_YIELD), which shortens
 //! but does not remove the stall).
 //!
+//! Under loom a waiter parks until its flag (or, releasing, its link) is
+//! stored, see [`spin`](super): the hand-over and link stores are each
+//! followed by `shim::wake_spinners`, by address only, since the node may be
+//! given back as soon as the store lands.
+//!
 //! ```
 //! use vfscale_sync::spin::{McsLock, SpinLock};
 //!
@@ -27,7 +32,7 @@
 //! ```
 
 use super::{relax, RawSpinLock};
-use crate::shim::{AtomicBool, AtomicPtr, Ordering, UnsafeCell};
+use crate::shim::{wake_spinners, AtomicBool, AtomicPtr, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::ptr;
@@ -161,12 +166,16 @@ unsafe impl RawSpinLock for McsLock {
         if !prev.is_null() {
             // SAFETY: `prev` stays alive until its owner sees this link: its
             // unlock waits for `next` before giving the node back.
-            unsafe { &*prev }.next.store(node, Ordering::Release);
+            let prev = unsafe { &*prev };
+            let link: *const AtomicPtr<CachePadded<Node>> = &prev.next;
+            prev.next.store(node, Ordering::Release);
+            // By address: the owner may give `prev` back once it sees the link.
+            wake_spinners(link);
             // SAFETY: `node` is ours until we give it back in `unlock`.
             let ours = unsafe { &*node };
             let mut spins = 0;
             while ours.locked.load(Ordering::Acquire) {
-                relax(&mut spins);
+                relax(&ours.locked, true, &mut spins);
             }
         }
         self.acquired(node);
@@ -213,11 +222,16 @@ unsafe impl RawSpinLock for McsLock {
                 if !next.is_null() {
                     break;
                 }
-                relax(&mut spins);
+                relax(&ours.next, next, &mut spins);
             }
         }
         // SAFETY: the successor spins on its node until this store, so it is alive.
-        unsafe { &*next }.locked.store(false, Ordering::Release);
+        let successor = unsafe { &*next };
+        let flag: *const AtomicBool = &successor.locked;
+        successor.locked.store(false, Ordering::Release);
+        // By address: the successor may now take the lock, release it and
+        // give its node back.
+        wake_spinners(flag);
         // SAFETY: the successor has linked in (its last access to our node)
         // and the tail moved past it, so nobody else can reach it.
         unsafe { nodes::give_back(node) };
@@ -365,9 +379,9 @@ mod tests {
 
 #[cfg(all(test, loom))]
 mod loom_models {
-    //! Loom explores every interleaving of spinning threads, so two threads
-    //! spinning at once make its search unbounded: each model keeps at most
-    //! one thread able to spin at any moment.
+    //! Waiters park under loom until their node's flag or link is stored
+    //! (`shim::spin_wait`), so several may wait at once without making the
+    //! search unbounded.
 
     use super::*;
     use crate::spin::SpinLock;

@@ -12,6 +12,11 @@
 //! its CPU (the holder may be waiting for one) before spinning again.
 //! Where holders may sleep or hold for long, use [`crate::rwsem::RwSem`].
 //!
+//! Under loom a waiting round parks the waiter until the word it polls is
+//! next stored to (`shim::spin_wait`), so every store that lets a
+//! waiter go is followed by `shim::wake_spinners` (a no-op in the
+//! shipped build): each model then explores interleavings, not spin rounds.
+//!
 //! ```
 //! use vfscale_sync::spin::{SpinLock, TicketLock};
 //!
@@ -28,7 +33,7 @@ pub use mcs::McsLock;
 pub use tas::TasLock;
 pub use ticket::TicketLock;
 
-use crate::shim::{spin_loop, yield_now, UnsafeCell};
+use crate::shim::{spin_wait, yield_now, SpinWord, UnsafeCell};
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
@@ -36,15 +41,18 @@ use std::ops::{Deref, DerefMut};
 /// Busy-wait rounds before a waiter yields its CPU once.
 pub const SPINS_BEFORE_YIELD: u32 = 128;
 
-/// One round of waiting: a CPU pause, and every
-/// [`SPINS_BEFORE_YIELD`] rounds a `sched_yield`.
+/// One round of waiting while `word` holds `seen` (just loaded): a CPU
+/// pause, and every [`SPINS_BEFORE_YIELD`] rounds a `sched_yield`. Under
+/// loom the pause parks until the word's next store
+/// ([`spin_wait`](crate::shim::spin_wait)), so releases must call
+/// [`wake_spinners`](crate::shim::wake_spinners) on it.
 #[inline]
-pub(crate) fn relax(spins: &mut u32) {
+pub(crate) fn relax<W: SpinWord>(word: &W, seen: W::Value, spins: &mut u32) {
     *spins += 1;
     if *spins % SPINS_BEFORE_YIELD == 0 {
         yield_now();
     } else {
-        spin_loop();
+        spin_wait(word, seen);
     }
 }
 

@@ -3,7 +3,7 @@
 //! looks free. Unfair; cheapest uncontended.
 
 use super::{relax, RawSpinLock};
-use crate::shim::{AtomicBool, Ordering};
+use crate::shim::{wake_spinners, AtomicBool, Ordering};
 
 /// A test-and-test-and-set spinlock.
 #[derive(Debug, Default)]
@@ -27,7 +27,7 @@ unsafe impl RawSpinLock for TasLock {
         let mut spins = 0;
         while !self.try_lock() {
             while self.locked.load(Ordering::Relaxed) {
-                relax(&mut spins);
+                relax(&self.locked, true, &mut spins);
             }
         }
     }
@@ -42,6 +42,7 @@ unsafe impl RawSpinLock for TasLock {
 
     unsafe fn unlock(&self) {
         let was_locked = self.locked.swap(false, Ordering::Release);
+        wake_spinners(&self.locked);
         debug_assert!(was_locked, "TasLock: unlock of an unlocked lock");
     }
 

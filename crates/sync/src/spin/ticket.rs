@@ -2,7 +2,7 @@
 //! spins until `now_serving` reaches it; all waiters spin on one word.
 
 use super::{relax, RawSpinLock};
-use crate::shim::{AtomicU32, Ordering};
+use crate::shim::{wake_spinners, AtomicU32, Ordering};
 
 /// A FIFO ticket spinlock.
 #[derive(Debug, Default)]
@@ -20,8 +20,12 @@ unsafe impl RawSpinLock for TicketLock {
         crate::audit::lock_acquired();
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
         let mut spins = 0;
-        while self.now_serving.load(Ordering::Acquire) != ticket {
-            relax(&mut spins);
+        loop {
+            let serving = self.now_serving.load(Ordering::Acquire);
+            if serving == ticket {
+                break;
+            }
+            relax(&self.now_serving, serving, &mut spins);
         }
     }
 
@@ -41,6 +45,7 @@ unsafe impl RawSpinLock for TicketLock {
         let serving = self.now_serving.load(Ordering::Relaxed);
         debug_assert!(self.next_ticket.load(Ordering::Relaxed) != serving, "TicketLock: unlock of an unlocked lock");
         self.now_serving.store(serving.wrapping_add(1), Ordering::Release);
+        wake_spinners(&self.now_serving);
     }
 
     fn is_locked(&self) -> bool {

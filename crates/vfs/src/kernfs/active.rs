@@ -2,22 +2,36 @@
 //! node's `show`/`store` may only run while it holds one, and removal
 //! waits until none is held.
 //!
-//! Invariant: `count` is the number of active references while the node is
-//! live; removal adds [`DEACTIVATED`] (a large negative bias), after which
-//! no new reference is granted, and the node is drained once the count
-//! equals the bias exactly.
+//! Invariant: the references are a [`PercpuRef`] whose initial reference
+//! stands for the node being live; removal kills it (no new reference is
+//! granted after that), and the node is drained once its release has run,
+//! which sets `drained`. While the node is live, taking and dropping a
+//! reference writes only the calling CPU's slot, so readers of one
+//! attribute on many CPUs share no written line (Linux's `kn->active` is
+//! one atomic every open and read changes).
 
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
-use vfscale_sync::futex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use vfscale_sync::{futex, PercpuRef};
 
-const DEACTIVATED: i64 = i64::MIN / 2;
-
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Active {
-    count: AtomicI64,
-    /// Bumped when the last reference of a deactivated node goes, to wake
-    /// the remover.
-    drained: AtomicU32,
+    count: PercpuRef,
+    /// 1 once the last reference of a deactivated node went; the remover
+    /// waits on it.
+    drained: Arc<AtomicU32>,
+}
+
+impl Default for Active {
+    fn default() -> Self {
+        let drained = Arc::new(AtomicU32::new(0));
+        let woken = Arc::clone(&drained);
+        let count = PercpuRef::new(move || {
+            woken.store(1, Ordering::Release);
+            futex::wake(&woken, u32::MAX);
+        });
+        Active { count, drained }
+    }
 }
 
 /// One active reference; dropping it releases it.
@@ -28,46 +42,30 @@ impl Active {
     /// Whether the node has not been deactivated (one load: usable in
     /// rcu-walk).
     pub fn is_live(&self) -> bool {
-        self.count.load(Ordering::Acquire) >= 0
+        !self.count.is_dying()
     }
 
     /// Takes a reference unless the node is deactivated.
     pub fn get(&self) -> Option<ActiveRef<'_>> {
-        let mut v = self.count.load(Ordering::Relaxed);
-        loop {
-            if v < 0 {
-                return None;
-            }
-            match self.count.compare_exchange_weak(v, v + 1, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return Some(ActiveRef(self)),
-                Err(now) => v = now,
-            }
-        }
+        self.count.tryget_live().then_some(ActiveRef(self))
     }
 
     /// Refuses new references from now on.
     pub fn deactivate(&self) {
-        self.count.fetch_add(DEACTIVATED, Ordering::AcqRel);
+        self.count.kill();
     }
 
     /// Blocks until every reference taken before `deactivate` is released.
     pub fn drain(&self) {
-        loop {
-            let generation = self.drained.load(Ordering::Acquire);
-            if self.count.load(Ordering::Acquire) == DEACTIVATED {
-                return;
-            }
-            futex::wait(&self.drained, generation, None);
+        while self.drained.load(Ordering::Acquire) == 0 {
+            futex::wait(&self.drained, 0, None);
         }
     }
 }
 
 impl Drop for ActiveRef<'_> {
     fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::Release) - 1 == DEACTIVATED {
-            self.0.drained.fetch_add(1, Ordering::Release);
-            futex::wake(&self.0.drained, u32::MAX);
-        }
+        self.0.count.put();
     }
 }
 

@@ -1,12 +1,11 @@
 //! Attribute files: the `show`/`store` callbacks and the open-file state
 //! that turns them into sysfs read/write semantics.
 
+use super::active::ActiveRef;
 use super::NodeState;
 use crate::backend::{BackedFile, Snapshot};
 use crate::errno::{Errno, VfsResult};
 use crate::inode::Inode;
-use std::fmt;
-use std::sync::Arc;
 
 /// Largest write `store` accepts (sysfs's `atomic_write_len`, a page);
 /// longer writes fail with E2BIG.
@@ -49,44 +48,34 @@ where
 }
 
 /// An open attribute: the snapshot `show` produced at the last read from
-/// offset 0.
+/// offset 0. The node's callbacks are found through the inode on each call.
+#[derive(Debug, Default)]
 pub(crate) struct OpenAttribute {
-    inode: Arc<Inode>,
-    attr: Arc<dyn Attribute>,
     snapshot: Snapshot,
 }
 
-impl fmt::Debug for OpenAttribute {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAttribute").field("ino", &self.inode.ino()).finish_non_exhaustive()
-    }
-}
-
-impl OpenAttribute {
-    pub fn new(inode: Arc<Inode>, attr: Arc<dyn Attribute>) -> Self {
-        OpenAttribute { inode, attr, snapshot: Snapshot::default() }
-    }
-
-    fn state(&self) -> &NodeState {
-        self.inode.private::<NodeState>().expect("kernfs inodes carry their node state")
-    }
+/// The attribute behind a kernfs file inode, under an active reference.
+fn attribute(inode: &Inode) -> VfsResult<(ActiveRef<'_>, &dyn Attribute)> {
+    let state = inode.private::<NodeState>().ok_or(Errno::EINVAL)?;
+    let active = state.active.get().ok_or(Errno::ENODEV)?;
+    Ok((active, state.attr.as_deref().ok_or(Errno::EINVAL)?))
 }
 
 impl BackedFile for OpenAttribute {
-    fn read(&self, buf: &mut [u8], offset: u64) -> VfsResult<usize> {
-        let _active = self.state().active.get().ok_or(Errno::ENODEV)?;
-        self.snapshot.read(buf, offset, || self.attr.show())
+    fn read(&self, inode: &Inode, buf: &mut [u8], offset: u64) -> VfsResult<usize> {
+        let (_active, attr) = attribute(inode)?;
+        self.snapshot.read(buf, offset, || attr.show())
     }
 
-    fn write(&self, buf: &[u8], _offset: u64) -> VfsResult<usize> {
+    fn write(&self, inode: &Inode, buf: &[u8], _offset: u64) -> VfsResult<usize> {
         if buf.len() > MAX_WRITE {
             return Err(Errno::E2BIG);
         }
         if buf.is_empty() {
             return Ok(0);
         }
-        let _active = self.state().active.get().ok_or(Errno::ENODEV)?;
-        self.attr.store(buf)?;
+        let (_active, attr) = attribute(inode)?;
+        attr.store(buf)?;
         Ok(buf.len())
     }
 }

@@ -66,7 +66,7 @@ use crate::process::{Fd, Process};
 use context::{FileLockContext, Owner};
 use list::{LgLockList, LockList, RwSemLockList, Slab, Slot};
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use vfscale_sync::spin::{McsLock, SpinLock, SpinLockGuard, TasLock};
@@ -341,13 +341,11 @@ impl Sys<'_> {
 }
 
 /// An inode's lock state: its lock context, created on first use
-/// (`i_flctx`), and how many descriptions have it open for reading only
-/// and for writing (`i_readcount`, `i_writecount`), which leases check.
+/// (`i_flctx`). The open counts leases check are the inode's
+/// [`InodeOpens`](crate::opens::InodeOpens).
 #[derive(Debug, Default)]
 pub(crate) struct InodeLocks {
     ctx: OnceLock<Box<FileLockContext>>,
-    readers: AtomicU32,
-    writers: AtomicU32,
 }
 
 impl InodeLocks {
@@ -362,27 +360,10 @@ fn file_id(file: &OpenFile) -> usize {
     file as *const OpenFile as usize
 }
 
-/// Counts a new open file description (before any lease check, so that a
-/// racing `F_SETLEASE` sees it).
-pub(crate) fn file_opened(file: &OpenFile) {
-    let locks = &file.inode().locks;
-    if file.is_writable() {
-        locks.writers.fetch_add(1, Ordering::SeqCst);
-    } else if file.is_readable() {
-        locks.readers.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 /// The last reference to an open file description went: its flock and
 /// OFD locks and its lease go (`locks_remove_file`).
 pub(crate) fn file_released(file: &OpenFile) {
-    let locks = &file.inode().locks;
-    if file.is_writable() {
-        locks.writers.fetch_sub(1, Ordering::SeqCst);
-    } else if file.is_readable() {
-        locks.readers.fetch_sub(1, Ordering::SeqCst);
-    }
-    if let Some(ctx) = locks.ctx.get() {
+    if let Some(ctx) = file.inode().locks.ctx.get() {
         ctx.release_file(file_id(file));
     }
 }
@@ -623,11 +604,11 @@ impl Process {
         if inode.file_type() != crate::FileType::Regular {
             return Err(Errno::EINVAL);
         }
-        let (readers, writers) = (&inode.locks.readers, &inode.locks.writers);
+        let opens = &inode.opens;
         let self_w = u32::from(file.is_writable());
         let self_r = u32::from(!file.is_writable() && file.is_readable());
         let conflicting_open = move |write: bool| {
-            let (r, w) = (readers.load(Ordering::SeqCst), writers.load(Ordering::SeqCst));
+            let (r, w) = opens.counts();
             if write {
                 w != self_w || r != self_r
             } else {

@@ -1,11 +1,9 @@
 //! The per-task files and the text they show.
 
-use super::Task;
 use crate::backend::{BackedFile, Snapshot};
 use crate::errno::{Errno, VfsResult};
-use std::fmt;
+use crate::inode::Inode;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 /// What `/proc/<pid>` shows about a task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,36 +88,24 @@ impl TaskFile {
 }
 
 /// An open `<pid>/<file>`: the text rendered at the last read from offset
-/// 0, like a seq_file.
+/// 0, like a seq_file. The task and file kind come from the inode.
+#[derive(Debug, Default)]
 pub(super) struct ProcFile {
-    task: Arc<Task>,
-    kind: TaskFile,
     snapshot: Snapshot,
 }
 
-impl fmt::Debug for ProcFile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProcFile").field("pid", &self.task.pid).field("kind", &self.kind).finish()
-    }
-}
-
-impl ProcFile {
-    pub fn new(task: Arc<Task>, kind: TaskFile) -> ProcFile {
-        ProcFile { task, kind, snapshot: Snapshot::default() }
-    }
-}
-
 impl BackedFile for ProcFile {
-    fn read(&self, buf: &mut [u8], offset: u64) -> VfsResult<usize> {
-        if !self.task.alive.load(Ordering::Acquire) {
+    fn read(&self, inode: &Inode, buf: &mut [u8], offset: u64) -> VfsResult<usize> {
+        let (task, kind) = super::task_file(inode).ok_or(Errno::EINVAL)?;
+        if !task.alive.load(Ordering::Acquire) {
             return Err(Errno::ESRCH);
         }
-        self.snapshot.read(buf, offset, || Ok(self.task.with_info(|info| self.kind.render(self.task.pid, info))))
+        self.snapshot.read(buf, offset, || Ok(task.with_info(|info| kind.render(task.pid, info))))
     }
 
     /// These files have no write method: Linux lets root open them for
     /// writing, and `write` fails with EINVAL.
-    fn write(&self, _buf: &[u8], _offset: u64) -> VfsResult<usize> {
+    fn write(&self, _inode: &Inode, _buf: &[u8], _offset: u64) -> VfsResult<usize> {
         Err(Errno::EINVAL)
     }
 }

@@ -209,10 +209,16 @@ impl Backend for Shared {
     }
 
     fn open(&self, inode: &Arc<Inode>, _flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn BackedFile>> {
-        match inode.private::<Entry>() {
-            Some(Entry::File(task, kind)) => Ok(Box::new(ProcFile::new(Arc::clone(task), *kind))),
-            _ => Err(Errno::EINVAL),
-        }
+        task_file(inode).ok_or(Errno::EINVAL)?;
+        Ok(Box::<ProcFile>::default())
+    }
+}
+
+/// The task and file kind of a `<pid>/<file>` inode.
+fn task_file(inode: &Inode) -> Option<(&Task, TaskFile)> {
+    match inode.private::<Entry>()? {
+        Entry::File(task, kind) => Some((task, *kind)),
+        Entry::PidDir(_) => None,
     }
 }
 
