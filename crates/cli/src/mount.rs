@@ -21,6 +21,15 @@ pub struct MountArgs {
     /// permissions); non-root needs `user_allow_other` in /etc/fuse.conf.
     #[arg(long)]
     allow_other: bool,
+    /// Most bytes of file data, as tmpfs's size=: with a K, M, G, T, P or E
+    /// suffix, or a percentage of RAM; 0 for no limit. Past it writes fail
+    /// with ENOSPC.
+    #[arg(long, default_value = "50%", value_parser = vfscale_fuse::capacity::parse_size)]
+    size: u64,
+    /// Most inodes, as tmpfs's nr_inodes= (K, M, G suffixes; 0 for no
+    /// limit); by default the pages in half of RAM, as tmpfs.
+    #[arg(long, value_parser = vfscale_fuse::capacity::parse_count)]
+    inodes: Option<u64>,
 }
 
 /// Arguments of `vfscale umount`.
@@ -32,7 +41,13 @@ pub struct UmountArgs {
 
 /// Serves until Ctrl-C, SIGTERM or `vfscale umount DIR`.
 pub fn mount_command(args: MountArgs) -> Result<(), String> {
-    let options = MountOptions { demo: args.demo, threads: args.threads, allow_other: args.allow_other };
+    let options = MountOptions {
+        demo: args.demo,
+        threads: args.threads,
+        allow_other: args.allow_other,
+        size_limit: args.size,
+        inode_limit: args.inodes.unwrap_or_else(vfscale_fuse::capacity::default_inodes),
+    };
     vfscale_fuse::serve(&args.dir, &options).map_err(|e| e.to_string())
 }
 

@@ -26,7 +26,7 @@ use crate::nodes::{Nodes, ROOT};
 use fuser::{
     AccessFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -262,6 +262,22 @@ impl VfsFs {
         m.vfs.process_in(cred, self.inode(id)?)
     }
 
+    /// After a request that removed names: lets what it released be freed
+    /// by whichever thread collects next, not only by this one (the space
+    /// of an unlinked file comes back at once, as on tmpfs).
+    fn hand_on_releases(&self, id: u64) {
+        if let Ok((_, m, _)) = self.split(id) {
+            m.vfs.reclaim(Duration::ZERO);
+        }
+    }
+
+    /// A process of node `id`'s instance with the caller's credentials, for
+    /// calls that name the inode itself.
+    fn process(&self, req: &Request, id: u64) -> VfsResult<Process> {
+        let (_, m, _) = self.split(id)?;
+        Ok(m.vfs.process(credentials(req)))
+    }
+
     /// The instance mounted on inode `ino` of instance `mount`, if any.
     fn mounted_on(&self, mount: usize, ino: u64) -> Option<usize> {
         if mount != 0 {
@@ -486,6 +502,16 @@ fn reply_entry(result: VfsResult<(Duration, FileAttr)>, reply: ReplyEntry) {
     }
 }
 
+/// Sends a `getxattr` or `listxattr` reply: the size when asked with 0,
+/// else the bytes.
+fn reply_xattr(result: VfsResult<usize>, size: u32, buf: &[u8], reply: ReplyXattr) {
+    match result {
+        Ok(n) if size == 0 => reply.size(n as u32),
+        Ok(n) => reply.data(&buf[..n]),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
 /// Sends an empty reply.
 fn reply_empty(result: VfsResult<()>, reply: ReplyEmpty) {
     match result {
@@ -496,11 +522,11 @@ fn reply_empty(result: VfsResult<()>, reply: ReplyEmpty) {
 
 impl Filesystem for VfsFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // A kernel without one of them keeps those locks itself, on the
-        // mount's inodes, as for a local filesystem.
-        for flag in [InitFlags::FUSE_POSIX_LOCKS, InitFlags::FUSE_FLOCK_LOCKS] {
-            let _unsupported = config.add_capabilities(flag);
-        }
+        // Record locks go to the VFS's lock manager. flock locks stay with
+        // the kernel (no FUSE_FLOCK_LOCKS), on the mount's inodes as for a
+        // local filesystem: fuser 0.18 drops the FUSE_LK_FLOCK flag that
+        // would tell a forwarded flock from a record lock (see `locks`).
+        let _unsupported = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS);
         Ok(())
     }
 
@@ -517,6 +543,8 @@ impl Filesystem for VfsFs {
             .and_then(|p| p.resolve(name, false))
             .and_then(|inode| self.entry(parent.0, name, &inode));
         reply_entry(result, reply);
+        // A miss may have replaced a cached negative dentry.
+        self.hand_on_releases(parent.0);
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -588,6 +616,7 @@ impl Filesystem for VfsFs {
             self.entry(parent.0, name, &p.resolve(name, false)?)
         });
         reply_entry(result, reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
@@ -597,14 +626,17 @@ impl Filesystem for VfsFs {
             self.entry(parent.0, name, &p.resolve(name, false)?)
         });
         reply_entry(result, reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), false), reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), true), reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
@@ -614,6 +646,7 @@ impl Filesystem for VfsFs {
             self.entry(parent.0, name, &p.resolve(name, false)?)
         });
         reply_entry(result, reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn rename(
@@ -628,10 +661,12 @@ impl Filesystem for VfsFs {
     ) {
         let result = self.do_rename(req, parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), flags.bits());
         reply_empty(result, reply);
+        self.hand_on_releases(parent.0);
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         reply_entry(self.do_link(req, ino.0, newparent.0, newname.as_bytes()), reply);
+        self.hand_on_releases(newparent.0);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
@@ -748,10 +783,13 @@ impl Filesystem for VfsFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        // The kernel names the open file's owner when it holds flock
-        // locks, which go with it.
-        if let (Ok((locks, file)), Some(owner)) = (self.lock_file(fh), lock_owner) {
-            locks.close(&file, owner.0);
+        // The kernel names the open file's lock owner when it released
+        // locks of the open file; what the owner still holds goes with it.
+        if let Ok((locks, file)) = self.lock_file(fh) {
+            if let Some(owner) = lock_owner {
+                locks.close(&file, owner.0);
+            }
+            locks.release(&file);
         }
         self.drop_handle(fh);
         reply.ok();
@@ -799,14 +837,49 @@ impl Filesystem for VfsFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        // A nominal 4 GiB and 1 Mi inodes: the VFS has limits per file,
-        // not per filesystem, and `df` wants a size.
-        const BLOCKS: u64 = 1 << 20;
-        const FILES: u64 = 1 << 20;
-        let s = self.mounts[0].vfs.statfs();
-        let used = s.bytes.div_ceil(4096).min(BLOCKS);
-        let free = BLOCKS - used;
-        reply.statfs(BLOCKS, free, free, FILES, FILES.saturating_sub(s.inodes as u64), 4096, 255, 4096);
+        // As tmpfs: the limits (0 where there is none), so `df` shows the
+        // `--size` and `--inodes` a mount was given.
+        let vfs = &self.mounts[0].vfs;
+        vfs.reclaim(Duration::from_millis(100));
+        let s = vfs.statfs();
+        let bsize = s.block_size as u32;
+        reply.statfs(s.blocks, s.blocks_free, s.blocks_free, s.files, s.files_free, bsize, 255, bsize);
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let result = self
+            .inode(ino.0)
+            .and_then(|inode| self.process(req, ino.0)?.setxattr_inode(&inode, name.as_bytes(), value, flags));
+        reply_empty(result, reply);
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let mut buf = vec![0; size as usize];
+        let result = self
+            .inode(ino.0)
+            .and_then(|inode| self.process(req, ino.0)?.getxattr_inode(&inode, name.as_bytes(), &mut buf));
+        reply_xattr(result, size, &buf, reply);
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let mut buf = vec![0; size as usize];
+        let result = self.inode(ino.0).and_then(|inode| self.process(req, ino.0)?.listxattr_inode(&inode, &mut buf));
+        reply_xattr(result, size, &buf, reply);
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result =
+            self.inode(ino.0).and_then(|inode| self.process(req, ino.0)?.removexattr_inode(&inode, name.as_bytes()));
+        reply_empty(result, reply);
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
@@ -851,6 +924,7 @@ impl Filesystem for VfsFs {
             Ok((ttl, attr, fh, fopen)) => reply.created(&ttl, &attr, Generation(0), fh, fopen),
             Err(e) => reply.error(errno(e)),
         }
+        self.hand_on_releases(parent.0);
     }
 
     fn getlk(
@@ -892,7 +966,8 @@ impl Filesystem for VfsFs {
         let host_pid = if pid != 0 { pid } else { req.pid() };
         if sleep {
             let done = move |result: VfsResult<()>| reply_empty(result, reply);
-            return locks.setlkw(file, lock_owner.0, (start, end, typ), host_pid, done);
+            let caller = crate::locks::Caller { host_pid, thread: req.pid() };
+            return locks.setlkw(file, lock_owner.0, (start, end, typ), caller, done);
         }
         reply_empty(locks.setlk(&file, lock_owner.0, start, end, typ, host_pid), reply);
     }

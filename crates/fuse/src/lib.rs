@@ -27,16 +27,18 @@
 //! # Ok::<(), vfscale_fuse::MountError>(())
 //! ```
 //!
-//! File locks (`flock`, `fcntl`) are forwarded by the kernel (the mount
-//! requests `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS`) and decided by the
-//! VFS's lock manager, each kernel lock owner becoming a VFS process. fuser
-//! 0.18 does not tell `flock` from `fcntl` requests, so both are record
-//! locks of their owner: unlike on a local filesystem, a `flock` and an
-//! `fcntl` lock on one file conflict, and a blocked wait ends only when it
-//! is granted or, with EINTR, at unmount.
+//! Record locks (`fcntl`: POSIX and OFD) are forwarded by the kernel (the
+//! mount requests `FUSE_POSIX_LOCKS`) and decided by the VFS's lock
+//! manager, each kernel lock owner becoming a VFS process; `flock` locks
+//! the kernel keeps on the mount's inodes, as for a local filesystem, since
+//! fuser 0.18 cannot tell a forwarded `flock` from a record lock. Locks
+//! thus behave as on tmpfs: `flock` and `fcntl` locks are independent, and
+//! a blocked `F_SETLKW` ends with EINTR when a signal interrupts its caller
+//! (see the `locks` module for how, without `FUSE_INTERRUPT`).
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod capacity;
 mod demo;
 mod fs;
 mod locks;
@@ -60,11 +62,18 @@ pub struct MountOptions {
     /// Let other users than the mounting one in (`allow_other`); the VFS
     /// then checks their permissions.
     pub allow_other: bool,
+    /// For [`serve`]: the VFS's size limit in bytes (tmpfs's `size=`;
+    /// [`vfscale::VfsConfig::size_limit`]); 0 for none.
+    pub size_limit: u64,
+    /// For [`serve`]: the VFS's inode limit (tmpfs's `nr_inodes=`); 0 for
+    /// none.
+    pub inode_limit: u64,
 }
 
 impl Default for MountOptions {
+    /// Four threads, no demo trees, only the mounting user, no limits.
     fn default() -> Self {
-        MountOptions { demo: false, threads: 4, allow_other: false }
+        MountOptions { demo: false, threads: 4, allow_other: false, size_limit: 0, inode_limit: 0 }
     }
 }
 
@@ -189,7 +198,8 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
     Ok(Mounted { session: Some(session), dir: dir.to_owned() })
 }
 
-/// Mounts a fresh VFS on `dir` and serves it until SIGINT or SIGTERM (then
+/// Mounts a fresh VFS (with the options' limits) on `dir` and serves it
+/// until SIGINT or SIGTERM (then
 /// unmounts) or until someone unmounts it (`vfscale umount DIR`).
 pub fn serve(dir: &Path, options: &MountOptions) -> Result<(), MountError> {
     let signals = [libc::SIGINT, libc::SIGTERM];
@@ -206,7 +216,9 @@ pub fn serve(dir: &Path, options: &MountOptions) -> Result<(), MountError> {
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     };
-    let mounted = mount(dir, Vfs::default(), options)?;
+    let config =
+        vfscale::VfsConfig { size_limit: options.size_limit, inode_limit: options.inode_limit, ..Default::default() };
+    let mounted = mount(dir, Vfs::new(config), options)?;
     eprintln!("vfscale: serving {} (Ctrl-C or `vfscale umount {}` to stop)", dir.display(), dir.display());
     let timeout = libc::timespec { tv_sec: 0, tv_nsec: 100_000_000 };
     loop {

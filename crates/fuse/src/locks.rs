@@ -1,29 +1,40 @@
-//! File locks through the mount: the kernel forwards `fcntl` and `flock`
-//! (the mount requests `FUSE_POSIX_LOCKS` and `FUSE_FLOCK_LOCKS`) and
-//! vfscale's lock manager decides them.
+//! Record locks through the mount: the kernel forwards `fcntl` locks
+//! (POSIX and OFD; the mount requests `FUSE_POSIX_LOCKS`) and vfscale's
+//! lock manager decides them. `flock` locks the kernel keeps itself.
 //!
 //! Invariant: each kernel lock owner (a request's `lock_owner`) maps to one
 //! vfscale [`Process`], whose pid owns the owner's locks, for as long as it
 //! may hold a lock or wait for one: an owner leaves the table only while it
 //! has no lock in the lock manager and no wait in flight, so no lock is ever
-//! left under a pid no one maps to. A blocking request (`F_SETLKW`, a
-//! blocking `flock`) waits on a thread of its own, so the request threads
-//! are never stalled by a lock holder. The table's mutex is held across
-//! the non-blocking part of every request, which serializes the lock
-//! requests of one mount and keeps an owner from being removed while it
-//! takes a lock; removing one scans the instance's lock list.
+//! left under a pid no one maps to. A blocking request (`F_SETLKW`) waits
+//! on a thread of its own, so the request threads are never stalled by a
+//! lock holder. The table's mutex is held across the non-blocking part of
+//! every request, which serializes the lock requests of one mount and keeps
+//! an owner from being removed while it takes a lock; removing one scans
+//! the instance's lock list.
 //!
-//! Ownership as Linux's FUSE sends it: for `fcntl` the lock owner is the
+//! Ownership as Linux's FUSE sends it: for a POSIX lock the owner is the
 //! caller's file table, whose locks go at `flush` (any close of the file);
-//! for `flock` it is the open file, whose locks go at its `release`. fuser
-//! 0.18 drops the `FUSE_LK_FLOCK` flag that tells the two apart, so both
-//! become POSIX locks of their lock owner, which keeps flock's per-open-file
-//! ownership. What differs from a local filesystem: `flock` and `fcntl`
-//! locks on one file conflict with each other; converting a `flock` lock
-//! is atomic (Linux releases it first); and fuser 0.18 does not pass
-//! `FUSE_INTERRUPT` on, so a blocked wait ends only when it is granted, on
-//! EDEADLK, or with EINTR at unmount — a caller killed while waiting stays
-//! in the kernel until then.
+//! for an OFD lock it is the open file, whose locks go at its `release`.
+//!
+//! Why `flock` stays in the kernel: fuser 0.18 drops the `FUSE_LK_FLOCK`
+//! flag, so a forwarded `flock` would look like a whole-file record lock
+//! and conflict with `fcntl` locks, and `F_GETLK` would report it. Without
+//! `FUSE_FLOCK_LOCKS` the kernel applies `flock` to the mount's inode as on
+//! any local filesystem: independent of record locks, with upgrades,
+//! downgrades and interruptible waits exactly as tmpfs. The cost: `flock`
+//! locks are not in vfscale's lock manager (not in its lock list, and not
+//! seen by other users of the same VFS instance), which a mount does not
+//! share anyway. (Switching to another FUSE crate that passes the flag
+//! would keep them in the VFS, at the cost of rewriting the front end.)
+//!
+//! fuser 0.18 does not pass `FUSE_INTERRUPT` on either, so a blocked
+//! `F_SETLKW` would not see the signal that interrupts its caller. Each
+//! wait therefore watches its caller: while the calling thread has a
+//! pending signal it does not block (`/proc/TID/status`), the wait ends
+//! with EINTR, which the kernel turns into the `fcntl`'s EINTR (or a
+//! restart, under `SA_RESTART`), as on tmpfs. Waits also end with EINTR at
+//! unmount.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -49,6 +60,10 @@ struct Owner {
 pub(crate) struct Locks {
     vfs: Vfs,
     owners: Mutex<HashMap<u64, Owner>>,
+    /// The lock owners that locked through each open file (by address),
+    /// whose locks go when it is released: the kernel keeps no record of
+    /// an OFD lock it forwarded, so it sends no unlock for it at close.
+    through: Mutex<HashMap<usize, Vec<u64>>>,
     /// Cancelled at unmount, ending every blocked wait with EINTR.
     unmount: CancelToken,
 }
@@ -79,9 +94,39 @@ fn range(lock: &Flock) -> (u64, u64) {
 /// What `getlk` answers: type, first and last byte, holder's host pid.
 pub(crate) type Conflict = (i32, u64, u64, u32);
 
+/// Who asks for a blocking lock: the host process (reported by `getlk`)
+/// and the thread waiting in the kernel (watched for signals).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caller {
+    pub host_pid: u32,
+    pub thread: u32,
+}
+
+/// How often a blocked wait looks at its caller's signals.
+const SIGNAL_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Whether host thread `tid` has a pending signal it does not block, which
+/// makes the kernel interrupt its request; true if the thread is gone.
+fn signal_pending(tid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else { return true };
+    let mask = |field: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") != 0
+}
+
 impl Locks {
     pub fn new(vfs: Vfs) -> Arc<Locks> {
-        Arc::new(Locks { vfs, owners: Mutex::new(HashMap::new()), unmount: CancelToken::new() })
+        Arc::new(Locks {
+            vfs,
+            owners: Mutex::new(HashMap::new()),
+            through: Mutex::new(HashMap::new()),
+            unmount: CancelToken::new(),
+        })
     }
 
     fn table(&self) -> MutexGuard<'_, HashMap<u64, Owner>> {
@@ -100,6 +145,25 @@ impl Locks {
             owner.host_pid = host_pid;
         }
         owner
+    }
+
+    /// Records that `lock_owner` locks through `file`.
+    fn locks_through(&self, file: &OpenFile, lock_owner: u64) {
+        let mut through = self.through.lock().unwrap_or_else(|e| e.into_inner());
+        let owners = through.entry(file as *const OpenFile as usize).or_default();
+        if !owners.contains(&lock_owner) {
+            owners.push(lock_owner);
+        }
+    }
+
+    /// The last descriptor of `file` was closed (`release`): the locks of
+    /// every owner that locked through it go (its OFD locks; an owner's
+    /// POSIX locks went already at the `flush` of its close).
+    pub fn release(&self, file: &OpenFile) {
+        let owners = self.through.lock().unwrap_or_else(|e| e.into_inner()).remove(&(file as *const OpenFile as usize));
+        for lock_owner in owners.unwrap_or_default() {
+            self.close(file, lock_owner);
+        }
     }
 
     /// Removes `lock_owner` if it holds no lock and waits for none.
@@ -151,35 +215,57 @@ impl Locks {
         if lock.l_type == F_UNLCK && !table.contains_key(&lock_owner) {
             return Ok(());
         }
+        if lock.l_type != F_UNLCK {
+            self.locks_through(file, lock_owner);
+        }
         let result = self.owner(&mut table, lock_owner, host_pid).process.posix_setlk_description(file, &lock, None);
         self.prune(&mut table, lock_owner);
         result
     }
 
     /// `F_SETLKW` for `lock_owner`: waits on a thread of its own and calls
-    /// `done` with the outcome there (at once if the request is invalid).
+    /// `done` with the outcome there (at once if the request is invalid);
+    /// EINTR once the caller has a signal to take, or at unmount.
     pub fn setlkw(
         self: &Arc<Self>,
         file: Arc<OpenFile>,
         lock_owner: u64,
         (start, end, typ): (u64, u64, i32),
-        host_pid: u32,
+        caller: Caller,
         done: impl FnOnce(VfsResult<()>) + Send + 'static,
     ) {
         let lock = match flock(typ, start, end) {
             Ok(lock) => lock,
             Err(e) => return done(Err(e)),
         };
+        if lock.l_type != F_UNLCK {
+            self.locks_through(&file, lock_owner);
+        }
         let process = {
             let mut table = self.table();
-            let owner = self.owner(&mut table, lock_owner, host_pid);
+            let owner = self.owner(&mut table, lock_owner, caller.host_pid);
             owner.waits += 1;
             Arc::clone(&owner.process)
         };
         let locks = Arc::clone(self);
+        let interrupted = CancelToken::new();
+        let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let (interrupted, finished, unmount) = (interrupted.clone(), Arc::clone(&finished), self.unmount.clone());
+            move || {
+                while !finished.load(std::sync::atomic::Ordering::Acquire) {
+                    if unmount.is_cancelled() || signal_pending(caller.thread) {
+                        interrupted.cancel();
+                        return;
+                    }
+                    std::thread::sleep(SIGNAL_POLL);
+                }
+            }
+        };
         let waiter = move || {
-            let intr = Interrupt::never().with_token(&locks.unmount);
+            let intr = Interrupt::never().with_token(&interrupted);
             let result = process.posix_setlk_description(&file, &lock, Some(&intr));
+            finished.store(true, std::sync::atomic::Ordering::Release);
             let mut table = locks.table();
             if let Some(owner) = table.get_mut(&lock_owner) {
                 owner.waits -= 1;
@@ -188,9 +274,13 @@ impl Locks {
             drop(table);
             done(result);
         };
-        // Without a thread the reply is dropped, which fuser answers with
-        // EIO; the wait count must then be given back here.
-        if std::thread::Builder::new().name("vfscale-setlkw".into()).spawn(waiter).is_err() {
+        // Without the threads the reply is dropped, which fuser answers
+        // with EIO; the wait count must then be given back here.
+        let spawned = std::thread::Builder::new()
+            .name("vfscale-setlkw".into())
+            .spawn(waiter)
+            .and_then(|_| std::thread::Builder::new().name("vfscale-setlkw-signals".into()).spawn(watcher));
+        if spawned.is_err() {
             let mut table = self.table();
             if let Some(owner) = table.get_mut(&lock_owner) {
                 owner.waits -= 1;
@@ -233,6 +323,12 @@ mod tests {
         let vfs = Vfs::default();
         let file = vfs.process(Credentials::root()).open_description("/f", OpenFlags::CREAT | OpenFlags::RDONLY, 0o644);
         (Locks::new(vfs), file.unwrap())
+    }
+
+    /// This test's own thread as the caller (no signal pending).
+    fn me(host_pid: u32) -> Caller {
+        // SAFETY: gettid has no preconditions.
+        Caller { host_pid, thread: unsafe { libc::gettid() } as u32 }
     }
 
     const WR: i32 = F_WRLCK as i32;
@@ -282,14 +378,36 @@ mod tests {
         locks.setlk(&file, 1, 0, OFFSET_MAX, WR, 111).unwrap();
         let (tx, rx) = mpsc::channel();
         let tx2 = tx.clone();
-        locks.setlkw(Arc::clone(&file), 2, (0, OFFSET_MAX, WR), 222, move |r| tx.send(r).unwrap());
+        locks.setlkw(Arc::clone(&file), 2, (0, OFFSET_MAX, WR), me(222), move |r| tx.send(r).unwrap());
         assert!(rx.recv_timeout(Duration::from_millis(50)).is_err(), "granted while held");
         locks.close(&file, 1);
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Ok(()));
-        locks.setlkw(Arc::clone(&file), 3, (0, 0, RD), 333, move |r| tx2.send(r).unwrap());
+        locks.setlkw(Arc::clone(&file), 3, (0, 0, RD), me(333), move |r| tx2.send(r).unwrap());
         locks.cancel_waits();
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Err(Errno::EINTR));
-        locks.setlkw(file, 4, (3, 1, RD), 444, |r| assert_eq!(r, Err(Errno::EINVAL)));
+        locks.setlkw(file, 4, (3, 1, RD), me(444), |r| assert_eq!(r, Err(Errno::EINVAL)));
         assert_eq!(locks.table().len(), 1, "only owner 2 holds a lock");
+    }
+
+    #[test]
+    fn release_drops_what_was_locked_through_the_file() {
+        let (locks, file) = setup();
+        locks.setlk(&file, 1, 0, 0, WR, 111).unwrap();
+        locks.setlk(&file, 2, 5, 5, WR, 111).unwrap();
+        locks.release(&file);
+        assert!(locks.vfs.locks().list().is_empty());
+        assert!(locks.table().is_empty());
+        locks.release(&file);
+    }
+
+    #[test]
+    fn a_pending_signal_interrupts_a_wait() {
+        let (locks, file) = setup();
+        locks.setlk(&file, 1, 0, OFFSET_MAX, WR, 111).unwrap();
+        assert!(!signal_pending(me(0).thread));
+        // A thread that is gone counts as interrupted.
+        let (tx, rx) = mpsc::channel();
+        locks.setlkw(file, 2, (0, 0, WR), Caller { host_pid: 222, thread: u32::MAX }, move |r| tx.send(r).unwrap());
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Err(Errno::EINTR));
     }
 }

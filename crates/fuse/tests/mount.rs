@@ -68,6 +68,8 @@ fn tools_see_what_they_see_on_tmpfs() {
         mismatches.join("\n")
     );
     assert!(ours.contains("second=1") && ours.contains("after=0"), "flock did not conflict:\n{ours}");
+    assert!(ours.contains("flock and fcntl independent: True True"), "flock and fcntl interfere:\n{ours}");
+    assert!(ours.contains("setlkw interrupted: EINTR"), "F_SETLKW was not interrupted:\n{ours}");
     assert!(ours.contains("conflict 11\ngot it"), "fcntl locks did not conflict:\n{ours}");
     assert!(
         ours.contains("child blocked True\ngetlk True 0 2 5 True\nwaited"),
@@ -112,7 +114,7 @@ fn a_byte_past_3g_costs_a_page() {
 fn demo_trees_show_live_values() {
     let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
-    let options = MountOptions { demo: true, threads: 2, allow_other: false };
+    let options = MountOptions { demo: true, threads: 2, ..MountOptions::default() };
     let Some(mounted) = try_mount(mnt.path(), &options) else { return };
     let attr = mnt.path().join("sys/fs/vfscale/inodes");
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
@@ -124,19 +126,23 @@ fn demo_trees_show_live_values() {
     let status = Command::new("sh").arg("-c").arg("echo 2 > \"$1\"").arg("sh").arg(&drop).status().unwrap();
     assert!(status.success());
     assert_eq!(read(&drop), "2\n");
-    // vfscale's lock manager decides flock: its lock list shows the lock
-    // while flock(1) holds it, and nothing once it is gone.
+    // vfscale's lock manager decides record locks: its lock list shows a
+    // POSIX lock while a process holds it, and nothing once it is gone.
+    // (flock locks stay in the kernel.)
     let locks = mnt.path().join("sys/fs/vfscale/locks");
+    let hold = "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644); \
+                fcntl.lockf(fd, fcntl.LOCK_EX); print(open(sys.argv[2]).read(), end='')";
     let held = Command::new("timeout")
-        .args(["10", "flock"])
+        .args(["10", "python3", "-c", hold])
         .arg(mnt.path().join("lockf"))
-        .arg("cat")
         .arg(&locks)
         .output()
         .unwrap();
     let held = String::from_utf8(held.stdout).unwrap();
     assert!(held.starts_with("1: POSIX ") && held.contains(" WRITE "), "{held}");
     assert_eq!(read(&locks), "\n");
+    let status = Command::new("flock").arg(mnt.path().join("lockf")).args(["cat"]).arg(&locks).output().unwrap();
+    assert_eq!(String::from_utf8(status.stdout).unwrap(), "\n", "flock is the kernel's");
     // proc/ follows the host: this process is there, a new child appears
     // within a few refreshes, and `ps`-style reads see its command line.
     let me = std::process::id();
@@ -189,4 +195,77 @@ fn unmount_from_outside_ends_the_session() {
     assert!(!is_vfscale_mount(mnt.path()));
     assert!(!mnt.path().join("f").exists());
     mounted.unmount().expect("joining an unmounted session");
+}
+
+/// `df`'s size, used and available 1K-blocks, and inodes and free ones.
+fn df(dir: &Path) -> (u64, u64, u64, u64, u64) {
+    let out = Command::new("df").args(["--output=size,used,avail,itotal,iavail", "-k"]).arg(dir).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let nums: Vec<u64> = text.lines().nth(1).unwrap().split_whitespace().map(|n| n.parse().unwrap()).collect();
+    (nums[0], nums[1], nums[2], nums[3], nums[4])
+}
+
+/// `vfscale mount DIR --size 8M --inodes 1000`: writing 16 MB fails with
+/// ENOSPC after 8 MB, `df` shows the limits, and `rm` gives the space back.
+#[test]
+fn size_and_inode_limits_show_in_df_and_come_back() {
+    let _serial = serial();
+    let mnt = tempfile::tempdir().unwrap();
+    let vfs = Vfs::new(vfscale::VfsConfig { size_limit: 8 << 20, inode_limit: 1000, ..Default::default() });
+    let mounted = match mount(mnt.path(), vfs, &MountOptions::default()) {
+        Ok(m) => m,
+        Err(e) => return eprintln!("SKIPPED: {e}"),
+    };
+    assert_eq!(df(mnt.path()), (8192, 0, 8192, 1000, 999), "the root is one inode");
+    let f = mnt.path().join("big");
+    let err = std::fs::write(&f, vec![0u8; 16 << 20]).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+    assert_eq!(std::fs::metadata(&f).unwrap().len(), 8 << 20);
+    assert_eq!(df(mnt.path()), (8192, 8192, 0, 1000, 998));
+    std::fs::remove_file(&f).unwrap();
+    assert_eq!(df(mnt.path()), (8192, 0, 8192, 1000, 999));
+    mounted.unmount().expect("unmount");
+}
+
+/// Files created and unlinked on the mount leave nothing behind: once the
+/// kernel has sent its FORGETs, the VFS's live inodes and dentries are back
+/// where they started. `VFSCALE_FORGET_FILES` sets how many (100,000).
+#[test]
+fn memory_comes_back_after_unlink_and_forget() {
+    let _serial = serial();
+    let files: usize = std::env::var("VFSCALE_FORGET_FILES").ok().and_then(|n| n.parse().ok()).unwrap_or(100_000);
+    let mnt = tempfile::tempdir().unwrap();
+    let vfs = Vfs::default();
+    let mounted = match mount(mnt.path(), vfs.clone(), &MountOptions::default()) {
+        Ok(m) => m,
+        Err(e) => return eprintln!("SKIPPED: {e}"),
+    };
+    std::fs::create_dir(mnt.path().join("d")).unwrap();
+    let counts = || {
+        vfs.reclaim(Duration::from_secs(1));
+        let s = vfs.statfs();
+        (s.inodes, s.dentries)
+    };
+    let before = counts();
+    let dir = mnt.path().join("d");
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let dir = &dir;
+            scope.spawn(move || {
+                for i in (t..files).step_by(4) {
+                    let f = dir.join(format!("f{i}"));
+                    std::fs::write(&f, b"x").unwrap();
+                    std::fs::remove_file(&f).unwrap();
+                }
+            });
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut after = counts();
+    while after != before && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        after = counts();
+    }
+    mounted.unmount().expect("unmount");
+    assert_eq!(after, before, "(live inodes, dentries) after {files} files came and went");
 }

@@ -72,6 +72,31 @@ run truncate -s 1 fa
 run stat -c '%n %s %b' fa
 run fallocate -z -l 1 fa
 run rm sparse fa
+# Extended attributes (setfattr and getfattr come with the attr package).
+run touch x1
+run setfattr -n user.color -v blue x1
+run setfattr -n trusted.note -v secret x1
+run setfattr -n user.color -v red --raw x1
+run getfattr -d -m - --absolute-names x1
+run getfattr -n user.missing x1
+run setfattr -n os2.name -v x x1
+run setfattr -x user.color x1
+run setfattr -x user.color x1
+run setfattr -n user.color -v green x1
+run cp -a --preserve=xattr x1 x2
+run getfattr -d -m - x2
+run python3 -c 'import os; os.setxattr("x1", "user.a", b"1", os.XATTR_CREATE)
+try: os.setxattr("x1", "user.a", b"1", os.XATTR_CREATE)
+except OSError as e: print(e.errno)
+try: os.setxattr("x1", "user.b", b"1", os.XATTR_REPLACE)
+except OSError as e: print(e.errno)
+try: os.setxattr("x1", "user.big", b"x" * 65537)
+except OSError as e: print(e.errno)
+os.setxattr("x1", "user.big", b"x" * 65536); print(len(os.getxattr("x1", "user.big")))
+print(sorted(os.listxattr("x1")))'
+run mkfifo xf
+run setfattr -n user.a -v 1 xf
+run rm x1 x2 xf
 # Special files: the VFS keeps the node, the kernel does the I/O.
 run mkfifo fifo
 run python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind("sock"); s.listen(); c = socket.socket(socket.AF_UNIX); c.connect("sock"); c.send(b"ping"); print(s.accept()[0].recv(4))'
@@ -132,5 +157,66 @@ EOF
 # A blocking flock waits for the holder; shared flocks coexist.
 run sh -c 'flock lockf -c "sleep 1" & sleep 0.3; timeout 10 flock lockf -c "echo waited"; wait'
 run sh -c 'flock -s lockf -c "sleep 1" & sleep 0.3; flock -n -s lockf -c "echo shared"; wait'
-run rm lockf plock plock2
+# flock and fcntl locks are independent, F_GETLK sees only record locks,
+# flock converts, OFD locks belong to their open file, and a signal ends a
+# blocked F_SETLKW with EINTR -- all across processes.
+run timeout 60 python3 - <<'EOF'
+import errno, fcntl, os, signal, struct, subprocess, sys, time
+F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW = 36, 37, 38
+def flk(t, start=0, length=0):
+    return struct.pack('hhqqi4x', t, 0, start, length, 0)
+def getlk(fd, cmd=fcntl.F_GETLK, t=fcntl.F_WRLCK, start=0, length=0):
+    t, _, s, l, _ = struct.unpack('hhqqi4x', fcntl.fcntl(fd, cmd, flk(t, start, length)))
+    return {fcntl.F_UNLCK: 'unlocked', fcntl.F_RDLCK: 'read', fcntl.F_WRLCK: 'write'}[t], s, l
+def child(code):
+    return subprocess.Popen([sys.executable, '-c', 'import fcntl, os, sys\n' + code],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def attempt(f):
+    try:
+        f()
+        return 'ok'
+    except OSError as e:
+        return errno.errorcode[e.errno]
+open('locks', 'w').close()
+# Another process holds flock LOCK_EX: record locks and F_GETLK ignore it.
+holder = child("fd = os.open('locks', os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()")
+holder.stdout.readline()
+fd = os.open('locks', os.O_RDWR)
+print('getlk beside flock:', getlk(fd))
+print('flock and fcntl independent:', attempt(lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)) == 'ok',
+      attempt(lambda: fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)) == 'EAGAIN')
+holder.stdin.close(); holder.wait()
+fcntl.lockf(fd, fcntl.LOCK_UN)
+# flock upgrades and downgrades.
+a, b = os.open('locks', os.O_RDWR), os.open('locks', os.O_RDWR)
+fcntl.flock(a, fcntl.LOCK_SH); fcntl.flock(b, fcntl.LOCK_SH | fcntl.LOCK_NB)
+print('upgrade while shared:', attempt(lambda: fcntl.flock(a, fcntl.LOCK_EX | fcntl.LOCK_NB)))
+fcntl.flock(b, fcntl.LOCK_UN)
+print('upgrade alone:', attempt(lambda: fcntl.flock(a, fcntl.LOCK_EX | fcntl.LOCK_NB)))
+print('shared beside exclusive:', attempt(lambda: fcntl.flock(b, fcntl.LOCK_SH | fcntl.LOCK_NB)))
+fcntl.flock(a, fcntl.LOCK_SH)
+print('shared after downgrade:', attempt(lambda: fcntl.flock(b, fcntl.LOCK_SH | fcntl.LOCK_NB)))
+fcntl.flock(a, fcntl.LOCK_UN); fcntl.flock(b, fcntl.LOCK_UN)
+# OFD locks: two open files of one process conflict; F_OFD_GETLK names the range.
+print('ofd a:', attempt(lambda: fcntl.fcntl(a, F_OFD_SETLK, flk(fcntl.F_WRLCK, 10, 5))))
+print('ofd b:', attempt(lambda: fcntl.fcntl(b, F_OFD_SETLK, flk(fcntl.F_WRLCK, 12, 1))))
+print('ofd getlk:', getlk(b, F_OFD_GETLK, fcntl.F_RDLCK, 0, 100))
+print('posix same process:', attempt(lambda: fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, 11)))
+os.close(a)
+print('ofd after close:', attempt(lambda: fcntl.fcntl(b, F_OFD_SETLK, flk(fcntl.F_WRLCK, 12, 1))))
+os.close(b)
+# A blocked F_SETLKW ends with EINTR when a signal interrupts it.
+holder = child("fd = os.open('locks', os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()")
+holder.stdout.readline()
+def alarm(signum, frame):
+    raise InterruptedError(errno.EINTR, 'interrupted')
+signal.signal(signal.SIGALRM, alarm)
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+print('setlkw interrupted:', attempt(lambda: fcntl.lockf(fd, fcntl.LOCK_EX)))
+print('getlk after:', getlk(fd)[0])
+holder.stdin.close(); holder.wait()
+print('setlkw after holder left:', attempt(lambda: fcntl.lockf(fd, fcntl.LOCK_EX)))
+os.close(fd)
+EOF
+run rm lockf plock plock2 locks
 run listing .

@@ -87,6 +87,13 @@ pub struct VfsConfig {
     pub max_file_size: u64,
     /// File-lock list design.
     pub lock_list: LockListKind,
+    /// Most bytes of file data (rounded up to pages), as tmpfs's `size=`;
+    /// past it writes and `fallocate` fail with ENOSPC. 0: no limit.
+    pub size_limit: u64,
+    /// Most inodes, as tmpfs's `nr_inodes=`; past it creating fails with
+    /// ENOSPC. Extended attributes take from the same space (see
+    /// [`crate::space`]). 0: no limit.
+    pub inode_limit: u64,
 }
 
 impl VfsConfig {
@@ -118,6 +125,8 @@ impl Default for VfsConfig {
             dcache_buckets: 1 << 16,
             max_file_size: crate::pages::MAX_LFS_FILESIZE,
             lock_list: LockListKind::PerCpuRwSem,
+            size_limit: 0,
+            inode_limit: 0,
         }
     }
 }

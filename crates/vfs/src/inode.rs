@@ -10,8 +10,9 @@
 use crate::dentry::Dentry;
 use crate::errno::{Errno, VfsResult};
 use crate::mode::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFREG, S_IFSOCK};
-use crate::pages::{PageBudget, PageMap};
+use crate::pages::PageMap;
 use crate::reclaim::Reclaim;
+use crate::space::{Space, BOGO_INODE_SIZE};
 use crate::time::Timespec;
 use bytemuck::{Pod, Zeroable};
 use crossbeam_epoch::{Atomic, Guard, Owned};
@@ -152,13 +153,13 @@ pub(crate) enum Body {
 /// The registry of live inodes: the superblock's inode list.
 pub(crate) struct InodeRegistry {
     list: Box<dyn ConcurrentList<Weak<Inode>>>,
-    /// Where regular files' pages are charged.
-    budget: Arc<dyn PageBudget>,
+    /// The capacity inodes, their attributes and file pages are charged to.
+    pub space: Arc<Space>,
 }
 
 impl InodeRegistry {
-    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>, budget: Arc<dyn PageBudget>) -> Self {
-        Self { list, budget }
+    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>, space: Arc<Space>) -> Self {
+        Self { list, space }
     }
 
     /// Number of live inodes.
@@ -192,6 +193,8 @@ pub struct Inode {
     /// Open counts (`i_readcount`, `i_writecount`) and the references
     /// open files hold.
     pub(crate) opens: crate::opens::InodeOpens,
+    /// Extended attributes.
+    pub(crate) xattrs: crate::xattr::Xattrs,
 }
 
 impl fmt::Debug for Inode {
@@ -250,11 +253,26 @@ impl NewInode {
 }
 
 impl Inode {
+    /// A new inode, charged to the inode space even past its limit (the
+    /// root, and trees a backend builds, which have none).
     pub(crate) fn new(registry: &Arc<InodeRegistry>, spec: NewInode) -> Arc<Inode> {
+        if registry.space.reserve_inode().is_err() {
+            registry.space.force_reserve_inode();
+        }
+        Inode::build(registry, spec)
+    }
+
+    /// A new inode, or ENOSPC past the filesystem's inode limit.
+    pub(crate) fn try_new(registry: &Arc<InodeRegistry>, spec: NewInode) -> VfsResult<Arc<Inode>> {
+        registry.space.reserve_inode()?;
+        Ok(Inode::build(registry, spec))
+    }
+
+    fn build(registry: &Arc<InodeRegistry>, spec: NewInode) -> Arc<Inode> {
         let now = Timespec::now();
         let (body, nlink, size) = match spec.file_type {
             FileType::Regular if spec.private.is_some() => (Body::Backed, 1, 0),
-            FileType::Regular => (Body::Regular(PageMap::new(Arc::clone(&registry.budget))), 1, 0),
+            FileType::Regular => (Body::Regular(PageMap::new(Arc::clone(&registry.space) as _)), 1, 0),
             FileType::Symlink => {
                 let len = spec.symlink_target.len() as u64;
                 (Body::Symlink(spec.symlink_target), 1, len)
@@ -290,6 +308,7 @@ impl Inode {
             list_handle: OnceLock::new(),
             locks: crate::locks::InodeLocks::default(),
             opens: crate::opens::InodeOpens::default(),
+            xattrs: crate::xattr::Xattrs::default(),
             private: spec.private,
         });
         let handle = registry.list.add(Arc::downgrade(&inode));
@@ -491,6 +510,9 @@ impl Drop for Directory {
 
 impl Drop for Inode {
     fn drop(&mut self) {
+        if self.registry.space.limits_inodes() {
+            self.registry.space.give_ispace(BOGO_INODE_SIZE + self.xattrs.space());
+        }
         if let Some(handle) = self.list_handle.get() {
             let removed = self.registry.list.remove(*handle);
             debug_assert!(removed.is_some(), "inode {} missing from the inode list", self.ino);

@@ -42,6 +42,8 @@
 //! | [`kernfs`] | sysfs-like attribute trees | `fs/kernfs/` |
 //! | [`procfs`] | a task table as `/proc` | `fs/proc/base.c` |
 //! | [`locks`] | flock, POSIX and OFD record locks, leases | `fs/locks.c` |
+//! | [`xattr`] | extended attributes | `fs/xattr.c` |
+//! | [`space`] | `size=` and `nr_inodes=` limits | `mm/shmem.c` |
 
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -65,8 +67,10 @@ pub mod path;
 pub mod process;
 pub mod procfs;
 mod reclaim;
+pub mod space;
 mod superblock;
 pub mod time;
+pub mod xattr;
 
 pub use config::VfsConfig;
 pub use cred::Credentials;
@@ -106,6 +110,19 @@ pub struct FsStats {
     pub dentries: usize,
     /// Negative dentries in the dcache.
     pub negative_dentries: usize,
+    /// The unit of the block counts (`f_bsize`): a page.
+    pub block_size: u64,
+    /// The size limit in blocks (`f_blocks`); 0 without one, as tmpfs
+    /// reports `size=0`.
+    pub blocks: u64,
+    /// Blocks left under the limit (`f_bfree`, `f_bavail`); 0 without one.
+    pub blocks_free: u64,
+    /// Blocks of file data allocated.
+    pub blocks_used: u64,
+    /// The inode limit (`f_files`); 0 without one.
+    pub files: u64,
+    /// Inodes left under it (`f_ffree`); 0 without one.
+    pub files_free: u64,
 }
 
 impl Vfs {
@@ -165,6 +182,17 @@ impl Vfs {
         self.sb.reclaim.barrier(timeout)
     }
 
+    /// Waits up to `timeout` (0: not at all) until every release deferred
+    /// for rcu-walkers so far has run, after handing this thread's pending
+    /// ones on, so that others can run them; returns whether all ran. A
+    /// front end that serves requests on long-lived threads calls it with 0
+    /// after an unlink, rmdir or rename, so the space of what it removed
+    /// comes back without waiting for more deferred releases on that
+    /// thread (the epoch collects them in batches).
+    pub fn reclaim(&self, timeout: std::time::Duration) -> bool {
+        self.sb.reclaim.barrier(timeout)
+    }
+
     /// Counts inodes and bytes by iterating the superblock's inode list
     /// (one list head locked at a time), and the dcache.
     pub fn statfs(&self) -> FsStats {
@@ -176,6 +204,18 @@ impl Vfs {
                 bytes += inode.stat().size;
             }
         });
-        FsStats { inodes, bytes, dentries: self.sb.dcache.len(), negative_dentries: self.sb.dcache.negative_count() }
+        let usage = self.sb.inodes.space.usage();
+        FsStats {
+            inodes,
+            bytes,
+            dentries: self.sb.dcache.len(),
+            negative_dentries: self.sb.dcache.negative_count(),
+            block_size: pages::PAGE_SIZE,
+            blocks: usage.max_pages,
+            blocks_free: usage.max_pages.saturating_sub(usage.used_pages),
+            blocks_used: usage.used_pages,
+            files: usage.max_inodes,
+            files_free: usage.free_inodes,
+        }
     }
 }

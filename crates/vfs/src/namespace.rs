@@ -155,7 +155,7 @@ impl<'a> Ctx<'a> {
         {
             perm &= !S_ISGID;
         }
-        let inode = Inode::new(
+        let inode = Inode::try_new(
             &self.sb.inodes,
             NewInode {
                 file_type,
@@ -167,7 +167,7 @@ impl<'a> Ctx<'a> {
                 rdev,
                 private: None,
             },
-        );
+        )?;
         self.add_entry(dir, &mut locked, name, Arc::clone(&inode));
         if file_type == FileType::Directory {
             dir.change_nlink(1);

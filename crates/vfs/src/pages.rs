@@ -78,17 +78,6 @@ pub(crate) trait PageBudget: Send + Sync {
     fn uncharge(&self, pages: u64);
 }
 
-/// A budget with no limit.
-#[derive(Debug, Default)]
-pub(crate) struct Unlimited;
-
-impl PageBudget for Unlimited {
-    fn charge(&self) -> bool {
-        true
-    }
-    fn uncharge(&self, _pages: u64) {}
-}
-
 struct Page {
     words: [AtomicU64; WORDS],
     /// Written to, not only reserved by `fallocate`: `SEEK_DATA` finds
@@ -661,7 +650,7 @@ mod tests {
     use std::sync::atomic::AtomicU64;
 
     fn map() -> PageMap {
-        PageMap::new(Arc::new(Unlimited))
+        PageMap::new(Arc::new(crate::space::Space::new(0, 0)))
     }
 
     fn read_all(map: &PageMap) -> Vec<u8> {

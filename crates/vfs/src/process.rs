@@ -387,6 +387,80 @@ impl Process {
         crate::namespace::set_times(inode, &self.cred, attr.atime, attr.mtime)
     }
 
+    /// `getxattr(2)`, following a final symlink: the value's length, with
+    /// the value copied into `buf` unless `buf` is empty. See
+    /// [`crate::xattr`] for the rules.
+    pub fn getxattr(&self, path: impl AsRef<[u8]>, name: &[u8], buf: &mut [u8]) -> VfsResult<usize> {
+        crate::xattr::check_name(name)?;
+        self.getxattr_inode(&self.resolve(path, true)?, name, buf)
+    }
+
+    /// `lgetxattr(2)`: [`getxattr`](Self::getxattr) of a symlink itself.
+    pub fn lgetxattr(&self, path: impl AsRef<[u8]>, name: &[u8], buf: &mut [u8]) -> VfsResult<usize> {
+        crate::xattr::check_name(name)?;
+        self.getxattr_inode(&self.resolve(path, false)?, name, buf)
+    }
+
+    /// `getxattr` on an inode (for front ends that address files by inode).
+    pub fn getxattr_inode(&self, inode: &Arc<Inode>, name: &[u8], buf: &mut [u8]) -> VfsResult<usize> {
+        crate::xattr::check_name(name)?;
+        crate::xattr::get(inode, &self.cred, name, buf)
+    }
+
+    /// `setxattr(2)`, following a final symlink; `flags` is 0,
+    /// [`XATTR_CREATE`](crate::xattr::XATTR_CREATE) or
+    /// [`XATTR_REPLACE`](crate::xattr::XATTR_REPLACE).
+    pub fn setxattr(&self, path: impl AsRef<[u8]>, name: &[u8], value: &[u8], flags: i32) -> VfsResult<()> {
+        crate::xattr::check_set_args(name, value, flags)?;
+        self.setxattr_inode(&self.resolve(path, true)?, name, value, flags)
+    }
+
+    /// `lsetxattr(2)`.
+    pub fn lsetxattr(&self, path: impl AsRef<[u8]>, name: &[u8], value: &[u8], flags: i32) -> VfsResult<()> {
+        crate::xattr::check_set_args(name, value, flags)?;
+        self.setxattr_inode(&self.resolve(path, false)?, name, value, flags)
+    }
+
+    /// `setxattr` on an inode.
+    pub fn setxattr_inode(&self, inode: &Arc<Inode>, name: &[u8], value: &[u8], flags: i32) -> VfsResult<()> {
+        crate::xattr::check_set_args(name, value, flags)?;
+        crate::xattr::set(inode, &self.cred, name, Some(value), flags, &|delta| self.vfs.sb.charge_ispace(delta))
+    }
+
+    /// `listxattr(2)`, following a final symlink: the names, each ending in
+    /// a NUL, as [`getxattr`](Self::getxattr) fills `buf`.
+    pub fn listxattr(&self, path: impl AsRef<[u8]>, buf: &mut [u8]) -> VfsResult<usize> {
+        self.listxattr_inode(&self.resolve(path, true)?, buf)
+    }
+
+    /// `llistxattr(2)`.
+    pub fn llistxattr(&self, path: impl AsRef<[u8]>, buf: &mut [u8]) -> VfsResult<usize> {
+        self.listxattr_inode(&self.resolve(path, false)?, buf)
+    }
+
+    /// `listxattr` on an inode.
+    pub fn listxattr_inode(&self, inode: &Arc<Inode>, buf: &mut [u8]) -> VfsResult<usize> {
+        crate::xattr::list(inode, &self.cred, buf)
+    }
+
+    /// `removexattr(2)`, following a final symlink.
+    pub fn removexattr(&self, path: impl AsRef<[u8]>, name: &[u8]) -> VfsResult<()> {
+        crate::xattr::check_name(name)?;
+        self.removexattr_inode(&self.resolve(path, true)?, name)
+    }
+
+    /// `lremovexattr(2)`.
+    pub fn lremovexattr(&self, path: impl AsRef<[u8]>, name: &[u8]) -> VfsResult<()> {
+        crate::xattr::check_name(name)?;
+        self.removexattr_inode(&self.resolve(path, false)?, name)
+    }
+
+    /// `removexattr` on an inode.
+    pub fn removexattr_inode(&self, inode: &Arc<Inode>, name: &[u8]) -> VfsResult<()> {
+        crate::xattr::check_name(name)?;
+        crate::xattr::set(inode, &self.cred, name, None, 0, &|delta| self.vfs.sb.charge_ispace(delta))
+    }
+
     /// `chdir(2)`.
     pub fn chdir(&self, path: impl AsRef<[u8]>) -> VfsResult<()> {
         let dir = self.with_ctx(|ctx| {

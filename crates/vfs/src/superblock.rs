@@ -48,6 +48,19 @@ impl fmt::Debug for SuperBlock {
 }
 
 impl SuperBlock {
+    /// Takes `delta` bytes of inode space (gives them back if negative):
+    /// what extended attributes cost.
+    pub fn charge_ispace(&self, delta: i64) -> crate::errno::VfsResult<()> {
+        let space = &self.inodes.space;
+        match u64::try_from(delta) {
+            Ok(bytes) => space.take_ispace(bytes),
+            Err(_) => {
+                space.give_ispace(delta.unsigned_abs());
+                Ok(())
+            }
+        }
+    }
+
     pub fn new(config: VfsConfig) -> SuperBlock {
         SuperBlock::with_backend(config, |_, _| None)
     }
@@ -65,7 +78,10 @@ impl SuperBlock {
             InodeListKind::PerCpu => Box::new(PerCpuList::<Weak<Inode>, TasLock>::new()),
             InodeListKind::Global => Box::new(GlobalList::<Weak<Inode>, TasLock>::new()),
         };
-        let inodes = Arc::new(InodeRegistry::new(list, Arc::new(crate::pages::Unlimited)));
+        let inodes = Arc::new(InodeRegistry::new(
+            list,
+            Arc::new(crate::space::Space::new(config.size_limit, config.inode_limit)),
+        ));
         let root = Inode::new(&inodes, NewInode::of(FileType::Directory, 0o755));
         let backend = make_backend(&inodes, &root);
         let reclaim = Arc::new(Reclaim::default());
