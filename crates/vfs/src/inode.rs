@@ -21,10 +21,11 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use vfscale_sync::dlock_list::{ConcurrentList, ListHandle};
 use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 use vfscale_sync::seqcount::SeqLock;
+use vfscale_sync::PercpuRef;
 
 /// The attributes `stat` reports, kept together in one [`SeqLock`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -151,15 +152,41 @@ pub(crate) enum Body {
 }
 
 /// The registry of live inodes: the superblock's inode list.
+///
+/// Every inode holds it by a per-CPU reference ([`RegistryRef`]), not an
+/// `Arc`: inodes are made and freed on every CPU, and an `Arc` count would
+/// be one line all of them write (the `mnt_count` pattern of kernel-notes
+/// section 7). The registry keeps itself (`keep`) until the superblock has
+/// retired it and its last inode is gone.
 pub(crate) struct InodeRegistry {
     list: Box<dyn ConcurrentList<Weak<Inode>>>,
     /// The capacity inodes, their attributes and file pages are charged to.
     pub space: Arc<Space>,
+    /// One reference per live inode, plus the superblock's initial one.
+    users: PercpuRef,
+    keep: Mutex<Option<Arc<InodeRegistry>>>,
 }
 
 impl InodeRegistry {
-    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>, space: Arc<Space>) -> Self {
-        Self { list, space }
+    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>, space: Arc<Space>) -> Arc<Self> {
+        let registry = Arc::new_cyclic(|weak: &Weak<InodeRegistry>| {
+            let weak = weak.clone();
+            let users = PercpuRef::new(move || {
+                let Some(registry) = weak.upgrade() else { return };
+                let kept = registry.keep.lock().unwrap_or_else(|e| e.into_inner()).take();
+                // This runs inside the registry: free it after returning.
+                crossbeam_epoch::pin().defer(move || drop((registry, kept)));
+            });
+            InodeRegistry { list, space, users, keep: Mutex::new(None) }
+        });
+        *registry.keep.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&registry));
+        registry
+    }
+
+    /// The superblock is going: the registry lives on until its last inode
+    /// does. No inode may be made after this.
+    pub fn retire(&self) {
+        self.users.kill();
     }
 
     /// Number of live inodes.
@@ -177,6 +204,39 @@ impl InodeRegistry {
     }
 }
 
+/// An inode's counted reference to its registry: one add on the calling
+/// CPU's slot to take, one to drop.
+pub(crate) struct RegistryRef(std::ptr::NonNull<InodeRegistry>);
+
+// SAFETY: it only hands out `&InodeRegistry`, which is `Sync`.
+unsafe impl Send for RegistryRef {}
+// SAFETY: as above.
+unsafe impl Sync for RegistryRef {}
+
+impl RegistryRef {
+    /// Counts a new inode of a registry that is not retired.
+    fn new(registry: &Arc<InodeRegistry>) -> RegistryRef {
+        registry.users.get();
+        RegistryRef(std::ptr::NonNull::from(&**registry))
+    }
+}
+
+impl std::ops::Deref for RegistryRef {
+    type Target = InodeRegistry;
+    fn deref(&self) -> &InodeRegistry {
+        // SAFETY: this counted reference keeps the registry's `keep` (its
+        // own `Arc`) alive until it is dropped.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Drop for RegistryRef {
+    fn drop(&mut self) {
+        // SAFETY: as in `deref`; nothing touches the registry after the put.
+        unsafe { self.0.as_ref() }.users.put();
+    }
+}
+
 /// An inode: attributes plus a body that depends on its type.
 pub struct Inode {
     ino: u64,
@@ -185,7 +245,7 @@ pub struct Inode {
     /// permission fast path of every walk step.
     mode: AtomicU32,
     pub(crate) body: Body,
-    registry: Arc<InodeRegistry>,
+    registry: RegistryRef,
     list_handle: OnceLock<ListHandle>,
     private: Option<Arc<dyn Any + Send + Sync>>,
     /// File locks (`i_flctx`).
@@ -304,7 +364,7 @@ impl Inode {
             attrs: SeqLock::new(attrs),
             mode: AtomicU32::new(attrs.mode),
             body,
-            registry: Arc::clone(registry),
+            registry: RegistryRef::new(registry),
             list_handle: OnceLock::new(),
             locks: crate::locks::InodeLocks::default(),
             opens: crate::opens::InodeOpens::default(),

@@ -78,10 +78,8 @@ impl SuperBlock {
             InodeListKind::PerCpu => Box::new(PerCpuList::<Weak<Inode>, TasLock>::new()),
             InodeListKind::Global => Box::new(GlobalList::<Weak<Inode>, TasLock>::new()),
         };
-        let inodes = Arc::new(InodeRegistry::new(
-            list,
-            Arc::new(crate::space::Space::new(config.size_limit, config.inode_limit)),
-        ));
+        let inodes =
+            InodeRegistry::new(list, Arc::new(crate::space::Space::new(config.size_limit, config.inode_limit)));
         let root = Inode::new(&inodes, NewInode::of(FileType::Directory, 0o755));
         let backend = make_backend(&inodes, &root);
         let reclaim = Arc::new(Reclaim::default());
@@ -151,5 +149,33 @@ impl Drop for SuperBlock {
     /// by per-CPU references and go when the last of them is closed.
     fn drop(&mut self) {
         self.inodes.for_each(&mut |inode| inode.opens.kill());
+        self.inodes.retire();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// Runs deferred releases until `gone` holds, for at most a second.
+    fn until(gone: impl Fn() -> bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while !gone() && Instant::now() < deadline {
+            crossbeam_epoch::pin().flush();
+            std::thread::yield_now();
+        }
+        gone()
+    }
+
+    #[test]
+    fn the_inode_registry_outlives_the_superblock_until_its_last_inode() {
+        let sb = SuperBlock::new(VfsConfig::default());
+        let registry = Arc::downgrade(&sb.inodes);
+        let survivor = Inode::new(&sb.inodes, NewInode::of(FileType::Regular, 0o644));
+        drop(sb);
+        assert!(!until(|| registry.strong_count() == 0), "freed under a live inode");
+        drop(survivor);
+        assert!(until(|| registry.strong_count() == 0), "the registry was never freed");
     }
 }
