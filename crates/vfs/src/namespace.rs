@@ -189,10 +189,18 @@ impl<'a> Ctx<'a> {
     /// inode back to the limit (shmem_unlink), the last one goes with the
     /// inode.
     fn unlink_nondir(&self, victim: &Inode) {
-        if victim.attrs().nlink > 1 {
+        // The count before, read in the same update: unlinks of two of its
+        // names in different directories do not hold one lock.
+        let now = Timespec::now();
+        let mut before = 0;
+        victim.update_attrs(|a| {
+            before = a.nlink;
+            a.nlink = a.nlink.saturating_sub(1);
+            a.ctime = now;
+        });
+        if before > 1 {
             self.sb.inodes.space.give_ispace(crate::space::BOGO_INODE_SIZE);
         }
-        victim.change_nlink(-1);
     }
 
     /// Removes the entry `name` (whose dentry is `dentry`) from `dir`.

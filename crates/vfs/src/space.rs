@@ -7,8 +7,8 @@
 //! share one "inode space", as in shmem: each inode, and each hard link
 //! beyond an inode's first, takes [`BOGO_INODE_SIZE`] bytes of
 //! `inode_limit * BOGO_INODE_SIZE`, and each extended attribute what it
-//! stores. Past a limit, the allocation fails
-//! with ENOSPC and nothing is charged.
+//! stores. Past a limit, the allocation fails with ENOSPC and nothing is
+//! charged.
 //!
 //! Invariant: `used_pages` counts the pages of every live regular file of
 //! the filesystem; `free_ispace` is the inode space not taken by live
