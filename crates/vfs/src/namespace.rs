@@ -191,14 +191,7 @@ impl<'a> Ctx<'a> {
     fn unlink_nondir(&self, victim: &Inode) {
         // The count before, read in the same update: unlinks of two of its
         // names in different directories do not hold one lock.
-        let now = Timespec::now();
-        let mut before = 0;
-        victim.update_attrs(|a| {
-            before = a.nlink;
-            a.nlink = a.nlink.saturating_sub(1);
-            a.ctime = now;
-        });
-        if before > 1 {
+        if victim.change_nlink(-1) > 1 {
             self.sb.inodes.space.give_ispace(crate::space::BOGO_INODE_SIZE);
         }
     }
