@@ -766,9 +766,11 @@ impl Filesystem for VfsFs {
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
-        // A close: the closing file table's POSIX locks on the file go.
+        // A close: the closing file table's POSIX locks on the file go,
+        // and the file's release may follow.
         if let Ok((locks, file)) = self.lock_file(fh) {
             locks.close(&file, lock_owner.0);
+            locks.flushed(&file);
         }
         reply.ok();
     }

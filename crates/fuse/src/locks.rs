@@ -28,6 +28,12 @@
 //! share anyway. (Switching to another FUSE crate that passes the flag
 //! would keep them in the VFS, at the cost of rewriting the front end.)
 //!
+//! The kernel sends `RELEASE` after the last `close` has returned, so the
+//! OFD locks of a file just closed could still be in the way of the
+//! caller's next request; a request that would fail on a conflict while a
+//! flushed file's release may be on its way waits for it (briefly, once),
+//! so that, as on tmpfs, they are gone when `close` has returned.
+//!
 //! fuser 0.18 does not pass `FUSE_INTERRUPT` on either, so a blocked
 //! `F_SETLKW` would not see the signal that interrupts its caller. Each
 //! wait therefore watches its caller: while the calling thread has a
@@ -64,6 +70,9 @@ pub(crate) struct Locks {
     /// whose locks go when it is released: the kernel keeps no record of
     /// an OFD lock it forwarded, so it sends no unlock for it at close.
     through: Mutex<HashMap<usize, Vec<u64>>>,
+    /// Open files with locks that a close has flushed and whose release
+    /// has not come yet, with when (see [`RELEASE_GRACE`]).
+    closing: Mutex<HashMap<usize, std::time::Instant>>,
     /// Cancelled at unmount, ending every blocked wait with EINTR.
     unmount: CancelToken,
 }
@@ -102,6 +111,14 @@ pub(crate) struct Caller {
     pub thread: u32,
 }
 
+/// How long a conflict waits for the release of a file a close just
+/// flushed. The kernel sends `RELEASE` after `close(2)` has returned, so
+/// the OFD locks of a file closed for the last time could still be seen by
+/// a request that follows the close; on tmpfs they are gone when `close`
+/// returns. A request that would fail (EAGAIN) or report a conflict while
+/// such a release may be on its way waits this long for it, once.
+const RELEASE_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// How often a blocked wait looks at its caller's signals.
 const SIGNAL_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 
@@ -125,6 +142,7 @@ impl Locks {
             vfs,
             owners: Mutex::new(HashMap::new()),
             through: Mutex::new(HashMap::new()),
+            closing: Mutex::new(HashMap::new()),
             unmount: CancelToken::new(),
         })
     }
@@ -156,14 +174,43 @@ impl Locks {
         }
     }
 
+    /// A descriptor of `file` was closed (`flush`): if something locked
+    /// through it, its release may follow.
+    pub fn flushed(&self, file: &OpenFile) {
+        let key = file as *const OpenFile as usize;
+        if self.through.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key) {
+            self.closing.lock().unwrap_or_else(|e| e.into_inner()).insert(key, std::time::Instant::now());
+        }
+    }
+
+    /// Waits (up to [`RELEASE_GRACE`] after the latest close) until no
+    /// release of a flushed file is outstanding; whether one was.
+    fn settle(&self) -> bool {
+        let mut waited = false;
+        loop {
+            let latest = {
+                let mut closing = self.closing.lock().unwrap_or_else(|e| e.into_inner());
+                closing.retain(|_, at| at.elapsed() < RELEASE_GRACE);
+                closing.values().max().copied()
+            };
+            if latest.is_none() {
+                return waited;
+            }
+            waited = true;
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     /// The last descriptor of `file` was closed (`release`): the locks of
     /// every owner that locked through it go (its OFD locks; an owner's
     /// POSIX locks went already at the `flush` of its close).
     pub fn release(&self, file: &OpenFile) {
-        let owners = self.through.lock().unwrap_or_else(|e| e.into_inner()).remove(&(file as *const OpenFile as usize));
+        let key = file as *const OpenFile as usize;
+        let owners = self.through.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
         for lock_owner in owners.unwrap_or_default() {
             self.close(file, lock_owner);
         }
+        self.closing.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
     }
 
     /// Removes `lock_owner` if it holds no lock and waits for none.
@@ -177,6 +224,20 @@ impl Locks {
 
     /// `F_GETLK` for `lock_owner`: the first conflicting lock, or `None`.
     pub fn getlk(
+        &self,
+        file: &OpenFile,
+        lock_owner: u64,
+        start: u64,
+        end: u64,
+        typ: i32,
+    ) -> VfsResult<Option<Conflict>> {
+        match self.getlk_once(file, lock_owner, start, end, typ)? {
+            Some(_) if self.settle() => self.getlk_once(file, lock_owner, start, end, typ),
+            found => Ok(found),
+        }
+    }
+
+    fn getlk_once(
         &self,
         file: &OpenFile,
         lock_owner: u64,
@@ -202,6 +263,21 @@ impl Locks {
 
     /// `F_SETLK` for `lock_owner`; `host_pid` is the caller's process.
     pub fn setlk(
+        &self,
+        file: &OpenFile,
+        lock_owner: u64,
+        start: u64,
+        end: u64,
+        typ: i32,
+        host_pid: u32,
+    ) -> VfsResult<()> {
+        match self.setlk_once(file, lock_owner, start, end, typ, host_pid) {
+            Err(Errno::EAGAIN) if self.settle() => self.setlk_once(file, lock_owner, start, end, typ, host_pid),
+            result => result,
+        }
+    }
+
+    fn setlk_once(
         &self,
         file: &OpenFile,
         lock_owner: u64,
@@ -398,6 +474,25 @@ mod tests {
         assert!(locks.vfs.locks().list().is_empty());
         assert!(locks.table().is_empty());
         locks.release(&file);
+    }
+
+    #[test]
+    fn a_conflict_waits_for_the_release_of_a_flushed_file() {
+        let (locks, file) = setup();
+        let other =
+            Arc::new(locks.vfs.process(Credentials::root()).open_description("/f", OpenFlags::RDONLY, 0).unwrap());
+        locks.setlk(&file, 1, 0, 0, WR, 111).unwrap();
+        locks.flushed(&file);
+        let releaser = {
+            let (locks, file) = (Arc::clone(&locks), Arc::clone(&file));
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                locks.release(&file);
+            })
+        };
+        assert_eq!(locks.setlk(&other, 2, 0, 0, RD, 222), Ok(()), "granted once the release came");
+        releaser.join().unwrap();
+        assert_eq!(locks.setlk(&file, 3, 0, 0, WR, 333), Err(Errno::EAGAIN), "an ordinary conflict");
     }
 
     #[test]

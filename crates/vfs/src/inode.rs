@@ -493,15 +493,18 @@ impl Inode {
         });
     }
 
-    pub(crate) fn change_nlink(&self, delta: i32) {
+    /// Adds `delta` to the link count; returns the count before.
+    pub(crate) fn change_nlink(&self, delta: i32) -> u32 {
         let now = Timespec::now();
-        let mut nlink = 0;
+        let (mut before, mut nlink) = (0, 0);
         self.update_attrs(|a| {
+            before = a.nlink;
             a.nlink = a.nlink.checked_add_signed(delta).expect("nlink stays within u32");
             a.ctime = now;
             nlink = a.nlink;
         });
         self.nlink_changed(nlink);
+        before
     }
 
     pub(crate) fn set_nlink(&self, nlink: u32) {

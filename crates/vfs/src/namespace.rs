@@ -185,6 +185,17 @@ impl<'a> Ctx<'a> {
         dir.touch(true, true);
     }
 
+    /// Drops one link of a non-directory; a link beyond its last gives its
+    /// inode back to the limit (shmem_unlink), the last one goes with the
+    /// inode.
+    fn unlink_nondir(&self, victim: &Inode) {
+        // The count before, read in the same update: unlinks of two of its
+        // names in different directories do not hold one lock.
+        if victim.change_nlink(-1) > 1 {
+            self.sb.inodes.space.give_ispace(crate::space::BOGO_INODE_SIZE);
+        }
+    }
+
     /// Removes the entry `name` (whose dentry is `dentry`) from `dir`.
     fn remove_entry(&self, dir: &Arc<Inode>, children: &mut crate::inode::Children, name: &[u8]) {
         if let Some(dentry) = children.remove(name) {
@@ -261,6 +272,8 @@ impl<'a> Ctx<'a> {
         if inode.attrs().nlink == 0 {
             return Err(Errno::ENOENT);
         }
+        // shmem_link: each extra link takes an inode from the limit.
+        self.sb.inodes.space.reserve_inode()?;
         inode.change_nlink(1);
         self.add_entry(&dir, &mut locked, name, inode);
         Ok(())
@@ -276,7 +289,7 @@ impl<'a> Ctx<'a> {
         }
         self.may_delete(&dir, &victim, false)?;
         self.remove_entry(&dir, &mut locked.children, name);
-        victim.change_nlink(-1);
+        self.unlink_nondir(&victim);
         Ok(())
     }
 
@@ -395,7 +408,7 @@ impl<'a> Ctx<'a> {
                 target.set_nlink(0);
                 new_dir.change_nlink(-1);
             } else {
-                target.change_nlink(-1);
+                self.unlink_nondir(target);
             }
         }
         if source.is_dir() && !same_dir {

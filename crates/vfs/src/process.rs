@@ -549,8 +549,9 @@ fn open_file(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResu
 /// no pipe buffers, sockets or drivers (a front end does their I/O; on the
 /// mount, the kernel), so it answers as Linux does where none is there: a
 /// socket or a device with no driver is ENXIO, and so is a FIFO opened
-/// `O_WRONLY | O_NONBLOCK` with no reader. Other FIFO opens succeed;
-/// reading or writing the description is EINVAL.
+/// `O_WRONLY | O_NONBLOCK`, which finds no reader since the library keeps
+/// no pipe for a reader to wait on. Other FIFO opens succeed (without
+/// waiting for a peer); reading or writing the description is EINVAL.
 fn open_special(file_type: FileType, flags: OpenFlags) -> VfsResult<()> {
     match file_type {
         FileType::Fifo if flags.0 & libc::O_ACCMODE == libc::O_WRONLY && flags.0 & libc::O_NONBLOCK != 0 => {

@@ -4,10 +4,11 @@
 //! Pages are charged as file data is allocated (a write into a hole,
 //! `fallocate`) and given back when freed (truncate, hole punch, the last
 //! reference to an unlinked file going). Inodes and extended attributes
-//! share one "inode space", as in shmem: each inode takes
-//! [`BOGO_INODE_SIZE`] bytes of `inode_limit * BOGO_INODE_SIZE`, and each
-//! extended attribute what it stores. Past a limit, the allocation fails
-//! with ENOSPC and nothing is charged.
+//! share one "inode space", as in shmem: each inode, and each hard link
+//! beyond an inode's first, takes [`BOGO_INODE_SIZE`] bytes of
+//! `inode_limit * BOGO_INODE_SIZE`, and each extended attribute what it
+//! stores. Past a limit, the allocation fails with ENOSPC and nothing is
+//! charged.
 //!
 //! Invariant: `used_pages` counts the pages of every live regular file of
 //! the filesystem; `free_ispace` is the inode space not taken by live

@@ -86,3 +86,22 @@ fn no_limit_is_the_default() {
     let s = vfs.statfs();
     assert_eq!((s.blocks, s.blocks_free, s.blocks_used, s.files, s.files_free), (0, 0, 1, 0, 0));
 }
+
+#[test]
+fn hard_links_take_inodes_as_on_tmpfs() {
+    let (vfs, p) = limited(0, 4);
+    p.mknod("/f", libc::S_IFREG | 0o644, 0).unwrap();
+    p.link("/f", "/g").unwrap();
+    p.mknod("/x", libc::S_IFREG | 0o644, 0).unwrap();
+    assert_eq!(vfs.statfs().files_free, 0);
+    assert_eq!(p.link("/f", "/h"), Err(Errno::ENOSPC));
+    // Renaming over a link gives that link back...
+    p.rename("/x", "/g").unwrap();
+    assert_eq!((vfs.statfs().files_free, p.stat("/f").unwrap().nlink), (1, 1));
+    // ...as unlinking one does; the last link goes with its inode.
+    p.link("/f", "/h").unwrap();
+    p.unlink("/h").unwrap();
+    p.unlink("/g").unwrap();
+    assert!(vfs.drop_caches(Duration::from_secs(10)));
+    assert_eq!(vfs.statfs().files_free, 2);
+}
