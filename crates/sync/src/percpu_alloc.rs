@@ -95,16 +95,16 @@ mod arena {
             self.free.lock().unwrap_or_else(|e| e.into_inner()).0.extend(indices);
         }
 
-        fn slot(&self, index: u32, cpu: usize) -> &AtomicIsize {
+        /// Object `index`'s slot in CPU 0's row; CPU `c`'s is `c * CHUNK`
+        /// slots further on (the rows of a chunk are consecutive).
+        fn first_slot(&self, index: u32) -> &AtomicIsize {
             let (chunk, at) = (index as usize / CHUNK, index as usize % CHUNK);
             // SAFETY: `index` was handed out by `refill`, which published
             // its table before its chunk; tables are never freed.
             let chunks = unsafe { &*self.tables[chunk / TABLE].load(Ordering::Acquire) };
             let rows = chunks[chunk % TABLE].load(Ordering::Acquire);
-            let at = (cpu % self.cpus) * CHUNK + at;
-            // SAFETY: `index` was handed out by `refill`, which published its
-            // chunk (CHUNK / 8 * cpus lines, never freed) before handing it
-            // out; `cpu % cpus` keeps the line inside the chunk.
+            // SAFETY: `refill` published the chunk (CHUNK / 8 * cpus lines,
+            // never freed) before handing out `index`; `at < CHUNK`.
             unsafe { &(*rows.add(at / 8)).0[at % 8] }
         }
     }
@@ -120,10 +120,20 @@ mod arena {
 
     thread_local!(static CACHE_OF_THREAD: RefCell<Cache> = const { RefCell::new(Cache(Vec::new())) });
 
-    /// One object's slots: an index into the arena.
+    /// One object's slots: an index into the arena, and its slot in the
+    /// first CPU's row (the others follow at a stride of a row), so a
+    /// get is one multiply-add away from the slot.
     pub(crate) struct Slots {
         index: u32,
+        cpus: u32,
+        first: std::ptr::NonNull<AtomicIsize>,
     }
+
+    // SAFETY: `first` points into the arena, which lives for the process
+    // and is only accessed through atomics.
+    unsafe impl Send for Slots {}
+    // SAFETY: as above.
+    unsafe impl Sync for Slots {}
 
     impl Slots {
         pub fn new() -> Slots {
@@ -136,16 +146,23 @@ mod arena {
             let index = CACHE_OF_THREAD
                 .try_with(|cache| take(&mut cache.borrow_mut()))
                 .unwrap_or_else(|_| take(&mut Cache(Vec::new())));
-            Slots { index }
+            let arena = arena();
+            let first = std::ptr::NonNull::from(arena.first_slot(index));
+            Slots { index, cpus: arena.cpus as u32, first }
         }
 
         pub fn len(&self) -> usize {
-            arena().cpus
+            self.cpus as usize
         }
 
         #[inline]
         pub fn get(&self, cpu: usize) -> &AtomicIsize {
-            arena().slot(self.index, cpu)
+            let cpus = self.cpus as usize;
+            let row = if cpu < cpus { cpu } else { cpu % cpus };
+            // SAFETY: the slot of CPU `row` is `row` rows after CPU 0's in
+            // the same chunk (see `Arena::slot`), inside the chunk because
+            // `row < cpus`; the arena is never freed.
+            unsafe { &*self.first.as_ptr().add(row * CHUNK) }
         }
     }
 

@@ -146,14 +146,24 @@ impl Drop for Node {
 impl Page {
     /// Copies bytes `at..at + out.len()` of the page into `out`.
     fn copy_out(&self, at: usize, out: &mut [u8]) {
-        let mut done = 0;
-        while done < out.len() {
-            let pos = at + done;
-            let word = self.words[pos / WORD].load(Ordering::Relaxed).to_ne_bytes();
-            let from = pos % WORD;
-            let n = (WORD - from).min(out.len() - done);
-            out[done..done + n].copy_from_slice(&word[from..from + n]);
-            done += n;
+        let word = |i: usize| self.words[i].load(Ordering::Relaxed).to_ne_bytes();
+        let end = at + out.len();
+        // The part of a first word the read starts inside of.
+        let head = ((WORD - at % WORD) % WORD).min(out.len());
+        let (first, rest) = out.split_at_mut(head);
+        if head > 0 {
+            first.copy_from_slice(&word(at / WORD)[at % WORD..at % WORD + head]);
+        }
+        // Whole words, each one load and one fixed-size store.
+        let mut chunks = rest.chunks_exact_mut(WORD);
+        let start = (at + head) / WORD;
+        for (i, chunk) in (&mut chunks).enumerate() {
+            chunk.copy_from_slice(&word(start + i));
+        }
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            let len = tail.len();
+            tail.copy_from_slice(&word((end - len) / WORD)[..len]);
         }
     }
 
@@ -834,6 +844,13 @@ mod tests {
                 }
                 prop_assert_eq!(m.size(), model.len() as u64);
                 prop_assert_eq!(read_all(&m), model.clone());
+                // Reads that start and end inside words and pages.
+                for (off, len) in [(1, 7), (3, 9), (5, 3), (4093, 10), (4095, 1), (6001, 8200)] {
+                    let mut buf = vec![0xAA; len];
+                    let n = m.read(&mut buf, off as u64);
+                    let want = model.get(off..).map_or(&[][..], |rest| &rest[..len.min(rest.len())]);
+                    prop_assert_eq!(&buf[..n], want);
+                }
             }
             let guard = crossbeam_epoch::pin();
             let mut present = 0;
