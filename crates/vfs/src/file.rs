@@ -284,7 +284,7 @@ impl OpenFile {
             let n = backed.write(&self.inode, buf, offset)?;
             return Ok((n, offset + n as u64));
         }
-        let mut data = self.data()?.lock();
+        let mut data = self.data()?.lock(self.inode.space());
         if buf.is_empty() {
             return Ok((0, offset));
         }
@@ -387,7 +387,7 @@ impl OpenFile {
             return Err(Errno::EFBIG);
         }
         let (offset, len) = (offset as u64, len as u64);
-        let mut pages = data.lock();
+        let mut pages = data.lock(self.inode.space());
         let now = Timespec::now();
         if mode == punch {
             pages.punch_hole(offset, len);
@@ -486,7 +486,7 @@ pub(crate) fn truncate_data(
     if len > max_file_size {
         return Err(Errno::EFBIG);
     }
-    let mut pages = data.lock();
+    let mut pages = data.lock(inode.space());
     pages.set_size(len);
     let now = Timespec::now();
     inode.update_attrs(|a| {

@@ -332,7 +332,7 @@ impl Inode {
         let now = Timespec::now();
         let (body, nlink, size) = match spec.file_type {
             FileType::Regular if spec.private.is_some() => (Body::Backed, 1, 0),
-            FileType::Regular => (Body::Regular(PageMap::new(Arc::clone(&registry.space) as _)), 1, 0),
+            FileType::Regular => (Body::Regular(PageMap::new()), 1, 0),
             FileType::Symlink => {
                 let len = spec.symlink_target.len() as u64;
                 (Body::Symlink(spec.symlink_target), 1, len)
@@ -394,6 +394,11 @@ impl Inode {
     /// Whether a backend serves this inode (it carries backend data).
     pub(crate) fn has_private(&self) -> bool {
         self.private.is_some()
+    }
+
+    /// The capacity this inode's pages are charged to.
+    pub(crate) fn space(&self) -> &Space {
+        &self.registry.space
     }
 
     /// The backend's data for this inode, if it is of type `T`.
@@ -573,6 +578,9 @@ impl Drop for Directory {
 
 impl Drop for Inode {
     fn drop(&mut self) {
+        if let Body::Regular(pages) = &self.body {
+            crate::pages::PageBudget::uncharge(&*self.registry.space, pages.pages());
+        }
         if self.registry.space.limits_inodes() {
             self.registry.space.give_ispace(BOGO_INODE_SIZE + self.xattrs.space());
         }

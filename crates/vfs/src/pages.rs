@@ -43,7 +43,6 @@ use crate::errno::{Errno, VfsResult};
 use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use vfscale_sync::rwsem::{RwSem, RwSemWriteGuard, SpinPolicy};
 use vfscale_sync::seqcount::SeqCount;
 
@@ -210,7 +209,6 @@ pub(crate) struct PageMap {
     seq: SeqCount,
     /// Serializes writers (and readers that lost [`READ_TRIES`] races).
     writer: RwSem<()>,
-    budget: Arc<dyn PageBudget>,
 }
 
 impl fmt::Debug for PageMap {
@@ -221,7 +219,6 @@ impl fmt::Debug for PageMap {
 
 impl Drop for PageMap {
     fn drop(&mut self) {
-        self.budget.uncharge(*self.pages.get_mut());
         // SAFETY: the map is being dropped, so no reader can reach the tree;
         // `Node`'s drop frees the children.
         unsafe {
@@ -234,15 +231,18 @@ impl Drop for PageMap {
 }
 
 impl PageMap {
-    /// An empty file drawing its pages from `budget`.
-    pub fn new(budget: Arc<dyn PageBudget>) -> PageMap {
+    /// An empty file. Its pages are charged to the budget each writer
+    /// names ([`lock`](Self::lock)); whoever drops the map gives its
+    /// [`pages`](Self::pages) back (the map holds no reference to the
+    /// budget: one shared count per file would be written by every create
+    /// and every final unlink).
+    pub fn new() -> PageMap {
         PageMap {
             root: Atomic::null(),
             size: AtomicU64::new(0),
             pages: AtomicU64::new(0),
             seq: SeqCount::new(),
             writer: RwSem::new((), SpinPolicy::Adaptive),
-            budget,
         }
     }
 
@@ -405,14 +405,16 @@ impl PageMap {
     }
 
     /// Takes the writer lock.
-    pub fn lock(&self) -> PageWriter<'_> {
-        PageWriter { map: self, _writer: self.writer.write() }
+    pub fn lock<'a>(&'a self, budget: &'a dyn PageBudget) -> PageWriter<'a> {
+        PageWriter { map: self, budget, _writer: self.writer.write() }
     }
 }
 
 /// The writer lock of a [`PageMap`], through which it is changed.
 pub(crate) struct PageWriter<'a> {
     map: &'a PageMap,
+    /// Where pages it allocates or frees are charged.
+    budget: &'a dyn PageBudget,
     _writer: RwSemWriteGuard<'a, ()>,
 }
 
@@ -517,7 +519,7 @@ impl PageWriter<'_> {
     }
 
     fn new_page<'g>(&mut self, slot: &Atomic<Page>, guard: &'g Guard) -> Option<&'g Page> {
-        if !self.map.budget.charge() {
+        if !self.budget.charge() {
             return None;
         }
         let page = Page::new().into_shared(guard);
@@ -648,7 +650,7 @@ impl PageWriter<'_> {
         prune(&self.map.root, 0, first, last, guard, &mut freed);
         if freed > 0 {
             self.map.pages.fetch_sub(freed, Ordering::Relaxed);
-            self.map.budget.uncharge(freed);
+            self.budget.uncharge(freed);
         }
     }
 }
@@ -660,8 +662,12 @@ mod tests {
     use std::sync::atomic::AtomicU64;
 
     fn map() -> PageMap {
-        PageMap::new(Arc::new(crate::space::Space::new(0, 0)))
+        PageMap::new()
     }
+
+    /// The budget of the tests that do not count pages.
+    static UNLIMITED: std::sync::LazyLock<crate::space::Space> =
+        std::sync::LazyLock::new(|| crate::space::Space::new(0, 0));
 
     fn read_all(map: &PageMap) -> Vec<u8> {
         let mut buf = vec![0xAA; map.size() as usize];
@@ -672,7 +678,7 @@ mod tests {
     #[test]
     fn holes_read_as_zeros_and_use_no_pages() {
         let m = map();
-        assert_eq!(m.lock().write(100 << 20, b"x"), Ok(1));
+        assert_eq!(m.lock(&*UNLIMITED).write(100 << 20, b"x"), Ok(1));
         assert_eq!(m.size(), (100 << 20) + 1);
         assert_eq!(m.pages(), 1);
         assert_eq!(m.blocks(), 8);
@@ -688,28 +694,28 @@ mod tests {
     fn writes_at_the_largest_offsets() {
         let m = map();
         let last = MAX_LFS_FILESIZE - 3;
-        assert_eq!(m.lock().write(last, b"end"), Ok(3));
+        assert_eq!(m.lock(&*UNLIMITED).write(last, b"end"), Ok(3));
         assert_eq!(m.size(), MAX_LFS_FILESIZE);
         let mut buf = [0; 5];
         assert_eq!(m.read(&mut buf, last - 2), 5);
         assert_eq!(&buf, b"\0\0end");
-        assert_eq!(m.lock().write(0, b"start"), Ok(5));
+        assert_eq!(m.lock(&*UNLIMITED).write(0, b"start"), Ok(5));
         assert_eq!(m.pages(), 2);
         assert_eq!(m.seek_data(5), Ok(5));
         assert_eq!(m.seek_data(PAGE_SIZE), Ok(last / PAGE_SIZE * PAGE_SIZE));
         assert_eq!(m.seek_hole(0), Ok(PAGE_SIZE));
-        m.lock().set_size(0);
+        m.lock(&*UNLIMITED).set_size(0);
         assert_eq!(m.pages(), 0);
     }
 
     #[test]
     fn truncate_down_zeroes_the_tail_and_frees_pages() {
         let m = map();
-        m.lock().write(0, &[7; 3 * PAGE_SIZE as usize]).unwrap();
+        m.lock(&*UNLIMITED).write(0, &[7; 3 * PAGE_SIZE as usize]).unwrap();
         assert_eq!(m.pages(), 3);
-        m.lock().set_size(10);
+        m.lock(&*UNLIMITED).set_size(10);
         assert_eq!(m.pages(), 1);
-        m.lock().set_size(2 * PAGE_SIZE);
+        m.lock(&*UNLIMITED).set_size(2 * PAGE_SIZE);
         let data = read_all(&m);
         assert!(data[..10].iter().all(|&b| b == 7));
         assert!(data[10..].iter().all(|&b| b == 0));
@@ -719,8 +725,8 @@ mod tests {
     fn seek_data_and_hole() {
         let m = map();
         let p = PAGE_SIZE;
-        m.lock().write(p, &[1; 10]).unwrap();
-        m.lock().write(5 * p, &[1; 10]).unwrap();
+        m.lock(&*UNLIMITED).write(p, &[1; 10]).unwrap();
+        m.lock(&*UNLIMITED).write(5 * p, &[1; 10]).unwrap();
         let size = 5 * p + 10;
         assert_eq!(m.seek_data(0), Ok(p));
         assert_eq!(m.seek_data(p + 3), Ok(p + 3));
@@ -736,14 +742,14 @@ mod tests {
     #[test]
     fn fallocate_modes() {
         let m = map();
-        m.lock().allocate(0, 3 * PAGE_SIZE, true).unwrap();
+        m.lock(&*UNLIMITED).allocate(0, 3 * PAGE_SIZE, true).unwrap();
         assert_eq!((m.size(), m.pages()), (0, 3));
-        m.lock().allocate(PAGE_SIZE, 10, false).unwrap();
+        m.lock(&*UNLIMITED).allocate(PAGE_SIZE, 10, false).unwrap();
         assert_eq!((m.size(), m.pages()), (PAGE_SIZE + 10, 3));
         assert_eq!(m.seek_data(0), Err(Errno::ENXIO), "reserved pages are holes to SEEK_DATA");
         assert_eq!(m.seek_hole(0), Ok(0));
-        m.lock().write(0, &[9; 2 * PAGE_SIZE as usize]).unwrap();
-        m.lock().punch_hole(10, 2 * PAGE_SIZE);
+        m.lock(&*UNLIMITED).write(0, &[9; 2 * PAGE_SIZE as usize]).unwrap();
+        m.lock(&*UNLIMITED).punch_hole(10, 2 * PAGE_SIZE);
         assert_eq!(m.pages(), 2, "only page 1 lay wholly inside the hole");
         let data = read_all(&m);
         assert!(data[..10].iter().all(|&b| b == 9));
@@ -763,16 +769,17 @@ mod tests {
 
     #[test]
     fn a_budget_limits_writes_and_comes_back() {
-        let budget = Arc::new(Limited(AtomicU64::new(2)));
-        let m = PageMap::new(budget.clone());
-        assert_eq!(m.lock().write(100, &[1; 3 * PAGE_SIZE as usize]), Ok(2 * PAGE_SIZE as usize - 100));
-        assert_eq!(m.lock().write(10 * PAGE_SIZE, b"x"), Err(Errno::ENOSPC));
-        assert_eq!(m.lock().allocate(0, 10 * PAGE_SIZE, true), Err(Errno::ENOSPC));
+        let budget = Limited(AtomicU64::new(2));
+        let m = PageMap::new();
+        assert_eq!(m.lock(&budget).write(100, &[1; 3 * PAGE_SIZE as usize]), Ok(2 * PAGE_SIZE as usize - 100));
+        assert_eq!(m.lock(&budget).write(10 * PAGE_SIZE, b"x"), Err(Errno::ENOSPC));
+        assert_eq!(m.lock(&budget).allocate(0, 10 * PAGE_SIZE, true), Err(Errno::ENOSPC));
         assert_eq!(m.pages(), 2, "a failed fallocate gives back what it took");
-        m.lock().set_size(0);
+        m.lock(&budget).set_size(0);
         assert_eq!(budget.0.load(Ordering::Relaxed), 2);
-        m.lock().write(0, b"y").unwrap();
-        drop(m);
+        m.lock(&budget).write(0, b"y").unwrap();
+        // The owner gives a dropped map's pages back.
+        budget.uncharge(m.pages());
         assert_eq!(budget.0.load(Ordering::Relaxed), 2);
     }
 
@@ -780,12 +787,12 @@ mod tests {
     fn readers_see_whole_writes() {
         let m = Arc::new(map());
         let len = 3 * PAGE_SIZE as usize;
-        m.lock().write(0, &vec![0; len]).unwrap();
+        m.lock(&*UNLIMITED).write(0, &vec![0; len]).unwrap();
         let writer = {
             let m = Arc::clone(&m);
             std::thread::spawn(move || {
                 for i in 1..200u8 {
-                    m.lock().write(0, &vec![i; len]).unwrap();
+                    m.lock(&*UNLIMITED).write(0, &vec![i; len]).unwrap();
                 }
             })
         };
@@ -826,19 +833,19 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Write(o, d) => {
-                        m.lock().write(o, &d).unwrap();
+                        m.lock(&*UNLIMITED).write(o, &d).unwrap();
                         let end = o as usize + d.len();
                         if model.len() < end { model.resize(end, 0); }
                         model[o as usize..end].copy_from_slice(&d);
                     }
-                    Op::Truncate(l) => { m.lock().set_size(l); model.resize(l as usize, 0); }
+                    Op::Truncate(l) => { m.lock(&*UNLIMITED).set_size(l); model.resize(l as usize, 0); }
                     Op::Punch(o, l) => {
-                        m.lock().punch_hole(o, l);
+                        m.lock(&*UNLIMITED).punch_hole(o, l);
                         let end = ((o + l) as usize).min(model.len());
                         if (o as usize) < end { model[o as usize..end].fill(0); }
                     }
                     Op::Allocate(o, l, keep) => {
-                        m.lock().allocate(o, l, keep).unwrap();
+                        m.lock(&*UNLIMITED).allocate(o, l, keep).unwrap();
                         if !keep && model.len() < (o + l) as usize { model.resize((o + l) as usize, 0); }
                     }
                 }

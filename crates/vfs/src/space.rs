@@ -10,7 +10,8 @@
 //! stores. Past a limit, the allocation fails with ENOSPC and nothing is
 //! charged.
 //!
-//! Invariant: `used_pages` counts the pages of every live regular file of
+//! Invariant: `used_pages` (or, without a size limit, the per-CPU
+//! `unlimited_pages`) counts the pages of every live regular file of
 //! the filesystem; `free_ispace` is the inode space not taken by live
 //! inodes and their extended attributes. A limit of 0 means none, and an
 //! unlimited inode space is not counted at all.
@@ -18,6 +19,7 @@
 use crate::errno::{Errno, VfsResult};
 use crate::pages::{PageBudget, PAGE_SIZE};
 use std::sync::atomic::{AtomicU64, Ordering};
+use vfscale_sync::PercpuCounter;
 
 /// What one inode takes from the inode space (shmem's `BOGO_INODE_SIZE`).
 pub const BOGO_INODE_SIZE: u64 = 1024;
@@ -28,6 +30,10 @@ pub(crate) struct Space {
     /// Most pages, 0 for no limit.
     max_pages: u64,
     used_pages: AtomicU64,
+    /// The count without a limit: nothing needs it exact while it
+    /// changes, so writers of different files share no counter (Linux
+    /// keeps `used_blocks` in a `percpu_counter` too).
+    unlimited_pages: PercpuCounter,
     /// Most inodes, 0 for no limit (then `free_ispace` is not kept).
     max_inodes: u64,
     free_ispace: AtomicU64,
@@ -49,6 +55,7 @@ impl Space {
         Space {
             max_pages: size.div_ceil(PAGE_SIZE),
             used_pages: AtomicU64::new(0),
+            unlimited_pages: PercpuCounter::new(),
             max_inodes: inodes,
             free_ispace: AtomicU64::new(inodes.saturating_mul(BOGO_INODE_SIZE)),
         }
@@ -97,7 +104,11 @@ impl Space {
     pub fn usage(&self) -> Usage {
         Usage {
             max_pages: self.max_pages,
-            used_pages: self.used_pages.load(Ordering::Relaxed),
+            used_pages: if self.max_pages == 0 {
+                u64::try_from(self.unlimited_pages.sum()).unwrap_or(0)
+            } else {
+                self.used_pages.load(Ordering::Relaxed)
+            },
             max_inodes: self.max_inodes,
             free_inodes: self.free_ispace.load(Ordering::Relaxed) / BOGO_INODE_SIZE,
         }
@@ -107,7 +118,7 @@ impl Space {
 impl PageBudget for Space {
     fn charge(&self) -> bool {
         if self.max_pages == 0 {
-            self.used_pages.fetch_add(1, Ordering::Relaxed);
+            self.unlimited_pages.add(1);
             return true;
         }
         self.used_pages
@@ -116,7 +127,11 @@ impl PageBudget for Space {
     }
 
     fn uncharge(&self, pages: u64) {
-        self.used_pages.fetch_sub(pages, Ordering::Relaxed);
+        if self.max_pages == 0 {
+            self.unlimited_pages.add(-(pages as isize));
+        } else {
+            self.used_pages.fetch_sub(pages, Ordering::Relaxed);
+        }
     }
 }
 
