@@ -81,6 +81,9 @@ pub struct VfsConfig {
     /// Most negative dentries kept; the oldest are dropped beyond it.
     pub max_negative_dentries: usize,
     /// Buckets of the dentry hash table (rounded up to a power of two).
+    /// The table does not grow, so chains lengthen with the dentries it
+    /// holds: 2^18 by default (4 MiB) keeps them short up to a few hundred
+    /// thousand names, as Linux sizes its hash by memory at boot.
     pub dcache_buckets: usize,
     /// Largest regular file, in bytes; writes beyond it fail with EFBIG.
     /// Linux's `MAX_LFS_FILESIZE` by default, as on tmpfs.
@@ -122,7 +125,7 @@ impl Default for VfsConfig {
             negative_dentries: NegativeDentries::Cached,
             inode_list: InodeListKind::PerCpu,
             max_negative_dentries: 64 * 1024,
-            dcache_buckets: 1 << 16,
+            dcache_buckets: 1 << 18,
             max_file_size: crate::pages::MAX_LFS_FILESIZE,
             lock_list: LockListKind::PerCpuRwSem,
             size_limit: 0,

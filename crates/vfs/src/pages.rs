@@ -660,6 +660,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
 
     fn map() -> PageMap {
         PageMap::new()
