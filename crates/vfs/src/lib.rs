@@ -80,6 +80,7 @@ pub use inode::{FileType, Stat};
 pub use namei::MAX_SYMLINKS;
 pub use namespace::{RenameFlags, SetTime};
 pub use process::{Fd, Process, SetAttr};
+pub use reclaim::run_deferred_releases;
 pub use time::Timespec;
 
 use std::sync::Arc;

@@ -58,3 +58,50 @@ impl Reclaim {
         }
     }
 }
+
+/// Runs every release deferred so far through the epoch, by any filesystem
+/// of this process (an `rcu_barrier` for all of them), or gives up after
+/// `timeout` (another thread stayed pinned); returns whether they all ran.
+/// Benchmarks call it between runs, so that no run pays for collecting
+/// the garbage of the one before.
+///
+/// Deferred releases run in the order their batches were handed to the
+/// global queue, so once a marker deferred now has run, everything handed
+/// over before it has too; threads that have exited handed theirs over.
+pub fn run_deferred_releases(timeout: Duration) -> bool {
+    let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let marker = Arc::clone(&ran);
+    crossbeam_epoch::pin().defer(move || marker.store(true, Ordering::Release));
+    let deadline = Instant::now() + timeout;
+    while !ran.load(Ordering::Acquire) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        crossbeam_epoch::pin().flush();
+        std::thread::yield_now();
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deferred_releases_of_exited_threads_run() {
+        let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                let dropped = Arc::clone(&dropped);
+                s.spawn(move || {
+                    for _ in 0..1000 {
+                        let dropped = Arc::clone(&dropped);
+                        crossbeam_epoch::pin().defer(move || dropped.fetch_add(1, Ordering::Relaxed));
+                    }
+                });
+            }
+        });
+        assert!(run_deferred_releases(Duration::from_secs(10)));
+        assert_eq!(dropped.load(Ordering::Relaxed), 4000);
+    }
+}
