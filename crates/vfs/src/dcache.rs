@@ -2,7 +2,7 @@
 //! (parent inode number, name), readable with no lock and no shared write.
 //!
 //! Invariant: every chain is a singly linked list whose links change only
-//! under the bucket's spinlock, by single pointer stores, so a reader
+//! under its stripe's spinlock, by single pointer stores, so a reader
 //! walking it without the lock sees each link either before or after a
 //! change, never a torn one. A removed dentry keeps its `hash_next`, so a
 //! reader standing on it walks on; its memory is released through the
@@ -27,7 +27,7 @@ use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use vfscale_sync::spin::{SpinLock, TasLock};
+use vfscale_sync::spin::{SpinLock, SpinLockGuard, TasLock};
 use vfscale_sync::PercpuCounter;
 
 /// Hash of a (parent, name) key: FNV-1a over the name, mixed with the
@@ -40,17 +40,20 @@ pub(crate) fn hash_name(parent_ino: u64, name: &[u8]) -> u64 {
     h ^ (h >> 29)
 }
 
-struct Bucket {
-    lock: SpinLock<TasLock, ()>,
-    head: AtomicPtr<Dentry>,
-}
+/// Buckets per chain lock (a power of two). The chain heads are one
+/// pointer each, so readers walk a table half the size a lock per bucket
+/// would make it; writers take the lock of their stripe of buckets.
+const BUCKETS_PER_LOCK: usize = 8;
 
 /// One CPU's negative dentries, oldest first.
 type NegativeQueue = VecDeque<Weak<Dentry>>;
 
 /// The dentry hash table and its negative-dentry shrinker.
 pub(crate) struct Dcache {
-    buckets: Box<[Bucket]>,
+    /// The chain heads.
+    heads: Box<[AtomicPtr<Dentry>]>,
+    /// `locks[i / BUCKETS_PER_LOCK]` guards the chains of bucket `i`.
+    locks: Box<[SpinLock<TasLock, ()>]>,
     mask: u64,
     /// One FIFO of negative dentries per CPU.
     negatives: Box<[CachePadded<Mutex<NegativeQueue>>]>,
@@ -65,7 +68,8 @@ impl Dcache {
         let n = buckets.max(1).next_power_of_two();
         let cpus = vfscale_sync::cpu::possible_cpus();
         Dcache {
-            buckets: (0..n).map(|_| Bucket { lock: SpinLock::new(()), head: AtomicPtr::default() }).collect(),
+            heads: (0..n).map(|_| AtomicPtr::default()).collect(),
+            locks: (0..n.div_ceil(BUCKETS_PER_LOCK)).map(|_| SpinLock::new(())).collect(),
             mask: n as u64 - 1,
             negatives: (0..cpus).map(|_| CachePadded::default()).collect(),
             negative_count: PercpuCounter::new(),
@@ -74,15 +78,19 @@ impl Dcache {
         }
     }
 
-    fn bucket(&self, hash: u64) -> &Bucket {
-        &self.buckets[(hash & self.mask) as usize]
+    fn head(&self, hash: u64) -> &AtomicPtr<Dentry> {
+        &self.heads[(hash & self.mask) as usize]
+    }
+
+    fn lock(&self, hash: u64) -> SpinLockGuard<'_, TasLock, ()> {
+        self.locks[(hash & self.mask) as usize / BUCKETS_PER_LOCK].lock()
     }
 
     /// Finds the hashed dentry for (parent, name). Takes no lock and writes
     /// nothing; the result may be unhashed concurrently (check `seq`).
     pub fn lookup<'g>(&self, parent_ino: u64, name: &[u8], _guard: &'g Guard) -> Option<&'g Dentry> {
         let hash = hash_name(parent_ino, name);
-        let mut p = self.bucket(hash).head.load(Ordering::Acquire);
+        let mut p = self.head(hash).load(Ordering::Acquire);
         while !p.is_null() {
             // SAFETY: chain pointers are owned `Arc`s whose release is
             // deferred through the epoch; the guard is pinned, so every node
@@ -115,12 +123,12 @@ impl Dcache {
     /// lock for write, or for read when inserting a negative.
     pub fn insert(&self, dentry: Arc<Dentry>, guard: &Guard) -> Option<Arc<Dentry>> {
         let negative = dentry.inode.is_none();
-        let bucket = self.bucket(dentry.hash);
+        let hash = dentry.hash;
         let new = Arc::into_raw(dentry).cast_mut();
         // SAFETY: `new` is the pointer just made from an owned Arc.
         let key = unsafe { &*new };
-        let _locked = bucket.lock.lock();
-        let mut link = &bucket.head;
+        let _locked = self.lock(hash);
+        let mut link = self.head(hash);
         loop {
             let p = link.load(Ordering::Acquire);
             if p.is_null() {
@@ -132,7 +140,7 @@ impl Dcache {
                 }
                 return None;
             }
-            // SAFETY: under the bucket lock, chain nodes cannot be released.
+            // SAFETY: under the stripe lock, chain nodes cannot be released.
             let d = unsafe { &*p };
             if d.hash == key.hash && d.parent_ino == key.parent_ino && d.name == key.name {
                 key.hash_next.store(d.hash_next.load(Ordering::Acquire), Ordering::Relaxed);
@@ -151,9 +159,8 @@ impl Dcache {
     /// it was. The caller holds the parent's directory lock for write (or
     /// owns a dead negative).
     pub fn remove(&self, dentry: &Dentry, guard: &Guard) -> bool {
-        let bucket = self.bucket(dentry.hash);
-        let _locked = bucket.lock.lock();
-        let mut link = &bucket.head;
+        let _locked = self.lock(dentry.hash);
+        let mut link = self.head(dentry.hash);
         loop {
             let p = link.load(Ordering::Acquire);
             if p.is_null() {
@@ -164,13 +171,13 @@ impl Dcache {
                 drop(self.unlink_locked(link, dentry, next, guard));
                 return true;
             }
-            // SAFETY: under the bucket lock, chain nodes cannot be released.
+            // SAFETY: under the stripe lock, chain nodes cannot be released.
             link = unsafe { &(*p).hash_next };
         }
     }
 
     /// Replaces `old` (pointed to by `link`) with `next` and unhashes it;
-    /// the chain's reference to `old` is released through the epoch. Bucket
+    /// the chain's reference to `old` is released through the epoch. Stripe
     /// lock held.
     fn unlink_locked(&self, link: &AtomicPtr<Dentry>, old: &Dentry, next: *mut Dentry, guard: &Guard) -> Arc<Dentry> {
         let write = old.seq.write_begin();
@@ -242,8 +249,8 @@ impl Dcache {
     pub fn len(&self) -> usize {
         let _guard = crossbeam_epoch::pin();
         let mut n = 0;
-        for bucket in self.buckets.iter() {
-            let mut p = bucket.head.load(Ordering::Acquire);
+        for head in self.heads.iter() {
+            let mut p = head.load(Ordering::Acquire);
             while !p.is_null() {
                 n += 1;
                 // SAFETY: as in `lookup`, the pinned guard keeps chain nodes
@@ -257,8 +264,8 @@ impl Dcache {
 
 impl Drop for Dcache {
     fn drop(&mut self) {
-        for bucket in self.buckets.iter_mut() {
-            let mut p = *bucket.head.get_mut();
+        for head in self.heads.iter_mut() {
+            let mut p = *head.get_mut();
             while !p.is_null() {
                 // SAFETY: the table is being dropped, so no reader holds
                 // these nodes; each chain pointer owns one strong count.

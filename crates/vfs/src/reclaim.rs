@@ -90,17 +90,20 @@ mod tests {
     #[test]
     fn deferred_releases_of_exited_threads_run() {
         let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        std::thread::scope(|s| {
-            for _ in 0..4 {
+        // Joined, not scoped: a scope may end before a thread's exit hands
+        // its last batch to the global queue (a thread-local destructor).
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
                 let dropped = Arc::clone(&dropped);
-                s.spawn(move || {
+                std::thread::spawn(move || {
                     for _ in 0..1000 {
                         let dropped = Arc::clone(&dropped);
                         crossbeam_epoch::pin().defer(move || dropped.fetch_add(1, Ordering::Relaxed));
                     }
-                });
-            }
-        });
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
         assert!(run_deferred_releases(Duration::from_secs(10)));
         assert_eq!(dropped.load(Ordering::Relaxed), 4000);
     }
