@@ -63,6 +63,32 @@ fn page_is_data(page: &Page) -> bool {
     page.written.load(Ordering::Relaxed)
 }
 
+/// Under `node` (covering pages from `base`), the first page at or after
+/// `from` that is written (`written`) or not (missing, or only reserved).
+fn first_written(node: &Node, base: u64, from: u64, written: bool, guard: &Guard) -> Option<u64> {
+    let child_span = span(node.level - 1);
+    let first = (from.saturating_sub(base) / child_span) as usize;
+    for i in first..FANOUT {
+        let child_base = base + i as u64 * child_span;
+        // SAFETY (both `as_ref`s): nodes and pages are published
+        // initialized and freed only through the epoch, which `guard` pins.
+        let found = match &node.slots {
+            Slots::Pages(pages) => {
+                (unsafe { pages[i].load(Ordering::Acquire, guard).as_ref() }.is_some_and(page_is_data) == written)
+                    .then_some(child_base)
+            }
+            Slots::Nodes(nodes) => match unsafe { nodes[i].load(Ordering::Acquire, guard).as_ref() } {
+                None => (!written).then(|| from.max(child_base)),
+                Some(child) => first_written(child, child_base, from.max(child_base), written, guard),
+            },
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
 /// Pages a tree of height `level` covers; levels stay at most 10, so this
 /// never overflows.
 fn span(level: u32) -> u64 {
@@ -316,63 +342,23 @@ impl PageMap {
 
     /// The first written page at or after `from`.
     fn next_present(&self, from: u64, guard: &Guard) -> Option<u64> {
-        fn walk(node: &Node, base: u64, from: u64, guard: &Guard) -> Option<u64> {
-            let child_span = span(node.level - 1);
-            let first = (from.saturating_sub(base) / child_span) as usize;
-            for i in first..FANOUT {
-                let child_base = base + i as u64 * child_span;
-                // SAFETY: see `lookup`.
-                let found = match &node.slots {
-                    Slots::Pages(pages) => unsafe { pages[i].load(Ordering::Acquire, guard).as_ref() }
-                        .is_some_and(page_is_data)
-                        .then_some(child_base),
-                    Slots::Nodes(nodes) => unsafe { nodes[i].load(Ordering::Acquire, guard).as_ref() }
-                        .and_then(|child| walk(child, child_base, from.max(child_base), guard)),
-                };
-                if found.is_some() {
-                    return found;
-                }
-            }
-            None
-        }
         // SAFETY: see `lookup`.
         let root = unsafe { self.root.load(Ordering::Acquire, guard).as_ref() }?;
         if from >= span(root.level) {
             return None;
         }
-        walk(root, 0, from, guard)
+        first_written(root, 0, from, true, guard)
     }
 
     /// The first page at or after `from` that is missing or only reserved.
     fn next_absent(&self, from: u64, guard: &Guard) -> u64 {
-        fn walk(node: &Node, base: u64, from: u64, guard: &Guard) -> Option<u64> {
-            let child_span = span(node.level - 1);
-            let first = (from.saturating_sub(base) / child_span) as usize;
-            for i in first..FANOUT {
-                let child_base = base + i as u64 * child_span;
-                // SAFETY: see `lookup`.
-                let found = match &node.slots {
-                    Slots::Pages(pages) => (!unsafe { pages[i].load(Ordering::Acquire, guard).as_ref() }
-                        .is_some_and(page_is_data))
-                    .then_some(child_base),
-                    Slots::Nodes(nodes) => match unsafe { nodes[i].load(Ordering::Acquire, guard).as_ref() } {
-                        None => Some(from.max(child_base)),
-                        Some(child) => walk(child, child_base, from.max(child_base), guard),
-                    },
-                };
-                if found.is_some() {
-                    return found;
-                }
-            }
-            None
-        }
         // SAFETY: see `lookup`.
         let Some(root) = (unsafe { self.root.load(Ordering::Acquire, guard).as_ref() }) else { return from };
         let end = span(root.level);
         if from >= end {
             return from;
         }
-        walk(root, 0, from, guard).unwrap_or(end)
+        first_written(root, 0, from, false, guard).unwrap_or(end)
     }
 
     /// `SEEK_DATA`: the first byte at or after `offset` in a written page;
