@@ -74,6 +74,8 @@ impl Dentry {
 impl Drop for Dentry {
     /// A backend's inode (kernfs, procfs) has this one name, and a later
     /// lookup makes a new inode: open files stop keeping this one per CPU.
+    /// (A kernfs rename gives the same inode a new dentry; opens of it then
+    /// count in the shared count, which is correct, only not per CPU.)
     fn drop(&mut self) {
         if let Some(inode) = self.inode.as_ref().filter(|inode| inode.has_private()) {
             inode.opens.kill();
