@@ -29,8 +29,36 @@ pub fn possible_cpus() -> usize {
 pub fn current_cpu() -> usize {
     #[cfg(loom)]
     return 0;
+    #[cfg(all(feature = "audit", not(loom)))]
+    if crate::audit::active() {
+        if let Some(cpu) = VIRTUAL_CPU.with(std::cell::Cell::get) {
+            return cpu;
+        }
+    }
     #[cfg(not(loom))]
     imp::current_cpu()
+}
+
+#[cfg(all(feature = "audit", not(loom)))]
+std::thread_local!(static VIRTUAL_CPU: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) });
+
+/// Runs `f` with [`current_cpu`] answering `cpu` on this thread, whatever
+/// CPU it runs on: how the conflict checker puts its two threads on two
+/// CPUs, deterministically, wherever the kernel schedules them. `cpu` is
+/// taken modulo [`possible_cpus`] (so a one-CPU machine has no second
+/// CPU to give). Only with the `audit` feature.
+#[cfg(all(feature = "audit", not(loom)))]
+pub fn with_virtual_cpu<R>(cpu: usize, f: impl FnOnce() -> R) -> R {
+    let _active = crate::audit::Active::raise();
+    let saved = VIRTUAL_CPU.with(|v| v.replace(Some(cpu % possible_cpus())));
+    struct Restore(Option<usize>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = VIRTUAL_CPU.try_with(|v| v.set(self.0));
+        }
+    }
+    let _restore = Restore(saved);
+    f()
 }
 
 #[cfg(not(loom))]

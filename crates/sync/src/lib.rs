@@ -10,7 +10,7 @@
 //! | [`SeqCount`], [`SeqLock`] | `seqcount_t`, `seqlock_t` | [`seqcount`] |
 //! | [`LockRef`] | `struct lockref` (`lib/lockref.c`) | [`lockref`] |
 //! | [`spin::TasLock`], [`spin::TicketLock`], [`spin::McsLock`] | `arch_spinlock_t`, qspinlock | [`spin`] |
-//! | [`audit`] counts | sv6's conflict-free check | [`audit`] |
+//! | [`audit`] traces, [`audited`] atomics and locks, `conflict::check_pair` | sv6's conflict-free check, COMMUTER | [`audit`] |
 //! | [`PerCpuList`], [`GlobalList`] | `lib/dlock-list.c`, `s_inode_list_lock` | [`dlock_list`] |
 //! | [`LgLock`] | `lglock` (3.13-4.8) | [`lglock`] |
 //! | [`PercpuRef`] | `percpu_ref`, `mnt_count` | [`percpu_ref`] |
@@ -27,6 +27,10 @@ mod percpu_alloc;
 mod shim;
 
 pub mod audit;
+#[cfg(not(loom))]
+pub mod audited;
+#[cfg(all(feature = "audit", not(loom)))]
+pub mod conflict;
 pub mod cpu;
 pub mod dlock_list;
 pub mod futex;

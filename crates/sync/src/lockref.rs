@@ -240,7 +240,6 @@ impl LockRef {
             };
             match self.word.compare_exchange(old, pack(new, false), Ordering::AcqRel, Ordering::Relaxed) {
                 Ok(_) => {
-                    crate::audit::shared_write();
                     return Fast::Changed(new);
                 }
                 Err(current) => old = current,

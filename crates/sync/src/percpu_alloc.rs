@@ -30,8 +30,7 @@ mod arena {
     //! The process-wide arena (see the module doc).
 
     use std::cell::RefCell;
-    use std::sync::atomic::{AtomicIsize, AtomicPtr, Ordering};
-    use std::sync::{Mutex, OnceLock};
+    use crate::audited::{AtomicIsize, AtomicPtr, Mutex, OnceLock, Ordering};
 
     /// Slots per CPU row of a chunk (8 KiB rows, whole cache lines).
     const CHUNK: usize = 1024;

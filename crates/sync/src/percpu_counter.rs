@@ -103,12 +103,21 @@ mod tests {
         assert!(c.all_zero());
     }
 
+    #[cfg(feature = "audit")]
     #[test]
-    fn updates_write_no_shared_word() {
+    fn updates_on_two_cpus_are_conflict_free() {
         let c = PercpuCounter::new();
-        let before = crate::audit::counts();
-        c.add(1);
-        assert_eq!(crate::audit::counts(), before);
+        let add = |_: usize| {
+            c.add(1);
+            Ok(())
+        };
+        let verdict = crate::conflict::check_pair(&add, &add).unwrap();
+        assert!(verdict.conflict_free(), "{:?}", verdict.conflicts);
+        let sum = |_: usize| {
+            c.sum();
+            Ok(())
+        };
+        assert!(!crate::conflict::check_pair(&add, &sum).unwrap().conflict_free(), "a sum reads every slot");
     }
 
     #[test]

@@ -128,7 +128,6 @@ impl SeqCount {
     pub fn write_begin(&self) -> SeqWriteGuard<'_> {
         let seq = self.seq.load(Ordering::Relaxed);
         debug_assert!(seq & 1 == 0, "concurrent writers on a SeqCount");
-        crate::audit::shared_write();
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         // Keeps the data stores after the odd count for any reader that sees
         // one of them; pairs with the acquire fence in `read_retry`.

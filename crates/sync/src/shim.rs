@@ -34,12 +34,12 @@ pub(crate) use loom::{
     thread::yield_now,
 };
 
+// Outside loom every atomic is the audited stand-in (`crate::audited`), so
+// the cache-line audit sees each access.
 #[cfg(not(loom))]
-pub(crate) use std::{
-    hint::spin_loop,
-    sync::atomic::{fence, AtomicBool, AtomicI32, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize},
-    thread::yield_now,
-};
+pub(crate) use crate::audited::{fence, AtomicBool, AtomicI32, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+#[cfg(not(loom))]
+pub(crate) use std::{hint::spin_loop, thread::yield_now};
 
 pub(crate) use std::sync::atomic::Ordering;
 
