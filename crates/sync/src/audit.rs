@@ -50,6 +50,7 @@ struct LineUse {
     write_sites: Vec<Site>,
 }
 
+#[cfg_attr(not(feature = "audit"), allow(dead_code))]
 impl LineUse {
     fn add(&mut self, write: bool, site: Site) {
         let sites = if write { &mut self.write_sites } else { &mut self.read_sites };
@@ -130,6 +131,7 @@ impl Trace {
         found
     }
 
+    #[cfg_attr(not(feature = "audit"), allow(dead_code))]
     pub(crate) fn merge(&mut self, other: Trace) {
         for (line, uses) in other.lines {
             self.lines.entry(line).or_default().merge(uses);
@@ -213,6 +215,7 @@ pub fn lock_acquired() {
 /// Whether some thread is recording now: the cheap test the hooks make
 /// before anything else (also used by [`crate::cpu`]'s virtual CPUs).
 #[inline(always)]
+#[cfg_attr(not(feature = "audit"), allow(dead_code))]
 pub(crate) fn active() -> bool {
     #[cfg(feature = "audit")]
     return imp::RECORDING.load(std::sync::atomic::Ordering::Relaxed) != 0;

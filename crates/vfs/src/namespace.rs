@@ -18,6 +18,7 @@ use crate::superblock::SuperBlock;
 use crate::time::Timespec;
 use crate::Credentials;
 use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
 
 /// Who performs an operation, and from where relative paths start.
 #[derive(Debug, Clone, Copy)]
@@ -47,9 +48,9 @@ pub struct RenameFlags {
 
 impl<'a> Ctx<'a> {
     /// Resolves `path` to an inode.
-    pub fn lookup(&self, path: &[u8], intent: Intent) -> VfsResult<Arc<Inode>> {
+    pub fn lookup(&self, path: &[u8], intent: Intent) -> VfsResult<CountedArc<Inode>> {
         self.walk(path, intent, |walked| match walked {
-            Walked::Found(inode) => Ok(Arc::clone(inode)),
+            Walked::Found(inode) => Ok(CountedArc::new(inode)),
             Walked::Parent { .. } => unreachable!("not a parent walk"),
         })
     }
@@ -65,9 +66,9 @@ impl<'a> Ctx<'a> {
     }
 
     /// Resolves all but the last component of `path`.
-    pub fn parent<'p>(&self, path: &'p [u8]) -> VfsResult<(Arc<Inode>, Last<'p>, bool)> {
+    pub fn parent<'p>(&self, path: &'p [u8]) -> VfsResult<(CountedArc<Inode>, Last<'p>, bool)> {
         self.walk(path, Intent::Parent, |walked| match walked {
-            Walked::Parent { dir, last, trailing_slash } => Ok((Arc::clone(dir), last, trailing_slash)),
+            Walked::Parent { dir, last, trailing_slash } => Ok((CountedArc::new(dir), last, trailing_slash)),
             Walked::Found(_) => unreachable!("a parent walk"),
         })
     }
@@ -275,7 +276,7 @@ impl<'a> Ctx<'a> {
         // shmem_link: each extra link takes an inode from the limit.
         self.sb.inodes.space.reserve_inode()?;
         inode.change_nlink(1);
-        self.add_entry(&dir, &mut locked, name, inode);
+        self.add_entry(&dir, &mut locked, name, inode.into_arc());
         Ok(())
     }
 

@@ -15,10 +15,13 @@ use crate::namespace::{Ctx, RenameFlags, SetTime};
 use crate::opens::OpenRef;
 use crate::path::Last;
 use crate::{Credentials, Vfs};
-use crossbeam_epoch::{Atomic, Owned};
+use crossbeam_epoch::Owned;
 use std::fmt;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
+use vfscale_sync::audited::EpochAtomic;
+use vfscale_sync::audited::Mutex;
+use vfscale_sync::audited::{AtomicI32, Ordering};
 
 /// The attributes [`Process::setattr`] changes; `None` / `Omit` leave one
 /// alone.
@@ -69,7 +72,7 @@ pub struct Process {
     pid: i32,
     vfs: Vfs,
     cred: Credentials,
-    cwd: Atomic<Arc<Inode>>,
+    cwd: EpochAtomic<Arc<Inode>>,
     fds: Mutex<Vec<Option<Arc<OpenFile>>>>,
 }
 
@@ -101,7 +104,7 @@ impl Process {
         // POSIX lock owners must be.
         static NEXT_PID: AtomicI32 = AtomicI32::new(1);
         let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
-        Process { pid, vfs, cred, cwd: Atomic::new(cwd), fds: Mutex::new(Vec::new()) }
+        Process { pid, vfs, cred, cwd: EpochAtomic::new(cwd), fds: Mutex::new(Vec::new()) }
     }
 
     /// The process id: the owner of its POSIX locks.
@@ -114,7 +117,7 @@ impl Process {
     /// address files by inode (FUSE), with [`Vfs::process_in`].
     pub fn resolve(&self, path: impl AsRef<[u8]>, follow: bool) -> VfsResult<Arc<Inode>> {
         let intent = if follow { Intent::Follow } else { Intent::NoFollow };
-        self.with_ctx(|ctx| ctx.lookup(path.as_ref(), intent))
+        self.with_ctx(|ctx| ctx.lookup(path.as_ref(), intent).map(CountedArc::into_arc))
     }
 
     /// `open(2)` without a descriptor: the new open file description, for
@@ -142,9 +145,12 @@ impl Process {
         f(Ctx { sb: &self.vfs.sb, cred: &self.cred, cwd })
     }
 
-    fn file(&self, fd: Fd) -> VfsResult<Arc<OpenFile>> {
+    /// The open file behind `fd`, counted: a write of its `Arc`'s count,
+    /// shared with every thread using the same description (as Linux's
+    /// `f_count` in a multithreaded process).
+    fn file(&self, fd: Fd) -> VfsResult<CountedArc<OpenFile>> {
         let fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
-        usize::try_from(fd).ok().and_then(|i| fds.get(i)?.clone()).ok_or(Errno::EBADF)
+        usize::try_from(fd).ok().and_then(|i| fds.get(i)?.as_ref().map(CountedArc::new)).ok_or(Errno::EBADF)
     }
 
     fn install(&self, file: Arc<OpenFile>) -> VfsResult<Fd> {
@@ -203,12 +209,12 @@ impl Process {
     /// `dup(2)`: a new descriptor for the same open file description.
     pub fn dup(&self, fd: Fd) -> VfsResult<Fd> {
         let file = self.file(fd)?;
-        self.install(file)
+        self.install(file.into_arc())
     }
 
     /// The open file description behind `fd`.
     pub fn open_file(&self, fd: Fd) -> VfsResult<Arc<OpenFile>> {
-        self.file(fd)
+        self.file(fd).map(CountedArc::into_arc)
     }
 
     /// `read(2)`.
@@ -470,7 +476,7 @@ impl Process {
             Ok(inode)
         })?;
         let guard = crossbeam_epoch::pin();
-        let old = self.cwd.swap(Owned::new(dir), Ordering::AcqRel, &guard);
+        let old = self.cwd.swap(Owned::new(dir.into_arc()), Ordering::AcqRel, &guard);
         // SAFETY: the old working directory is unreachable now; the box is
         // only freed by the deferred release, after every guard pinned now
         // has unpinned.
@@ -602,7 +608,7 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
                     return Err(Errno::ELOOP);
                 }
                 path = target.to_vec();
-                start = dir;
+                start = dir.into_arc();
             }
             _ => return Ok((existing, false)),
         }
