@@ -3,11 +3,14 @@
 //!
 //! Invariant: a file descriptor names one open file description until it is
 //! closed; descriptors are allocated lowest-first, as Linux does, up to
-//! [`MAX_FDS`] (then EMFILE). The working directory is read without a lock
+//! [`MAX_FDS`] (then EMFILE); looking one up writes only that descriptor's
+//! line ([`crate::fdtable`]). The working directory is read without a lock
 //! (an epoch-protected pointer), so relative walks write nothing shared.
 
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
+use crate::fdtable::FdTable;
+pub use crate::fdtable::MAX_FDS;
 use crate::file::{DirEntry, OpenFile, OpenFlags, Whence};
 use crate::inode::{FileType, Inode, Stat};
 use crate::namei::{Intent, Walked, MAX_SYMLINKS};
@@ -20,7 +23,6 @@ use std::fmt;
 use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
 use vfscale_sync::audited::EpochAtomic;
-use vfscale_sync::audited::Mutex;
 use vfscale_sync::audited::{AtomicI32, Ordering};
 
 /// The attributes [`Process::setattr`] changes; `None` / `Omit` leave one
@@ -47,10 +49,6 @@ impl Default for SetAttr {
     }
 }
 
-/// Most descriptors one process may hold open (`RLIMIT_NOFILE`'s usual
-/// soft limit).
-pub const MAX_FDS: usize = 1024;
-
 /// A file descriptor.
 pub type Fd = i32;
 
@@ -73,7 +71,7 @@ pub struct Process {
     vfs: Vfs,
     cred: Credentials,
     cwd: EpochAtomic<Arc<Inode>>,
-    fds: Mutex<Vec<Option<Arc<OpenFile>>>>,
+    fds: FdTable,
 }
 
 impl fmt::Debug for Process {
@@ -85,8 +83,7 @@ impl fmt::Debug for Process {
 impl Drop for Process {
     fn drop(&mut self) {
         // Exit closes every descriptor, dropping the POSIX locks they held.
-        let fds = std::mem::take(self.fds.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for file in fds.into_iter().flatten() {
+        for file in self.fds.take_all() {
             crate::locks::posix_close(&file, self.pid);
         }
         // SAFETY: the process is being dropped, so nothing else can read its
@@ -104,7 +101,7 @@ impl Process {
         // POSIX lock owners must be.
         static NEXT_PID: AtomicI32 = AtomicI32::new(1);
         let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
-        Process { pid, vfs, cred, cwd: EpochAtomic::new(cwd), fds: Mutex::new(Vec::new()) }
+        Process { pid, vfs, cred, cwd: EpochAtomic::new(cwd), fds: FdTable::new() }
     }
 
     /// The process id: the owner of its POSIX locks.
@@ -149,22 +146,11 @@ impl Process {
     /// shared with every thread using the same description (as Linux's
     /// `f_count` in a multithreaded process).
     fn file(&self, fd: Fd) -> VfsResult<CountedArc<OpenFile>> {
-        let fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
-        usize::try_from(fd).ok().and_then(|i| fds.get(i)?.as_ref().map(CountedArc::new)).ok_or(Errno::EBADF)
+        self.fds.get(fd)
     }
 
     fn install(&self, file: Arc<OpenFile>) -> VfsResult<Fd> {
-        let mut fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = match fds.iter().position(Option::is_none) {
-            Some(slot) => slot,
-            None if fds.len() < MAX_FDS => {
-                fds.push(None);
-                fds.len() - 1
-            }
-            None => return Err(Errno::EMFILE),
-        };
-        fds[slot] = Some(file);
-        Ok(slot as Fd)
+        self.fds.install(file)
     }
 
     /// `stat(2)`.
@@ -197,11 +183,7 @@ impl Process {
     /// `close(2)`: also drops every POSIX lock this process holds on the
     /// file, whichever descriptor took it.
     pub fn close(&self, fd: Fd) -> VfsResult<()> {
-        let file = {
-            let mut fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
-            let slot = usize::try_from(fd).ok().and_then(|i| fds.get_mut(i)).ok_or(Errno::EBADF)?;
-            slot.take().ok_or(Errno::EBADF)?
-        };
+        let file = self.fds.remove(fd)?;
         crate::locks::posix_close(&file, self.pid);
         Ok(())
     }
