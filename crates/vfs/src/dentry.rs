@@ -18,6 +18,9 @@ use vfscale_sync::lockref::LockRef;
 use vfscale_sync::seqcount::SeqCount;
 
 /// A cached name in a directory: positive (has an inode) or negative.
+///
+/// Line-aligned, so two dentries never share a line (see `Inode`).
+#[repr(align(64))]
 pub struct Dentry {
     pub(crate) parent_ino: u64,
     pub(crate) name: Box<[u8]>,

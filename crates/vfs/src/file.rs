@@ -145,6 +145,9 @@ enum DirPos {
 }
 
 /// An open file description.
+///
+/// Line-aligned, so two descriptions never share a line (see `Inode`).
+#[repr(align(64))]
 pub struct OpenFile {
     inode: crate::opens::OpenRef,
     /// The backend's open file, for files a backend serves.

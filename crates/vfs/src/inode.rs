@@ -240,6 +240,12 @@ impl Drop for RegistryRef {
 }
 
 /// An inode: attributes plus a body that depends on its type.
+///
+/// Line-aligned: the `Arc` counts before it then sit on a line of their
+/// own, and no neighbour on the heap shares its lines. Unaligned, the
+/// conflict checker saw a create in one directory write the line of
+/// another directory's mode (`vfscale commute`).
+#[repr(align(64))]
 pub struct Inode {
     ino: u64,
     attrs: SeqLock<Attrs>,

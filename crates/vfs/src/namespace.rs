@@ -341,8 +341,14 @@ impl<'a> Ctx<'a> {
         let old_name = old_last.require_normal(DirOp::RenameFrom)?;
         let new_op = if flags.noreplace { DirOp::RenameToNoReplace } else { DirOp::RenameTo };
         let new_name = new_last.require_normal(new_op)?;
-        let _renames = self.sb.rename_lock.write();
         let same_dir = Arc::ptr_eq(&old_dir, &new_dir);
+        // Only a move between directories takes the superblock's rename
+        // lock and seqcount: a rename within one directory changes no
+        // parent, so no walk's `..` or ancestry can see it half done, and
+        // the directory's lock orders it against every other change of its
+        // names (the dcache swaps a replaced target's dentry in one step).
+        // So renames in different directories share no line.
+        let _renames = (!same_dir).then(|| self.sb.rename_lock.write());
         let new_dir_first = !same_dir
             && !is_ancestor(&old_dir, &new_dir)
             && (is_ancestor(&new_dir, &old_dir) || new_dir.ino() < old_dir.ino());
@@ -397,7 +403,7 @@ impl<'a> Ctx<'a> {
         };
 
         let guard = crossbeam_epoch::pin();
-        let moving = self.sb.rename_seq.write_begin();
+        let moving = (!same_dir).then(|| self.sb.rename_seq.write_begin());
         let old_dentry = locked.children[old_index].remove(old_name).expect("checked above");
         let new_dentry = Dentry::new(new_dir.ino(), new_name, Some(Arc::clone(&source)), 0);
         locked.children[new_index].insert(new_name.into(), Arc::clone(&new_dentry));

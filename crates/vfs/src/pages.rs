@@ -104,6 +104,10 @@ pub(crate) trait PageBudget: Send + Sync {
     fn uncharge(&self, pages: u64);
 }
 
+/// Aligned to a line, like every object two CPUs may use at once, so a
+/// neighbour on the heap never shares its lines (the checker found a page's
+/// `written` flag on the line of the next inode's attributes).
+#[repr(align(64))]
 struct Page {
     words: [AtomicU64; WORDS],
     /// Written to, not only reserved by `fallocate`: `SEEK_DATA` finds
@@ -113,6 +117,7 @@ struct Page {
 
 /// An inner node of the tree. Level 1 holds pages; level `L > 1` holds
 /// nodes of level `L - 1`. The root is always an inner node.
+#[repr(align(64))]
 struct Node {
     level: u32,
     slots: Slots,
