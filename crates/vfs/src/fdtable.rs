@@ -47,7 +47,9 @@ struct Alloc {
 pub(crate) struct FdTable {
     /// The current table, from `Box::into_raw`; never null.
     slots: AtomicPtr<Vec<Slot>>,
-    alloc: Mutex<Alloc>,
+    /// On a line of its own: every open and close writes it, while every
+    /// look-up reads `slots` and the process's working directory.
+    alloc: CachePadded<Mutex<Alloc>>,
 }
 
 impl FdTable {
@@ -55,7 +57,7 @@ impl FdTable {
         let first: Table = Box::new((0..FIRST_SIZE).map(|_| new_slot()).collect());
         FdTable {
             slots: AtomicPtr::new(Box::into_raw(first)),
-            alloc: Mutex::new(Alloc { used: Vec::new(), retired: Vec::new() }),
+            alloc: CachePadded::new(Mutex::new(Alloc { used: Vec::new(), retired: Vec::new() })),
         }
     }
 
