@@ -179,6 +179,10 @@ impl fmt::Debug for SeqWriteGuard<'_> {
 /// still a valid `T` (it is `Pod`) and is discarded by the retry.
 pub struct SeqLock<T> {
     seq: SeqCount,
+    /// The value's words, with [`PAD`] unused words before and after: the
+    /// box is a small allocation of its own, and unpadded it shared lines
+    /// with its heap neighbours (the conflict checker caught two inodes'
+    /// attributes on one line).
     words: Box<[AtomicU64]>,
     /// Test-and-set rather than ticket: writers are rare, and a FIFO lock
     /// stalls every later writer behind a preempted waiter.
@@ -188,13 +192,22 @@ pub struct SeqLock<T> {
 
 const WORD: usize = size_of::<u64>();
 
+/// Words of padding at each end of a [`SeqLock`]'s box: a line, outside
+/// loom (where they would only be more state to explore).
+const PAD: usize = if cfg!(loom) { 0 } else { crate::audit::LINE_SIZE / WORD };
+
 impl<T: bytemuck::Pod> SeqLock<T> {
     /// A seqlock holding `value`, with sequence 0.
     pub fn new(value: T) -> Self {
-        let words = (0..size_of::<T>().div_ceil(WORD)).map(|_| AtomicU64::new(0)).collect();
+        let words = (0..size_of::<T>().div_ceil(WORD) + 2 * PAD).map(|_| AtomicU64::new(0)).collect();
         let lock = Self { seq: SeqCount::new(), words, writer: SpinLock::new(()), _value: PhantomData };
         lock.store(&value);
         lock
+    }
+
+    /// The words holding the value, without the padding.
+    fn value_words(&self) -> &[AtomicU64] {
+        &self.words[PAD..self.words.len() - PAD]
     }
 
     /// A consistent copy of the value, retrying while writes interfere.
@@ -246,7 +259,7 @@ impl<T: bytemuck::Pod> SeqLock<T> {
     fn load(&self) -> T {
         let mut value = T::zeroed();
         let bytes = bytemuck::bytes_of_mut(&mut value);
-        for (chunk, word) in bytes.chunks_mut(WORD).zip(self.words.iter()) {
+        for (chunk, word) in bytes.chunks_mut(WORD).zip(self.value_words()) {
             let word = word.load(Ordering::Relaxed).to_ne_bytes();
             chunk.copy_from_slice(&word[..chunk.len()]);
         }
@@ -255,7 +268,7 @@ impl<T: bytemuck::Pod> SeqLock<T> {
 
     fn store(&self, value: &T) {
         let bytes = bytemuck::bytes_of(value);
-        for (chunk, word) in bytes.chunks(WORD).zip(self.words.iter()) {
+        for (chunk, word) in bytes.chunks(WORD).zip(self.value_words()) {
             let mut padded = [0u8; WORD];
             padded[..chunk.len()].copy_from_slice(chunk);
             word.store(u64::from_ne_bytes(padded), Ordering::Relaxed);
@@ -414,10 +427,10 @@ mod tests {
     fn seqlock_sizes_round_trip() {
         let odd = Odd { a: 0xdead_beef, b: 0x1234, c: [1, 2, 3, 4, 5, 6] };
         let lock = SeqLock::new(odd);
-        assert_eq!(lock.words.len(), 2);
+        assert_eq!(lock.value_words().len(), 2);
         assert_eq!(lock.read(), odd);
         let unit = SeqLock::new(());
-        assert_eq!(unit.words.len(), 0);
+        assert_eq!(unit.value_words().len(), 0);
         unit.write(());
         assert_eq!(unit.try_read(), Some(()));
         let byte = SeqLock::new(0xabu8);

@@ -80,10 +80,12 @@ pub struct VfsConfig {
     pub inode_list: InodeListKind,
     /// Most negative dentries kept; the oldest are dropped beyond it.
     pub max_negative_dentries: usize,
-    /// Buckets of the dentry hash table (rounded up to a power of two).
-    /// The table does not grow, so chains lengthen with the dentries it
-    /// holds: 2^18 by default (4 MiB) keeps them short up to a few hundred
-    /// thousand names, as Linux sizes its hash by memory at boot.
+    /// Size of the dentry hash table, in eighths of a line: the table is
+    /// this many over 8 lines (rounded up to a power of two), each of seven
+    /// chain heads and their lock. It does not grow, so chains lengthen
+    /// with the dentries it holds: 2^18 by default (2 MiB, 229,376 chains)
+    /// keeps them short up to a few hundred thousand names, as Linux sizes
+    /// its hash by memory at boot.
     pub dcache_buckets: usize,
     /// Largest regular file, in bytes; writes beyond it fail with EFBIG.
     /// Linux's `MAX_LFS_FILESIZE` by default, as on tmpfs.
