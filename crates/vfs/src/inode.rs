@@ -130,19 +130,29 @@ impl FileType {
 pub(crate) type Children = BTreeMap<Box<[u8]>, Arc<Dentry>>;
 
 /// A directory's state beyond its attributes.
+///
+/// What walks read (the parent, the dead flag) comes first, on the line of
+/// the inode's read-mostly fields; what creating and unlinking write (the
+/// lock, the revision) a line later, so a walk through a directory and a
+/// create in it share no written line.
+#[repr(C)]
 pub(crate) struct Directory {
-    /// The directory lock (`i_rwsem`) and the children it protects.
-    pub children: RwSem<Children>,
-    /// Bumped under the write lock whenever the set of children changes;
-    /// a negative dentry is valid while this equals the revision it saw.
-    rev: AtomicU64,
     /// The parent directory, swapped by rename and released through the
     /// epoch; null for the root.
     parent: EpochAtomic<Arc<Inode>>,
     /// Set by rmdir: nothing may be created in a removed directory.
     dead: AtomicBool,
+    _written_below: LinePad,
+    /// The directory lock (`i_rwsem`) and the children it protects.
+    pub children: RwSem<Children>,
+    /// Bumped under the write lock whenever the set of children changes;
+    /// a negative dentry is valid while this equals the revision it saw.
+    rev: AtomicU64,
 }
 
+/// Tagged first (`repr(u8)`), so the tag a walk tests (`dir()`) sits with
+/// the read-mostly fields before it.
+#[repr(u8)]
 pub(crate) enum Body {
     Regular(PageMap),
     Symlink(Box<[u8]>),
@@ -249,15 +259,20 @@ impl Drop for RegistryRef {
 #[repr(C)]
 pub struct Inode {
     _head: LinePad,
+    // Read by every walk step and open, written (almost) never.
     ino: u64,
-    attrs: SeqLock<Attrs>,
     /// A copy of `attrs.mode` readable with one load, for the search
-    /// permission fast path of every walk step.
+    /// permission fast path of every walk step; stored only when it changes.
     mode: AtomicU32,
-    pub(crate) body: Body,
     registry: RegistryRef,
     list_handle: OnceLock<ListHandle>,
     private: Option<Arc<dyn Any + Send + Sync>>,
+    /// Its tag and a directory's read-mostly fields first (see
+    /// [`Directory`]).
+    pub(crate) body: Body,
+    // Written by creates, unlinks, writes and attribute changes.
+    _written_below: LinePad,
+    attrs: SeqLock<Attrs>,
     /// File locks (`i_flctx`).
     pub(crate) locks: crate::locks::InodeLocks,
     /// Open counts (`i_readcount`, `i_writecount`) and the references
@@ -351,10 +366,11 @@ impl Inode {
             FileType::Directory => {
                 let parent = spec.parent.map_or_else(EpochAtomic::null, EpochAtomic::new);
                 let dir = Directory {
-                    children: RwSem::new(BTreeMap::new(), SpinPolicy::Adaptive),
-                    rev: AtomicU64::new(0),
                     parent,
                     dead: AtomicBool::new(false),
+                    _written_below: LinePad::new(),
+                    children: RwSem::new(BTreeMap::new(), SpinPolicy::Adaptive),
+                    rev: AtomicU64::new(0),
                 };
                 (Body::Directory(dir), 2, 0)
             }
@@ -372,6 +388,7 @@ impl Inode {
         };
         let inode = Arc::new(Inode {
             _head: LinePad::new(),
+            _written_below: LinePad::new(),
             ino: next_ino(),
             attrs: SeqLock::new(attrs),
             mode: AtomicU32::new(attrs.mode),
@@ -424,12 +441,17 @@ impl Inode {
     }
 
     pub(crate) fn update_attrs(&self, f: impl FnOnce(&mut Attrs)) {
-        let mut mode = 0;
+        // Stored under the attributes' writer lock, so concurrent changes
+        // leave the copy equal to the attributes; and only when the mode
+        // changes: times change on every create in a directory, its mode
+        // rarely, and every walk through it reads this word.
         self.attrs.update(|a| {
+            let before = a.mode;
             f(a);
-            mode = a.mode;
+            if a.mode != before {
+                self.mode.store(a.mode, Ordering::Release);
+            }
         });
-        self.mode.store(mode, Ordering::Release);
     }
 
     /// The attributes as `stat` reports them (no lock, no shared write).
