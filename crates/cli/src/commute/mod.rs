@@ -1,0 +1,152 @@
+//! `vfscale commute`: the Scalable Commutativity Rule (Clements et al.,
+//! SOSP 2013; kernel-notes §7) applied to vfscale. For each pair of
+//! operations that commute under POSIX ([`pairs`]), it asks the conflict
+//! checker ([`vfscale_sync::conflict::check_pair`]) whether vfscale runs
+//! them conflict-free, and measures, in the same run, how the pair scales
+//! on two threads on vfscale, on its `private` ceiling and on the host
+//! kernel ([`measure`]).
+//!
+//! The checker sees only what the audit sees: vfscale's audited atomics,
+//! locks, epoch pointers and counted `Arc`s. A verdict of conflict-free is
+//! therefore a claim the timing can refute: a conflict-free pair should
+//! scale like `private` does.
+
+mod host_sys;
+mod measure;
+mod outcome;
+pub mod pairs;
+mod report;
+mod sys;
+mod world;
+
+pub use outcome::{table, Commute};
+pub use report::write as write_report;
+
+use crate::harness::RunPlan;
+use outcome::{Conditions, PairResult, Summary};
+use pairs::Pair;
+use std::time::Duration;
+use vfscale_sync::conflict::{self, Verdict};
+
+/// Pairs on which vfscale's design conflicts, and why. The test
+/// `commutative_pairs_are_conflict_free` asserts that exactly these
+/// conflict: remove a line when its conflict is fixed, add one (with the
+/// reason) when a conflict is accepted.
+pub const KNOWN_CONFLICTS: &[(&str, &str)] = &[
+    ("create-one-dir", ONE_DIRECTORY),
+    ("unlink-one-dir", ONE_DIRECTORY),
+    ("mkdir-one-dir", ONE_DIRECTORY),
+    (
+        "rename-diff-dirs",
+        "every rename takes the superblock's rename_lock for writing (Linux takes s_vfs_rename_mutex only across \
+         directories) and moves the global rename_seq that rcu-walks check (Linux's rename_lock seqcount does too)",
+    ),
+    ("flock-shared-one-file", ONE_LOCK_CONTEXT),
+    ("posix-disjoint-ranges", ONE_LOCK_CONTEXT),
+    ("ofd-disjoint-ranges", ONE_LOCK_CONTEXT),
+    (
+        "lease-read-one-file",
+        "F_SETLEASE counts the file's readers and writers exactly: both sides take the file's lock-context \
+         spinlock and the switch lock of its per-CPU open counts (Linux: flc_lock)",
+    ),
+];
+
+/// Pairs whose verdict depends on where the allocator puts small objects:
+/// when the other side's object lands on the same line, that is false
+/// sharing, which the checker rightly reports, but only in some runs. The
+/// test accepts a conflict for these if a later try is conflict-free.
+pub const LAYOUT_DEPENDENT: &[(&str, &str)] = &[
+    ("create-diff-dirs", SEQLOCK_WORDS),
+    ("unlink-diff-dirs", SEQLOCK_WORDS),
+    ("mkdir-diff-dirs", SEQLOCK_WORDS),
+    ("chmod-diff-files", SEQLOCK_WORDS),
+    ("pwrite-diff-files", SEQLOCK_WORDS),
+    ("ofd-diff-files", SEQLOCK_WORDS),
+];
+
+const SEQLOCK_WORDS: &str = "an inode's attributes live in a separate 72-byte heap box (the words of its SeqLock), \
+                             which the allocator may put on a line with another inode's: false sharing between the \
+                             two sides' inodes, seen in some runs";
+
+const ONE_DIRECTORY: &str = "both change one directory: its lock (taken for writing) and its mtime, ctime and \
+                             link count in its attribute seqlock are shared (Linux: i_rwsem and the inode's times)";
+
+const ONE_LOCK_CONTEXT: &str = "the file's locks are one list under one spinlock, which both sides take though \
+                                their locks never conflict (Linux: flc_lock)";
+
+/// The checker's verdict on `pair`, on a fresh vfscale state.
+pub fn check(pair: &Pair) -> Result<Verdict, String> {
+    vfscale::run_deferred_releases(Duration::from_secs(2));
+    let ops = pair.vfscale(conflict::INSTANCES)?;
+    conflict::check_pair(&*ops.a, &*ops.b).map_err(|e| format!("{}: {e}", pair.name))
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Pair names to run (all when empty).
+    pub filter: Vec<String>,
+    /// Measure S2 (otherwise only the checker runs).
+    pub timed: bool,
+    /// Runs per cell and operations per thread per run.
+    pub plan: RunPlan,
+    /// `--quick` was given.
+    pub quick: bool,
+}
+
+/// The pairs `filter` names (all when empty); an unknown name is an error
+/// that lists the known ones.
+pub fn select(filter: &[String]) -> Result<Vec<&'static Pair>, String> {
+    let all = pairs::all();
+    if filter.is_empty() {
+        return Ok(all);
+    }
+    filter
+        .iter()
+        .map(|name| {
+            all.iter().copied().find(|p| p.name == name).ok_or_else(|| {
+                let known: Vec<_> = all.iter().map(|p| p.name).collect();
+                format!("no pair '{name}' (there are: {})", known.join(", "))
+            })
+        })
+        .collect()
+}
+
+/// The 1, 5 and 15 minute load averages (zeros if unknown).
+pub fn load_average() -> [f64; 3] {
+    let mut load = [0.0; 3];
+    // SAFETY: getloadavg writes at most 3 doubles into the array we own.
+    unsafe { libc::getloadavg(load.as_mut_ptr(), 3) };
+    load
+}
+
+/// Runs the checker and, if `options.timed`, the measurement on every
+/// selected pair; `progress(index, pair, step)` is called before each
+/// step of the `index`-th pair.
+pub fn run(options: &Options, mut progress: impl FnMut(usize, &str, &str)) -> Result<Commute, String> {
+    let load_average = load_average();
+    let mut results = Vec::new();
+    for (index, pair) in select(&options.filter)?.into_iter().enumerate() {
+        progress(index, pair.name, "checker");
+        let verdict = check(pair)?;
+        let measured = if options.timed {
+            let step = |_, run| progress(index, pair.name, &format!("run {run} of {}", options.plan.runs));
+            Some(measure::measure(pair, options.plan, step)?)
+        } else {
+            None
+        };
+        results.push(PairResult::new(pair, &verdict, measured));
+    }
+    let conditions = Conditions {
+        timed: options.timed,
+        runs: options.plan.runs,
+        iterations: options.plan.iterations,
+        quick: options.quick,
+        load_average,
+    };
+    let summary = Summary::of(&results, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, &conditions);
+    Ok(Commute { pairs: results, summary })
+}
+
+#[cfg(test)]
+mod tests;
