@@ -43,18 +43,57 @@ pub const LINE_SIZE: usize = 64;
 /// Where an access was made: the caller of the audited method.
 pub type Site = &'static Location<'static>;
 
+/// One site's use of a line: where, and (for sites inside this crate,
+/// with the `audit` feature) the call stack, to name the caller.
+#[derive(Debug, Clone)]
+struct SiteUse {
+    site: Site,
+    #[cfg(feature = "audit")]
+    stack: Option<backtrace::Backtrace>,
+}
+
+impl SiteUse {
+    fn new(site: Site) -> SiteUse {
+        SiteUse {
+            site,
+            #[cfg(feature = "audit")]
+            stack: site.file().contains("crates/sync/").then(backtrace::Backtrace::new_unresolved),
+        }
+    }
+
+    /// `crates/vfs/src/namespace.rs:171 > crates/sync/src/seqcount.rs:131`:
+    /// the innermost caller outside this crate, then the site.
+    fn name(&self) -> String {
+        let site = site_name(self.site.file(), self.site.line());
+        #[cfg(feature = "audit")]
+        if let Some(mut stack) = self.stack.clone() {
+            stack.resolve();
+            let caller = stack.frames().iter().flat_map(|f| f.symbols()).find_map(|symbol| {
+                let file = symbol.filename()?.to_str()?;
+                let ours = file.contains("crates/") && !file.contains("crates/sync/");
+                ours.then(|| site_name(file, symbol.lineno().unwrap_or(0)))
+            });
+            if let Some(caller) = caller {
+                return format!("{caller} > {site}");
+            }
+        }
+        site
+    }
+}
+
 /// How one thread used one line while recording.
 #[derive(Debug, Clone, Default)]
 struct LineUse {
-    read_sites: Vec<Site>,
-    write_sites: Vec<Site>,
+    read_sites: Vec<SiteUse>,
+    write_sites: Vec<SiteUse>,
 }
 
+#[cfg_attr(not(feature = "audit"), allow(dead_code))]
 impl LineUse {
     fn add(&mut self, write: bool, site: Site) {
         let sites = if write { &mut self.write_sites } else { &mut self.read_sites };
-        if !sites.contains(&site) {
-            sites.push(site);
+        if !sites.iter().any(|known| known.site == site) {
+            sites.push(SiteUse::new(site));
         }
     }
 
@@ -63,11 +102,12 @@ impl LineUse {
     }
 
     fn merge(&mut self, other: LineUse) {
-        for site in other.read_sites {
-            self.add(false, site);
-        }
-        for site in other.write_sites {
-            self.add(true, site);
+        for (ours, theirs) in [(&mut self.read_sites, other.read_sites), (&mut self.write_sites, other.write_sites)] {
+            for site in theirs {
+                if !ours.iter().any(|known| known.site == site.site) {
+                    ours.push(site);
+                }
+            }
         }
     }
 }
@@ -101,7 +141,7 @@ impl Trace {
     /// The sites that wrote any line, `file:line`, sorted.
     pub fn write_sites(&self) -> Vec<String> {
         let mut sites: Vec<String> =
-            self.lines.values().flat_map(|u| u.write_sites.iter().map(|s| site_name(s))).collect();
+            self.lines.values().flat_map(|u| u.write_sites.iter().map(SiteUse::name)).collect();
         sites.sort();
         sites.dedup();
         sites
@@ -121,7 +161,7 @@ impl Trace {
                 .into_iter()
                 .chain([(&ours.read_sites, "read"), (&theirs.read_sites, "read")])
             {
-                sites.extend(uses.iter().map(|s| format!("{} ({kind})", site_name(s))));
+                sites.extend(uses.iter().map(|s| format!("{} ({kind})", s.name())));
             }
             sites.sort();
             sites.dedup();
@@ -130,6 +170,7 @@ impl Trace {
         found
     }
 
+    #[cfg_attr(not(feature = "audit"), allow(dead_code))]
     pub(crate) fn merge(&mut self, other: Trace) {
         for (line, uses) in other.lines {
             self.lines.entry(line).or_default().merge(uses);
@@ -139,7 +180,10 @@ impl Trace {
 }
 
 /// A line two operations share with at least one write, and the sites that
-/// touched it (`crates/vfs/src/dcache.rs:120 (write)`).
+/// touched it (`crates/vfs/src/dcache.rs:120 (write)`); a site inside
+/// `vfscale-sync` is named after its innermost caller outside it
+/// (`crates/vfs/src/namespace.rs:171 > crates/sync/src/seqcount.rs:131
+/// (write)`), found from the call stack recorded with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
     /// The line's address divided by [`LINE_SIZE`].
@@ -155,10 +199,9 @@ impl fmt::Display for Conflict {
 }
 
 /// `crates/vfs/src/dcache.rs:120`, without the path up to `crates/`.
-fn site_name(site: &Location<'_>) -> String {
-    let file = site.file();
+fn site_name(file: &str, line: u32) -> String {
     let file = file.find("crates/").map_or(file, |at| &file[at..]);
-    format!("{file}:{}", site.line())
+    format!("{file}:{line}")
 }
 
 /// Runs `f` on the calling thread and returns what it returned with the
@@ -213,6 +256,7 @@ pub fn lock_acquired() {
 /// Whether some thread is recording now: the cheap test the hooks make
 /// before anything else (also used by [`crate::cpu`]'s virtual CPUs).
 #[inline(always)]
+#[cfg_attr(not(feature = "audit"), allow(dead_code))]
 pub(crate) fn active() -> bool {
     #[cfg(feature = "audit")]
     return imp::RECORDING.load(std::sync::atomic::Ordering::Relaxed) != 0;

@@ -1,5 +1,5 @@
 //! The atomics and locks the [`audit`](crate::audit) sees: drop-in
-//! stand-ins for `std::sync::atomic`, `std::sync::{Mutex, OnceLock}` and
+//! stand-ins for `std::sync::atomic`, `std::sync::{Mutex, Condvar, OnceLock}` and
 //! `crossbeam_epoch::Atomic` that report each access (address, read or
 //! write, the caller's file and line) before making it.
 //!
@@ -232,10 +232,65 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
     }
 }
 
+/// An audited `std::sync::Condvar`: waits and notifications are reported
+/// as writes of its word.
+#[derive(Default)]
+pub struct Condvar(std::sync::Condvar);
+
+impl Condvar {
+    /// A new condition variable.
+    pub const fn new() -> Self {
+        Self(std::sync::Condvar::new())
+    }
+
+    /// As the `std` method; reported.
+    #[cfg_attr(feature = "audit", track_caller)]
+    pub fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> LockResult<MutexGuard<'a, T>> {
+        audit::write(self);
+        self.0.wait(guard)
+    }
+
+    /// As the `std` method; reported.
+    #[cfg_attr(feature = "audit", track_caller)]
+    pub fn wait_timeout<'a, T>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        timeout: std::time::Duration,
+    ) -> LockResult<(MutexGuard<'a, T>, std::sync::WaitTimeoutResult)> {
+        audit::write(self);
+        self.0.wait_timeout(guard, timeout)
+    }
+
+    /// As the `std` method; reported.
+    #[cfg_attr(feature = "audit", track_caller)]
+    pub fn notify_one(&self) {
+        audit::write(self);
+        self.0.notify_one()
+    }
+
+    /// As the `std` method; reported.
+    #[cfg_attr(feature = "audit", track_caller)]
+    pub fn notify_all(&self) {
+        audit::write(self);
+        self.0.notify_all()
+    }
+}
+
+impl fmt::Debug for Condvar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
 /// An audited `std::sync::OnceLock`: a look-up is reported as a read, the
 /// first initialization as a write.
-#[derive(Default)]
 pub struct OnceLock<T>(std::sync::OnceLock<T>);
+
+impl<T> Default for OnceLock<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl<T> OnceLock<T> {
     /// A new empty cell.
@@ -390,6 +445,20 @@ impl<T: ?Sized> CountedArc<T> {
     pub fn new(arc: &Arc<T>) -> Self {
         audit::write(count_word(arc));
         CountedArc(Arc::clone(arc))
+    }
+
+    /// Takes over a reference already counted (by `Arc::new`, or by an
+    /// increment the caller reported); its drop is reported.
+    pub fn adopt(arc: Arc<T>) -> Self {
+        CountedArc(arc)
+    }
+
+    /// Hands the reference over to a plain `Arc`, for storage whose
+    /// eventual drop is not on a hot path (a link, a process's cwd).
+    pub fn into_arc(self) -> Arc<T> {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so its `Arc` is moved out once.
+        unsafe { std::ptr::read(&this.0) }
     }
 }
 

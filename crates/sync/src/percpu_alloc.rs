@@ -29,8 +29,8 @@ pub(crate) use owned::Slots;
 mod arena {
     //! The process-wide arena (see the module doc).
 
-    use std::cell::RefCell;
     use crate::audited::{AtomicIsize, AtomicPtr, Mutex, OnceLock, Ordering};
+    use std::cell::RefCell;
 
     /// Slots per CPU row of a chunk (8 KiB rows, whole cache lines).
     const CHUNK: usize = 1024;

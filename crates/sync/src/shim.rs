@@ -37,7 +37,9 @@ pub(crate) use loom::{
 // Outside loom every atomic is the audited stand-in (`crate::audited`), so
 // the cache-line audit sees each access.
 #[cfg(not(loom))]
-pub(crate) use crate::audited::{fence, AtomicBool, AtomicI32, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+pub(crate) use crate::audited::{
+    fence, AtomicBool, AtomicI32, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+};
 #[cfg(not(loom))]
 pub(crate) use std::{hint::spin_loop, thread::yield_now};
 

@@ -14,7 +14,8 @@ use crate::file::{DirEntry, OpenFlags};
 use crate::inode::Inode;
 use crate::Credentials;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use vfscale_sync::audited::Mutex;
 
 /// A hook's verdict on a cached dentry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

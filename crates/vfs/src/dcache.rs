@@ -25,8 +25,10 @@ use crate::reclaim::Reclaim;
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
+use vfscale_sync::audited::CountedArc;
+use vfscale_sync::audited::Mutex;
+use vfscale_sync::audited::{AtomicPtr, Ordering};
 use vfscale_sync::spin::{SpinLock, SpinLockGuard, TasLock};
 use vfscale_sync::PercpuCounter;
 
@@ -105,16 +107,13 @@ impl Dcache {
     }
 
     /// An owned reference to a dentry found by [`lookup`](Self::lookup).
-    pub fn to_arc(dentry: &Dentry) -> Arc<Dentry> {
-        vfscale_sync::audit::shared_write();
+    pub fn to_arc(dentry: &Dentry) -> CountedArc<Dentry> {
         let p: *const Dentry = dentry;
         // SAFETY: `dentry` was reached through a chain under a pinned guard,
         // so the chain's `Arc` (from `Arc::into_raw`) is not yet released and
         // the strong count is at least one.
-        unsafe {
-            Arc::increment_strong_count(p);
-            Arc::from_raw(p)
-        }
+        let borrowed = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p) });
+        CountedArc::new(&borrowed)
     }
 
     /// Hashes `dentry`, replacing the dentry with the same key if there is

@@ -11,12 +11,16 @@
 
 use crate::inode::Inode;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
+use vfscale_sync::audited::{AtomicBool, AtomicPtr, Ordering};
 use vfscale_sync::lockref::LockRef;
 use vfscale_sync::seqcount::SeqCount;
 
 /// A cached name in a directory: positive (has an inode) or negative.
+///
+/// Line-aligned, so two dentries never share a line (see `Inode`).
+#[repr(align(64))]
 pub struct Dentry {
     pub(crate) parent_ino: u64,
     pub(crate) name: Box<[u8]>,
@@ -86,12 +90,12 @@ impl Drop for Dentry {
 /// A counted reference on a dentry, as ref-walk takes one per component:
 /// `lockref_get_not_dead` on creation, a put on drop.
 pub(crate) struct DentryRef {
-    dentry: Arc<Dentry>,
+    dentry: CountedArc<Dentry>,
 }
 
 impl DentryRef {
     /// Takes a reference unless the dentry is dead (evicted).
-    pub fn try_get(dentry: Arc<Dentry>) -> Option<DentryRef> {
+    pub fn try_get(dentry: CountedArc<Dentry>) -> Option<DentryRef> {
         dentry.lockref.get_not_dead().then_some(DentryRef { dentry })
     }
 

@@ -19,7 +19,8 @@ use crate::pages::{falloc, PageMap};
 use crate::time::Timespec;
 use crate::Credentials;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use vfscale_sync::audited::Mutex;
 
 /// `open(2)` flags, with Linux's bit values.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -144,6 +145,9 @@ enum DirPos {
 }
 
 /// An open file description.
+///
+/// Line-aligned, so two descriptions never share a line (see `Inode`).
+#[repr(align(64))]
 pub struct OpenFile {
     inode: crate::opens::OpenRef,
     /// The backend's open file, for files a backend serves.
@@ -511,6 +515,6 @@ fn remove_privileges(a: &mut crate::inode::Attrs, cred: &Credentials) {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> vfscale_sync::audited::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

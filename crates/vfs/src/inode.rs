@@ -15,13 +15,15 @@ use crate::reclaim::Reclaim;
 use crate::space::{Space, BOGO_INODE_SIZE};
 use crate::time::Timespec;
 use bytemuck::{Pod, Zeroable};
-use crossbeam_epoch::{Atomic, Guard, Owned};
+use crossbeam_epoch::{Guard, Owned};
 use std::any::Any;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Weak};
+use vfscale_sync::audited::EpochAtomic;
+use vfscale_sync::audited::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use vfscale_sync::audited::{Mutex, OnceLock};
 use vfscale_sync::dlock_list::{ConcurrentList, ListHandle};
 use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 use vfscale_sync::seqcount::SeqLock;
@@ -135,7 +137,7 @@ pub(crate) struct Directory {
     rev: AtomicU64,
     /// The parent directory, swapped by rename and released through the
     /// epoch; null for the root.
-    parent: Atomic<Arc<Inode>>,
+    parent: EpochAtomic<Arc<Inode>>,
     /// Set by rmdir: nothing may be created in a removed directory.
     dead: AtomicBool,
 }
@@ -238,6 +240,12 @@ impl Drop for RegistryRef {
 }
 
 /// An inode: attributes plus a body that depends on its type.
+///
+/// Line-aligned: the `Arc` counts before it then sit on a line of their
+/// own, and no neighbour on the heap shares its lines. Unaligned, the
+/// conflict checker saw a create in one directory write the line of
+/// another directory's mode (`vfscale commute`).
+#[repr(align(64))]
 pub struct Inode {
     ino: u64,
     attrs: SeqLock<Attrs>,
@@ -338,7 +346,7 @@ impl Inode {
                 (Body::Symlink(spec.symlink_target), 1, len)
             }
             FileType::Directory => {
-                let parent = spec.parent.map_or_else(Atomic::null, Atomic::new);
+                let parent = spec.parent.map_or_else(EpochAtomic::null, EpochAtomic::new);
                 let dir = Directory {
                     children: RwSem::new(BTreeMap::new(), SpinPolicy::Adaptive),
                     rev: AtomicU64::new(0),

@@ -54,6 +54,7 @@ mod dcache;
 mod dentry;
 mod dirlock;
 pub mod errno;
+mod fdtable;
 pub mod file;
 pub mod inode;
 pub mod kernfs;

@@ -31,6 +31,7 @@ use crate::superblock::SuperBlock;
 use crate::Credentials;
 use crossbeam_epoch::Guard;
 use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
 
 /// Most symlinks one walk follows (Linux `MAXSYMLINKS`).
 pub const MAX_SYMLINKS: u32 = 40;
@@ -276,15 +277,14 @@ impl<'g> Walker for RcuWalker<'g> {
 
 /// A ref-walk position: an owned inode and the counted dentry that named it.
 pub(crate) struct RefPos {
-    inode: Arc<Inode>,
+    inode: CountedArc<Inode>,
     _dentry: Option<DentryRef>,
 }
 
 /// An owned reference to an inode, counted as the shared write it is
 /// (an `Arc` increment on the inode's cache line).
-fn get_inode(inode: &Arc<Inode>) -> Arc<Inode> {
-    vfscale_sync::audit::shared_write();
-    Arc::clone(inode)
+fn get_inode(inode: &Arc<Inode>) -> CountedArc<Inode> {
+    CountedArc::new(inode)
 }
 
 /// ref-walk: positions hold references.
@@ -332,9 +332,10 @@ impl Walker for RefWalker<'_> {
         if let Some(backend) = &self.sb.backend {
             return match backend.lookup(&pos.inode, name)? {
                 Some(inode) => {
-                    let dentry = Dentry::new(pos.inode.ino(), name, Some(get_inode(&inode)), 0);
+                    let dentry = Dentry::new(pos.inode.ino(), name, Some(Arc::clone(&inode)), 0);
                     self.sb.dcache.insert(Arc::clone(&dentry), &crossbeam_epoch::pin());
-                    Ok(Some(RefPos { inode, _dentry: DentryRef::try_get(dentry) }))
+                    let inode = CountedArc::adopt(inode);
+                    Ok(Some(RefPos { inode, _dentry: DentryRef::try_get(CountedArc::adopt(dentry)) }))
                 }
                 None => {
                     self.sb.cache_negative(&pos.inode, name);
@@ -344,7 +345,7 @@ impl Walker for RefWalker<'_> {
         }
         if let Some(dentry) = locked.children.get(name) {
             let inode = get_inode(dentry.inode.as_ref().expect("children are positive"));
-            return Ok(Some(RefPos { inode, _dentry: DentryRef::try_get(Arc::clone(dentry)) }));
+            return Ok(Some(RefPos { inode, _dentry: DentryRef::try_get(CountedArc::new(dentry)) }));
         }
         if !dir.is_dead() {
             self.sb.cache_negative(&pos.inode, name);

@@ -18,6 +18,7 @@ use crate::superblock::SuperBlock;
 use crate::time::Timespec;
 use crate::Credentials;
 use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
 
 /// Who performs an operation, and from where relative paths start.
 #[derive(Debug, Clone, Copy)]
@@ -47,9 +48,9 @@ pub struct RenameFlags {
 
 impl<'a> Ctx<'a> {
     /// Resolves `path` to an inode.
-    pub fn lookup(&self, path: &[u8], intent: Intent) -> VfsResult<Arc<Inode>> {
+    pub fn lookup(&self, path: &[u8], intent: Intent) -> VfsResult<CountedArc<Inode>> {
         self.walk(path, intent, |walked| match walked {
-            Walked::Found(inode) => Ok(Arc::clone(inode)),
+            Walked::Found(inode) => Ok(CountedArc::new(inode)),
             Walked::Parent { .. } => unreachable!("not a parent walk"),
         })
     }
@@ -65,9 +66,9 @@ impl<'a> Ctx<'a> {
     }
 
     /// Resolves all but the last component of `path`.
-    pub fn parent<'p>(&self, path: &'p [u8]) -> VfsResult<(Arc<Inode>, Last<'p>, bool)> {
+    pub fn parent<'p>(&self, path: &'p [u8]) -> VfsResult<(CountedArc<Inode>, Last<'p>, bool)> {
         self.walk(path, Intent::Parent, |walked| match walked {
-            Walked::Parent { dir, last, trailing_slash } => Ok((Arc::clone(dir), last, trailing_slash)),
+            Walked::Parent { dir, last, trailing_slash } => Ok((CountedArc::new(dir), last, trailing_slash)),
             Walked::Found(_) => unreachable!("a parent walk"),
         })
     }
@@ -275,7 +276,7 @@ impl<'a> Ctx<'a> {
         // shmem_link: each extra link takes an inode from the limit.
         self.sb.inodes.space.reserve_inode()?;
         inode.change_nlink(1);
-        self.add_entry(&dir, &mut locked, name, inode);
+        self.add_entry(&dir, &mut locked, name, inode.into_arc());
         Ok(())
     }
 
@@ -340,8 +341,14 @@ impl<'a> Ctx<'a> {
         let old_name = old_last.require_normal(DirOp::RenameFrom)?;
         let new_op = if flags.noreplace { DirOp::RenameToNoReplace } else { DirOp::RenameTo };
         let new_name = new_last.require_normal(new_op)?;
-        let _renames = self.sb.rename_lock.write();
         let same_dir = Arc::ptr_eq(&old_dir, &new_dir);
+        // Only a move between directories takes the superblock's rename
+        // lock and seqcount: a rename within one directory changes no
+        // parent, so no walk's `..` or ancestry can see it half done, and
+        // the directory's lock orders it against every other change of its
+        // names (the dcache swaps a replaced target's dentry in one step).
+        // So renames in different directories share no line.
+        let _renames = (!same_dir).then(|| self.sb.rename_lock.write());
         let new_dir_first = !same_dir
             && !is_ancestor(&old_dir, &new_dir)
             && (is_ancestor(&new_dir, &old_dir) || new_dir.ino() < old_dir.ino());
@@ -396,7 +403,7 @@ impl<'a> Ctx<'a> {
         };
 
         let guard = crossbeam_epoch::pin();
-        let moving = self.sb.rename_seq.write_begin();
+        let moving = (!same_dir).then(|| self.sb.rename_seq.write_begin());
         let old_dentry = locked.children[old_index].remove(old_name).expect("checked above");
         let new_dentry = Dentry::new(new_dir.ino(), new_name, Some(Arc::clone(&source)), 0);
         locked.children[new_index].insert(new_name.into(), Arc::clone(&new_dentry));

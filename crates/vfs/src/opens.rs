@@ -22,8 +22,10 @@ use crate::inode::Inode;
 use crate::reclaim::Reclaim;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
-use std::sync::atomic::{fence, AtomicIsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
+use vfscale_sync::audited::{fence, AtomicIsize, Ordering};
+use vfscale_sync::audited::{Mutex, OnceLock};
 use vfscale_sync::PercpuRef;
 
 /// Weight of an open for reading only (bit 0 is the initial reference).
@@ -131,9 +133,8 @@ impl OpenRef {
             let borrowed = unsafe { Arc::from_raw(Arc::as_ptr(inode)) };
             return OpenRef { inode: ManuallyDrop::new(borrowed), weight, percpu: true };
         }
-        vfscale_sync::audit::shared_write();
         inode.opens.slow.fetch_add(weight, Ordering::SeqCst);
-        OpenRef { inode: ManuallyDrop::new(Arc::clone(inode)), weight, percpu: false }
+        OpenRef { inode: ManuallyDrop::new(CountedArc::new(inode).into_arc()), weight, percpu: false }
     }
 }
 
@@ -150,11 +151,11 @@ impl Drop for OpenRef {
             let r = self.inode.opens.percpu.get().expect("a per-CPU reference has its ref");
             r.put_many(self.weight);
         } else {
-            vfscale_sync::audit::shared_write();
             self.inode.opens.slow.fetch_sub(self.weight, Ordering::SeqCst);
             // SAFETY: in the `Arc` case the field owns its count and is
-            // dropped exactly once, here.
-            unsafe { ManuallyDrop::drop(&mut self.inode) };
+            // taken exactly once, here, and dropped as the counted
+            // reference it is.
+            drop(CountedArc::adopt(unsafe { ManuallyDrop::take(&mut self.inode) }));
         }
     }
 }

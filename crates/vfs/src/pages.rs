@@ -40,9 +40,10 @@
 //! file data.
 
 use crate::errno::{Errno, VfsResult};
-use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
+use crossbeam_epoch::{Guard, Owned, Shared};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use vfscale_sync::audited::EpochAtomic;
+use vfscale_sync::audited::{AtomicBool, AtomicU64, Ordering};
 use vfscale_sync::rwsem::{RwSem, RwSemWriteGuard, SpinPolicy};
 use vfscale_sync::seqcount::SeqCount;
 
@@ -103,6 +104,10 @@ pub(crate) trait PageBudget: Send + Sync {
     fn uncharge(&self, pages: u64);
 }
 
+/// Aligned to a line, like every object two CPUs may use at once, so a
+/// neighbour on the heap never shares its lines (the checker found a page's
+/// `written` flag on the line of the next inode's attributes).
+#[repr(align(64))]
 struct Page {
     words: [AtomicU64; WORDS],
     /// Written to, not only reserved by `fallocate`: `SEEK_DATA` finds
@@ -112,22 +117,23 @@ struct Page {
 
 /// An inner node of the tree. Level 1 holds pages; level `L > 1` holds
 /// nodes of level `L - 1`. The root is always an inner node.
+#[repr(align(64))]
 struct Node {
     level: u32,
     slots: Slots,
 }
 
 enum Slots {
-    Pages([Atomic<Page>; FANOUT]),
-    Nodes([Atomic<Node>; FANOUT]),
+    Pages([EpochAtomic<Page>; FANOUT]),
+    Nodes([EpochAtomic<Node>; FANOUT]),
 }
 
 impl Node {
     fn new(level: u32) -> Owned<Node> {
         let slots = if level == 1 {
-            Slots::Pages(std::array::from_fn(|_| Atomic::null()))
+            Slots::Pages(std::array::from_fn(|_| EpochAtomic::null()))
         } else {
-            Slots::Nodes(std::array::from_fn(|_| Atomic::null()))
+            Slots::Nodes(std::array::from_fn(|_| EpochAtomic::null()))
         };
         Owned::new(Node { level, slots })
     }
@@ -145,7 +151,7 @@ impl Page {
 }
 
 /// Frees what `slots` point to; the caller owns them alone.
-fn free_slots<T>(slots: &mut [Atomic<T>]) {
+fn free_slots<T>(slots: &mut [EpochAtomic<T>]) {
     for slot in slots {
         // SAFETY: a node is dropped either with its map (no reader left) or
         // through the epoch once empty, so each child is owned by this node
@@ -225,7 +231,7 @@ impl Page {
 
 /// A regular file's data and size.
 pub(crate) struct PageMap {
-    root: Atomic<Node>,
+    root: EpochAtomic<Node>,
     /// The file's size in bytes; the authority for reads (the inode's
     /// attributes carry a copy for `stat`, set under the writer lock).
     size: AtomicU64,
@@ -264,7 +270,7 @@ impl PageMap {
     /// and every final unlink).
     pub fn new() -> PageMap {
         PageMap {
-            root: Atomic::null(),
+            root: EpochAtomic::null(),
             size: AtomicU64::new(0),
             pages: AtomicU64::new(0),
             seq: SeqCount::new(),
@@ -504,7 +510,7 @@ impl PageWriter<'_> {
         }
     }
 
-    fn new_page<'g>(&mut self, slot: &Atomic<Page>, guard: &'g Guard) -> Option<&'g Page> {
+    fn new_page<'g>(&mut self, slot: &EpochAtomic<Page>, guard: &'g Guard) -> Option<&'g Page> {
         if !self.budget.charge() {
             return None;
         }
@@ -594,7 +600,7 @@ impl PageWriter<'_> {
     /// inner nodes that leaves empty.
     fn remove_pages(&mut self, first: u64, last: u64, guard: &Guard) {
         /// Prunes the node in `slot`; whether it is empty (and so gone).
-        fn prune(slot: &Atomic<Node>, base: u64, first: u64, last: u64, guard: &Guard, freed: &mut u64) -> bool {
+        fn prune(slot: &EpochAtomic<Node>, base: u64, first: u64, last: u64, guard: &Guard, freed: &mut u64) -> bool {
             let shared = slot.load(Ordering::Acquire, guard);
             // SAFETY: only the writer changes the tree; nodes are freed
             // through the epoch.
@@ -645,16 +651,18 @@ impl PageWriter<'_> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
+    use vfscale_sync::audited::AtomicU64;
 
     fn map() -> PageMap {
         PageMap::new()
     }
 
     /// The budget of the tests that do not count pages.
-    static UNLIMITED: std::sync::LazyLock<crate::space::Space> =
-        std::sync::LazyLock::new(|| crate::space::Space::new(0, 0));
+    fn unlimited() -> &'static crate::space::Space {
+        static UNLIMITED: vfscale_sync::audited::OnceLock<crate::space::Space> = vfscale_sync::audited::OnceLock::new();
+        UNLIMITED.get_or_init(|| crate::space::Space::new(0, 0))
+    }
 
     fn read_all(map: &PageMap) -> Vec<u8> {
         let mut buf = vec![0xAA; map.size() as usize];
@@ -665,7 +673,7 @@ mod tests {
     #[test]
     fn holes_read_as_zeros_and_use_no_pages() {
         let m = map();
-        assert_eq!(m.lock(&*UNLIMITED).write(100 << 20, b"x"), Ok(1));
+        assert_eq!(m.lock(unlimited()).write(100 << 20, b"x"), Ok(1));
         assert_eq!(m.size(), (100 << 20) + 1);
         assert_eq!(m.pages(), 1);
         assert_eq!(m.blocks(), 8);
@@ -681,28 +689,28 @@ mod tests {
     fn writes_at_the_largest_offsets() {
         let m = map();
         let last = MAX_LFS_FILESIZE - 3;
-        assert_eq!(m.lock(&*UNLIMITED).write(last, b"end"), Ok(3));
+        assert_eq!(m.lock(unlimited()).write(last, b"end"), Ok(3));
         assert_eq!(m.size(), MAX_LFS_FILESIZE);
         let mut buf = [0; 5];
         assert_eq!(m.read(&mut buf, last - 2), 5);
         assert_eq!(&buf, b"\0\0end");
-        assert_eq!(m.lock(&*UNLIMITED).write(0, b"start"), Ok(5));
+        assert_eq!(m.lock(unlimited()).write(0, b"start"), Ok(5));
         assert_eq!(m.pages(), 2);
         assert_eq!(m.seek_data(5), Ok(5));
         assert_eq!(m.seek_data(PAGE_SIZE), Ok(last / PAGE_SIZE * PAGE_SIZE));
         assert_eq!(m.seek_hole(0), Ok(PAGE_SIZE));
-        m.lock(&*UNLIMITED).set_size(0);
+        m.lock(unlimited()).set_size(0);
         assert_eq!(m.pages(), 0);
     }
 
     #[test]
     fn truncate_down_zeroes_the_tail_and_frees_pages() {
         let m = map();
-        m.lock(&*UNLIMITED).write(0, &[7; 3 * PAGE_SIZE as usize]).unwrap();
+        m.lock(unlimited()).write(0, &[7; 3 * PAGE_SIZE as usize]).unwrap();
         assert_eq!(m.pages(), 3);
-        m.lock(&*UNLIMITED).set_size(10);
+        m.lock(unlimited()).set_size(10);
         assert_eq!(m.pages(), 1);
-        m.lock(&*UNLIMITED).set_size(2 * PAGE_SIZE);
+        m.lock(unlimited()).set_size(2 * PAGE_SIZE);
         let data = read_all(&m);
         assert!(data[..10].iter().all(|&b| b == 7));
         assert!(data[10..].iter().all(|&b| b == 0));
@@ -712,8 +720,8 @@ mod tests {
     fn seek_data_and_hole() {
         let m = map();
         let p = PAGE_SIZE;
-        m.lock(&*UNLIMITED).write(p, &[1; 10]).unwrap();
-        m.lock(&*UNLIMITED).write(5 * p, &[1; 10]).unwrap();
+        m.lock(unlimited()).write(p, &[1; 10]).unwrap();
+        m.lock(unlimited()).write(5 * p, &[1; 10]).unwrap();
         let size = 5 * p + 10;
         assert_eq!(m.seek_data(0), Ok(p));
         assert_eq!(m.seek_data(p + 3), Ok(p + 3));
@@ -729,14 +737,14 @@ mod tests {
     #[test]
     fn fallocate_modes() {
         let m = map();
-        m.lock(&*UNLIMITED).allocate(0, 3 * PAGE_SIZE, true).unwrap();
+        m.lock(unlimited()).allocate(0, 3 * PAGE_SIZE, true).unwrap();
         assert_eq!((m.size(), m.pages()), (0, 3));
-        m.lock(&*UNLIMITED).allocate(PAGE_SIZE, 10, false).unwrap();
+        m.lock(unlimited()).allocate(PAGE_SIZE, 10, false).unwrap();
         assert_eq!((m.size(), m.pages()), (PAGE_SIZE + 10, 3));
         assert_eq!(m.seek_data(0), Err(Errno::ENXIO), "reserved pages are holes to SEEK_DATA");
         assert_eq!(m.seek_hole(0), Ok(0));
-        m.lock(&*UNLIMITED).write(0, &[9; 2 * PAGE_SIZE as usize]).unwrap();
-        m.lock(&*UNLIMITED).punch_hole(10, 2 * PAGE_SIZE);
+        m.lock(unlimited()).write(0, &[9; 2 * PAGE_SIZE as usize]).unwrap();
+        m.lock(unlimited()).punch_hole(10, 2 * PAGE_SIZE);
         assert_eq!(m.pages(), 2, "only page 1 lay wholly inside the hole");
         let data = read_all(&m);
         assert!(data[..10].iter().all(|&b| b == 9));
@@ -774,12 +782,12 @@ mod tests {
     fn readers_see_whole_writes() {
         let m = Arc::new(map());
         let len = 3 * PAGE_SIZE as usize;
-        m.lock(&*UNLIMITED).write(0, &vec![0; len]).unwrap();
+        m.lock(unlimited()).write(0, &vec![0; len]).unwrap();
         let writer = {
             let m = Arc::clone(&m);
             std::thread::spawn(move || {
                 for i in 1..200u8 {
-                    m.lock(&*UNLIMITED).write(0, &vec![i; len]).unwrap();
+                    m.lock(unlimited()).write(0, &vec![i; len]).unwrap();
                 }
             })
         };
@@ -820,19 +828,19 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Write(o, d) => {
-                        m.lock(&*UNLIMITED).write(o, &d).unwrap();
+                        m.lock(unlimited()).write(o, &d).unwrap();
                         let end = o as usize + d.len();
                         if model.len() < end { model.resize(end, 0); }
                         model[o as usize..end].copy_from_slice(&d);
                     }
-                    Op::Truncate(l) => { m.lock(&*UNLIMITED).set_size(l); model.resize(l as usize, 0); }
+                    Op::Truncate(l) => { m.lock(unlimited()).set_size(l); model.resize(l as usize, 0); }
                     Op::Punch(o, l) => {
-                        m.lock(&*UNLIMITED).punch_hole(o, l);
+                        m.lock(unlimited()).punch_hole(o, l);
                         let end = ((o + l) as usize).min(model.len());
                         if (o as usize) < end { model[o as usize..end].fill(0); }
                     }
                     Op::Allocate(o, l, keep) => {
-                        m.lock(&*UNLIMITED).allocate(o, l, keep).unwrap();
+                        m.lock(unlimited()).allocate(o, l, keep).unwrap();
                         if !keep && model.len() < (o + l) as usize { model.resize((o + l) as usize, 0); }
                     }
                 }

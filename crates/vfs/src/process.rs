@@ -3,11 +3,14 @@
 //!
 //! Invariant: a file descriptor names one open file description until it is
 //! closed; descriptors are allocated lowest-first, as Linux does, up to
-//! [`MAX_FDS`] (then EMFILE). The working directory is read without a lock
+//! [`MAX_FDS`] (then EMFILE); looking one up writes only that descriptor's
+//! line ([`crate::fdtable`]). The working directory is read without a lock
 //! (an epoch-protected pointer), so relative walks write nothing shared.
 
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
+use crate::fdtable::FdTable;
+pub use crate::fdtable::MAX_FDS;
 use crate::file::{DirEntry, OpenFile, OpenFlags, Whence};
 use crate::inode::{FileType, Inode, Stat};
 use crate::namei::{Intent, Walked, MAX_SYMLINKS};
@@ -15,10 +18,12 @@ use crate::namespace::{Ctx, RenameFlags, SetTime};
 use crate::opens::OpenRef;
 use crate::path::Last;
 use crate::{Credentials, Vfs};
-use crossbeam_epoch::{Atomic, Owned};
+use crossbeam_epoch::Owned;
 use std::fmt;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
+use vfscale_sync::audited::EpochAtomic;
+use vfscale_sync::audited::{AtomicI32, Ordering};
 
 /// The attributes [`Process::setattr`] changes; `None` / `Omit` leave one
 /// alone.
@@ -44,10 +49,6 @@ impl Default for SetAttr {
     }
 }
 
-/// Most descriptors one process may hold open (`RLIMIT_NOFILE`'s usual
-/// soft limit).
-pub const MAX_FDS: usize = 1024;
-
 /// A file descriptor.
 pub type Fd = i32;
 
@@ -69,8 +70,8 @@ pub struct Process {
     pid: i32,
     vfs: Vfs,
     cred: Credentials,
-    cwd: Atomic<Arc<Inode>>,
-    fds: Mutex<Vec<Option<Arc<OpenFile>>>>,
+    cwd: EpochAtomic<Arc<Inode>>,
+    fds: FdTable,
 }
 
 impl fmt::Debug for Process {
@@ -82,8 +83,7 @@ impl fmt::Debug for Process {
 impl Drop for Process {
     fn drop(&mut self) {
         // Exit closes every descriptor, dropping the POSIX locks they held.
-        let fds = std::mem::take(self.fds.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for file in fds.into_iter().flatten() {
+        for file in self.fds.take_all() {
             crate::locks::posix_close(&file, self.pid);
         }
         // SAFETY: the process is being dropped, so nothing else can read its
@@ -101,7 +101,7 @@ impl Process {
         // POSIX lock owners must be.
         static NEXT_PID: AtomicI32 = AtomicI32::new(1);
         let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
-        Process { pid, vfs, cred, cwd: Atomic::new(cwd), fds: Mutex::new(Vec::new()) }
+        Process { pid, vfs, cred, cwd: EpochAtomic::new(cwd), fds: FdTable::new() }
     }
 
     /// The process id: the owner of its POSIX locks.
@@ -114,7 +114,7 @@ impl Process {
     /// address files by inode (FUSE), with [`Vfs::process_in`].
     pub fn resolve(&self, path: impl AsRef<[u8]>, follow: bool) -> VfsResult<Arc<Inode>> {
         let intent = if follow { Intent::Follow } else { Intent::NoFollow };
-        self.with_ctx(|ctx| ctx.lookup(path.as_ref(), intent))
+        self.with_ctx(|ctx| ctx.lookup(path.as_ref(), intent).map(CountedArc::into_arc))
     }
 
     /// `open(2)` without a descriptor: the new open file description, for
@@ -142,23 +142,15 @@ impl Process {
         f(Ctx { sb: &self.vfs.sb, cred: &self.cred, cwd })
     }
 
-    fn file(&self, fd: Fd) -> VfsResult<Arc<OpenFile>> {
-        let fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
-        usize::try_from(fd).ok().and_then(|i| fds.get(i)?.clone()).ok_or(Errno::EBADF)
+    /// The open file behind `fd`, counted: a write of its `Arc`'s count,
+    /// shared with every thread using the same description (as Linux's
+    /// `f_count` in a multithreaded process).
+    fn file(&self, fd: Fd) -> VfsResult<CountedArc<OpenFile>> {
+        self.fds.get(fd)
     }
 
     fn install(&self, file: Arc<OpenFile>) -> VfsResult<Fd> {
-        let mut fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = match fds.iter().position(Option::is_none) {
-            Some(slot) => slot,
-            None if fds.len() < MAX_FDS => {
-                fds.push(None);
-                fds.len() - 1
-            }
-            None => return Err(Errno::EMFILE),
-        };
-        fds[slot] = Some(file);
-        Ok(slot as Fd)
+        self.fds.install(file)
     }
 
     /// `stat(2)`.
@@ -191,11 +183,7 @@ impl Process {
     /// `close(2)`: also drops every POSIX lock this process holds on the
     /// file, whichever descriptor took it.
     pub fn close(&self, fd: Fd) -> VfsResult<()> {
-        let file = {
-            let mut fds = self.fds.lock().unwrap_or_else(|e| e.into_inner());
-            let slot = usize::try_from(fd).ok().and_then(|i| fds.get_mut(i)).ok_or(Errno::EBADF)?;
-            slot.take().ok_or(Errno::EBADF)?
-        };
+        let file = self.fds.remove(fd)?;
         crate::locks::posix_close(&file, self.pid);
         Ok(())
     }
@@ -203,12 +191,12 @@ impl Process {
     /// `dup(2)`: a new descriptor for the same open file description.
     pub fn dup(&self, fd: Fd) -> VfsResult<Fd> {
         let file = self.file(fd)?;
-        self.install(file)
+        self.install(file.into_arc())
     }
 
     /// The open file description behind `fd`.
     pub fn open_file(&self, fd: Fd) -> VfsResult<Arc<OpenFile>> {
-        self.file(fd)
+        self.file(fd).map(CountedArc::into_arc)
     }
 
     /// `read(2)`.
@@ -470,7 +458,7 @@ impl Process {
             Ok(inode)
         })?;
         let guard = crossbeam_epoch::pin();
-        let old = self.cwd.swap(Owned::new(dir), Ordering::AcqRel, &guard);
+        let old = self.cwd.swap(Owned::new(dir.into_arc()), Ordering::AcqRel, &guard);
         // SAFETY: the old working directory is unreachable now; the box is
         // only freed by the deferred release, after every guard pinned now
         // has unpinned.
@@ -602,7 +590,7 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
                     return Err(Errno::ELOOP);
                 }
                 path = target.to_vec();
-                start = dir;
+                start = dir.into_arc();
             }
             _ => return Ok((existing, false)),
         }

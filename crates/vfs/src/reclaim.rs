@@ -15,9 +15,9 @@
 
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use vfscale_sync::audited::{AtomicIsize, Ordering};
 
 #[derive(Debug)]
 pub(crate) struct Reclaim {
@@ -69,7 +69,7 @@ impl Reclaim {
 /// global queue, so once a marker deferred now has run, everything handed
 /// over before it has too; threads that have exited handed theirs over.
 pub fn run_deferred_releases(timeout: Duration) -> bool {
-    let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ran = Arc::new(vfscale_sync::audited::AtomicBool::new(false));
     let marker = Arc::clone(&ran);
     crossbeam_epoch::pin().defer(move || marker.store(true, Ordering::Release));
     let deadline = Instant::now() + timeout;
@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn deferred_releases_of_exited_threads_run() {
-        let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let dropped = Arc::new(vfscale_sync::audited::AtomicUsize::new(0));
         // Joined, not scoped: a scope may end before a thread's exit hands
         // its last batch to the global queue (a thread-local destructor).
         let threads: Vec<_> = (0..4)

@@ -18,7 +18,7 @@
 
 use crate::errno::{Errno, VfsResult};
 use crate::pages::{PageBudget, PAGE_SIZE};
-use std::sync::atomic::{AtomicU64, Ordering};
+use vfscale_sync::audited::{AtomicU64, Ordering};
 use vfscale_sync::PercpuCounter;
 
 /// What one inode takes from the inode space (shmem's `BOGO_INODE_SIZE`).

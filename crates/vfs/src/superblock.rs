@@ -4,7 +4,9 @@
 //! Invariant: every positive dentry in the dcache is also in its parent's
 //! children map (and the reverse), both changed together under the
 //! parent's directory lock for write; `rename_seq` is odd while a rename
-//! moves names, so no walk that overlapped one is believed.
+//! moves a name from one directory to another, so no walk that overlapped
+//! one is believed (a rename within one directory is ordered by that
+//! directory's lock alone, and changes no parent a walk could see).
 
 use crate::backend::{Backend, Revalidate};
 use crate::config::{InodeListKind, NegativeDentries, VfsConfig, WalkMode};
@@ -25,10 +27,11 @@ pub(crate) struct SuperBlock {
     pub dcache: Dcache,
     pub inodes: Arc<InodeRegistry>,
     pub root: Arc<Inode>,
-    /// Odd while a rename is moving names (Linux `rename_lock`'s seqcount).
+    /// Odd while a rename moves a name between directories (Linux
+    /// `rename_lock`'s seqcount, which Linux takes for every rename).
     pub rename_seq: SeqCount,
-    /// Serializes renames; ref-walks that keep losing to renames hold it for
-    /// reading.
+    /// Serializes renames between directories; ref-walks that keep losing
+    /// to them hold it for reading.
     pub rename_lock: RwSem<()>,
     pub dir_locks: DirLocks,
     /// The provider of the contents, for kernfs and procfs trees.

@@ -54,7 +54,7 @@ use crate::time::Timespec;
 use crate::Credentials;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Mutex;
+use vfscale_sync::audited::Mutex;
 
 /// `setxattr` flag: fail with EEXIST if the attribute exists.
 pub const XATTR_CREATE: i32 = 1;
@@ -113,7 +113,7 @@ impl fmt::Debug for Xattrs {
 }
 
 impl Xattrs {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Map> {
+    fn lock(&self) -> vfscale_sync::audited::MutexGuard<'_, Map> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 

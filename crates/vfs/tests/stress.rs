@@ -213,22 +213,25 @@ impl RenameChain {
     }
 }
 
-/// A file moving between three directories.
+/// A file moving between three directories: every other rename is within
+/// one directory (which takes no global rename lock or seqcount), the
+/// others between two.
 fn file_chain() -> RenameChain {
     fn path(i: usize) -> String {
-        format!("/r{}/n{i}", i % 3)
+        format!("/r{}/n{i}", i / 2 % 3)
     }
     RenameChain { progress: Progress::default(), path, probe: path, ino: AtomicUsize::new(0) }
 }
 
-/// A directory (with a file two levels down) moving between two parents;
-/// lookups walk through it, so they race the rename of an inner component.
+/// A directory (with a file two levels down) moving between two parents,
+/// every other time within one; lookups walk through it, so they race the
+/// rename of an inner component.
 fn dir_chain() -> RenameChain {
     fn path(i: usize) -> String {
-        format!("/m{}/a{i}", i % 2)
+        format!("/m{}/a{i}", i / 2 % 2)
     }
     fn probe(i: usize) -> String {
-        format!("/m{}/a{i}/sub/f", i % 2)
+        format!("/m{}/a{i}/sub/f", i / 2 % 2)
     }
     RenameChain { progress: Progress::default(), path, probe, ino: AtomicUsize::new(0) }
 }

@@ -10,8 +10,8 @@
 //! attribute on many CPUs share no written line (Linux's `kn->active` is
 //! one atomic every open and read changes).
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use vfscale_sync::audited::{AtomicU32, Ordering};
 use vfscale_sync::{futex, PercpuRef};
 
 #[derive(Debug)]

@@ -30,7 +30,7 @@
 //! ```
 //! use vfscale::kernfs::{Kernfs, KernfsConfig};
 //! use vfscale::{Credentials, OpenFlags};
-//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use vfscale_sync::audited::{AtomicU64, Ordering};
 //! use std::sync::Arc;
 //!
 //! let sys = Kernfs::new(KernfsConfig::rcu());
@@ -63,11 +63,13 @@ use crate::file::{DirEntry, OpenFlags};
 use crate::inode::{FileType, Inode, InodeRegistry, NewInode};
 use crate::{Credentials, Vfs, VfsConfig};
 use active::Active;
-use crossbeam_epoch::{Atomic, Owned};
+use crossbeam_epoch::Owned;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use vfscale_sync::audited::EpochAtomic;
+use vfscale_sync::audited::OnceLock;
+use vfscale_sync::audited::Ordering;
 use vfscale_sync::rwsem::{RwSem, RwSemReadGuard, RwSemWriteGuard, SpinPolicy};
 
 /// How a kernfs tree is locked and how its dentries are revalidated.
@@ -118,7 +120,7 @@ struct Link {
 /// tree lock.
 struct NodeState {
     active: Active,
-    link: Atomic<Link>,
+    link: EpochAtomic<Link>,
     attr: Option<Arc<dyn Attribute>>,
 }
 
@@ -314,7 +316,7 @@ impl Kernfs {
                 root: OnceLock::new(),
             });
             shared = Some(Arc::clone(&made));
-            let root_state = Arc::new(NodeState { active: Active::default(), link: Atomic::null(), attr: None });
+            let root_state = Arc::new(NodeState { active: Active::default(), link: EpochAtomic::null(), attr: None });
             let root_node = KernfsNode { inode: Arc::clone(root), state: root_state };
             made.tree.write().dirs.insert(root.ino(), BTreeMap::new());
             made.root.set(root_node).expect("set once");
@@ -399,7 +401,7 @@ impl Kernfs {
         let is_dir = spec.file_type == FileType::Directory;
         let state = Arc::new(NodeState {
             active: Active::default(),
-            link: Atomic::new(Link { parent_ino: parent.ino(), name: name.as_bytes().into() }),
+            link: EpochAtomic::new(Link { parent_ino: parent.ino(), name: name.as_bytes().into() }),
             attr,
         });
         spec.private = Some(Arc::clone(&state) as Arc<dyn std::any::Any + Send + Sync>);

@@ -18,9 +18,9 @@ use super::{
 use crate::errno::{Errno, VfsResult};
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use vfscale_sync::audited::{AtomicBool, Ordering};
 use vfscale_sync::spin::{SpinLock, TasLock};
 
 /// Who owns a lock: a process (POSIX locks) or an open file description

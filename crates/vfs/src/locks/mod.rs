@@ -66,9 +66,10 @@ use crate::process::{Fd, Process};
 use context::{FileLockContext, Owner};
 use list::{LgLockList, LockList, RwSemLockList, Slab, Slot};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
+use vfscale_sync::audited::OnceLock;
+use vfscale_sync::audited::{AtomicU64, Ordering};
 use vfscale_sync::spin::{McsLock, SpinLock, SpinLockGuard, TasLock};
 
 /// Read lock / read lease (`F_RDLCK`).

@@ -9,8 +9,10 @@
 //! "asleep" is seen when the sleeper takes that mutex: none is lost.
 
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
+use vfscale_sync::audited::Condvar;
+use vfscale_sync::audited::Mutex;
 
 /// One blocked request. Woken at most once; a request that must wait again
 /// queues a new one.

@@ -3,7 +3,7 @@
 use crate::backend::{BackedFile, Snapshot};
 use crate::errno::{Errno, VfsResult};
 use crate::inode::Inode;
-use std::sync::atomic::Ordering;
+use vfscale_sync::audited::Ordering;
 
 /// What `/proc/<pid>` shows about a task.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -40,12 +40,13 @@ use crate::errno::{Errno, VfsResult};
 use crate::file::{DirEntry, OpenFlags};
 use crate::inode::{FileType, Inode, InodeRegistry, NewInode};
 use crate::{Credentials, Vfs, VfsConfig};
-use crossbeam_epoch::{Atomic, Owned};
+use crossbeam_epoch::Owned;
 use files::{ProcFile, TaskFile};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use vfscale_sync::audited::EpochAtomic;
+use vfscale_sync::audited::{AtomicBool, Ordering};
 use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 
 /// Where `<pid>` dentries are revalidated.
@@ -72,12 +73,12 @@ impl ProcConfig {
 struct Task {
     pid: u32,
     alive: AtomicBool,
-    info: Atomic<TaskInfo>,
+    info: EpochAtomic<TaskInfo>,
 }
 
 impl Task {
     fn new(pid: u32, info: TaskInfo) -> Task {
-        Task { pid, alive: AtomicBool::new(true), info: Atomic::new(info) }
+        Task { pid, alive: AtomicBool::new(true), info: EpochAtomic::new(info) }
     }
 
     /// Runs `f` on the current information.
