@@ -73,7 +73,7 @@ impl Scaling {
     }
 
     /// This S2 judged against the ceiling's.
-    fn judged(mut self, ceiling: &Scaling) -> Scaling {
+    pub(super) fn judged(mut self, ceiling: &Scaling) -> Scaling {
         self.scales = Some(scales(self.s2, ceiling.s2));
         self
     }

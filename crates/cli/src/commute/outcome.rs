@@ -147,7 +147,7 @@ pub struct Conditions {
 impl Summary {
     /// Totals and goals of `results`; `known` and `layout` are the lists of
     /// known and layout-dependent conflicts.
-    pub fn of(results: &[PairResult], known: Notes, layout: Notes, conditions: &Conditions) -> Summary {
+    pub fn of(results: &[PairResult], known: Notes, layout: Layouts, conditions: &Conditions) -> Summary {
         let n = results.len();
         let conflict_free = results.iter().filter(|r| r.conflict_free).count();
         let timed = conditions.timed;
@@ -193,7 +193,7 @@ impl Summary {
             host_scales,
             checker_exceptions,
             known_conflicts: among(results, known),
-            layout_dependent: among(results, layout),
+            layout_dependent: among(results, &layout.iter().map(|&(name, _, why)| (name, why)).collect::<Vec<_>>()),
             host_skipped: results.iter().filter_map(|r| Some((r.name, r.host_skipped.clone()?))).collect(),
             goals,
             timed,
@@ -221,8 +221,11 @@ impl Summary {
 /// Pair names with a reason each.
 pub type Notes = &'static [(&'static str, &'static str)];
 
+/// Pair names with the file their conflicts touch and the reason.
+pub type Layouts = &'static [(&'static str, &'static str, &'static str)];
+
 /// The entries of `notes` that name a pair of `results`.
-fn among(results: &[PairResult], notes: Notes) -> BTreeMap<&'static str, &'static str> {
+fn among(results: &[PairResult], notes: &[(&'static str, &'static str)]) -> BTreeMap<&'static str, &'static str> {
     notes.iter().filter(|(name, _)| results.iter().any(|r| r.name == *name)).copied().collect()
 }
 
