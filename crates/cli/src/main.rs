@@ -105,13 +105,13 @@ struct CommuteArgs {
     /// Run only the conflict checker, measure nothing (seconds).
     #[arg(long, conflicts_with_all = ["quick", "runs", "iterations"])]
     check_only: bool,
-    /// 3 runs per cell and a quarter of the iterations; figures are noisier.
+    /// 3 runs per cell of about 5 ms each; figures are noisier.
     #[arg(long)]
     quick: bool,
     /// Measured runs per cell, after one warm-up run [default: 5, --quick: 3].
     #[arg(long)]
     runs: Option<usize>,
-    /// Operations per thread per run [default: 4000, --quick: 1000].
+    /// Operations per thread per run [default: calibrated per pair so that a 1-thread run takes about 20 ms].
     #[arg(long)]
     iterations: Option<u64>,
     /// Also write every pair's verdict and figures, with the summary, to FILE.
@@ -368,10 +368,14 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
         return Ok(());
     }
     let pairs = commute::select(&args.pairs)?;
-    let (runs, iterations) = if args.quick { (3, 1000) } else { (5, 4000) };
-    let plan = RunPlan { runs: args.runs.unwrap_or(runs), iterations: args.iterations.unwrap_or(iterations) };
+    let (runs, run_ms) = if args.quick { (3, 5) } else { (5, 20) };
+    let plan = commute::Plan {
+        runs: args.runs.unwrap_or(runs),
+        iterations: args.iterations,
+        run_time: std::time::Duration::from_millis(run_ms),
+    };
     check_plan(&[1, 2], plan.runs)?;
-    if plan.iterations == 0 {
+    if plan.iterations == Some(0) {
         return Err("--iterations must be at least 1".into());
     }
     let options = commute::Options { filter: args.pairs.clone(), timed: !args.check_only, plan, quick: args.quick };
@@ -388,7 +392,11 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
         load[2],
         pairs.len(),
         if options.timed {
-            format!("{} runs per cell after a warm-up, {} operations per thread per run", plan.runs, plan.iterations)
+            let each = plan.iterations.map_or_else(
+                || format!("operations per run calibrated to about {run_ms} ms per 1-thread run"),
+                |n| format!("{n} operations per thread per run"),
+            );
+            format!("{} runs per cell after a warm-up, {each}", plan.runs)
         } else {
             "checker only".to_string()
         }

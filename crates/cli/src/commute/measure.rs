@@ -49,6 +49,8 @@ pub struct Scaling {
     /// For vfscale and host: whether `s2` is at least 0.9 times private's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scales: Option<bool>,
+    /// Operations per thread per run.
+    pub iterations: u64,
     /// Median operations per second, 1 thread.
     pub ops_per_sec_1: f64,
     /// Median operations per second, 2 threads (both together).
@@ -61,10 +63,12 @@ pub struct Scaling {
 
 impl Scaling {
     fn of(one: &CellRuns, two: &CellRuns) -> Scaling {
+        let iterations = one.iterations;
         let (one, two) = (one.stats(), two.stats());
         Scaling {
             s2: two.ops_per_sec.median / one.ops_per_sec.median,
             scales: None,
+            iterations,
             ops_per_sec_1: one.ops_per_sec.median,
             ops_per_sec_2: two.ops_per_sec.median,
             runs_1: one.ops_per_sec_samples,
@@ -96,28 +100,62 @@ pub struct Measured {
     pub host: Result<Scaling, String>,
 }
 
-/// Measures `pair`; `before_run` is called before every run. Fails when a
-/// vfscale operation fails (a host failure only leaves the host out).
-pub fn measure(pair: &Pair, plan: RunPlan, before_run: impl FnMut(usize, usize)) -> Result<Measured, String> {
-    let instances = plan.iterations as usize + 1;
-    let vfscale = PairSubject::new(pair, Target::Vfscale, instances);
-    let private = PairSubject::new(pair, Target::Private, instances);
-    let host = PairSubject::new(pair, Target::Host, instances);
-    let host_available = World::host(pair.fs).map(drop);
-    let mut cells: Vec<(&dyn Subject, usize)> = vec![(&vfscale, 1), (&vfscale, 2), (&private, 2)];
-    if host_available.is_ok() {
-        cells.extend([(&host as &dyn Subject, 1), (&host, 2)]);
-    }
-    let runs = run_cells(&cells, plan, before_run);
+/// How long and how often each cell runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Measured runs per cell, after one warm-up run.
+    pub runs: usize,
+    /// Operations per thread per run; `None` calibrates them per pair and
+    /// target so that a 1-thread run takes about `run_time`.
+    pub iterations: Option<u64>,
+    /// What a calibrated 1-thread run should take.
+    pub run_time: Duration,
+}
+
+/// Operations of the calibration run.
+const CALIBRATION_OPS: u64 = 1024;
+
+/// Bounds of a calibrated iteration count: enough operations to time, and
+/// few enough instances to prepare.
+const ITERATIONS: std::ops::RangeInclusive<u64> = 200..=200_000;
+
+/// Measures `pair`; `before_run(cell, run)` is called before every run.
+/// The vfscale cells (1 and 2 threads, private) run interleaved, then the
+/// host's two. Fails when a vfscale operation fails (a host failure only
+/// leaves the host out).
+pub fn measure(pair: &Pair, plan: Plan, mut before_run: impl FnMut(usize, usize)) -> Result<Measured, String> {
+    let iterations = calibrate(pair, Target::Vfscale, plan).map_err(|e| format!("{}: {e}", pair.name))?;
+    let run_plan = RunPlan { runs: plan.runs, iterations };
+    let vfscale = PairSubject::new(pair, Target::Vfscale, iterations);
+    let private = PairSubject::new(pair, Target::Private, iterations);
+    let runs = run_cells(&[(&vfscale, 1), (&vfscale, 2), (&private, 2)], run_plan, &mut before_run);
     for subject in [&vfscale, &private] {
         subject.failure().map_or(Ok(()), |e| Err(format!("{}: {e}", pair.name)))?;
     }
     let private_s2 = Scaling::of(&runs[0], &runs[2]);
-    let host = host_available.and_then(|()| match host.failure() {
-        Some(e) => Err(e),
-        None => Ok(Scaling::of(&runs[3], &runs[4]).judged(&private_s2)),
+    let vfscale_s2 = Scaling::of(&runs[0], &runs[1]).judged(&private_s2);
+    let host = World::host(pair.fs).map(drop).and_then(|()| {
+        let iterations = calibrate(pair, Target::Host, plan)?;
+        let host = PairSubject::new(pair, Target::Host, iterations);
+        let runs = run_cells(&[(&host, 1), (&host, 2)], RunPlan { runs: plan.runs, iterations }, &mut before_run);
+        host.failure().map_or(Ok(()), Err)?;
+        Ok(Scaling::of(&runs[0], &runs[1]).judged(&private_s2))
     });
-    Ok(Measured { vfscale: Scaling::of(&runs[0], &runs[1]).judged(&private_s2), private: private_s2, host })
+    Ok(Measured { vfscale: vfscale_s2, private: private_s2, host })
+}
+
+/// `plan`'s iteration count, or one calibrated by a short 1-thread run on
+/// `target` (its threads' own time, without their start).
+fn calibrate(pair: &Pair, target: Target, plan: Plan) -> Result<u64, String> {
+    if let Some(n) = plan.iterations {
+        return Ok(n);
+    }
+    let probe = PairSubject::new(pair, target, CALIBRATION_OPS);
+    let runs = run_cells(&[(&probe, 1)], RunPlan { runs: 1, iterations: CALIBRATION_OPS }, |_, _| {});
+    probe.failure().map_or(Ok(()), Err)?;
+    let spent = runs[0].thread_elapsed[0][0].as_secs_f64().max(1e-9);
+    let wanted = plan.run_time.as_secs_f64() / (spent / CALIBRATION_OPS as f64);
+    Ok((wanted as u64).clamp(*ITERATIONS.start(), *ITERATIONS.end()))
 }
 
 /// A pair on one target, as the harness runs it.
@@ -135,11 +173,12 @@ struct PairSubject<'p> {
 }
 
 impl<'p> PairSubject<'p> {
-    fn new(pair: &'p Pair, target: Target, instances: usize) -> PairSubject<'p> {
+    /// The subject of runs of up to `iterations` operations per thread.
+    fn new(pair: &'p Pair, target: Target, iterations: u64) -> PairSubject<'p> {
         PairSubject {
             pair,
             target,
-            instances,
+            instances: iterations as usize + 1,
             states: RwLock::default(),
             threads: AtomicUsize::new(1),
             failure: Mutex::default(),

@@ -19,10 +19,10 @@ mod report;
 mod sys;
 mod world;
 
+pub use measure::Plan;
 pub use outcome::{table, Commute};
 pub use report::write as write_report;
 
-use crate::harness::RunPlan;
 use outcome::{Conditions, PairResult, Summary};
 use pairs::Pair;
 use std::time::Duration;
@@ -58,17 +58,32 @@ const ONE_DIRECTORY: &str = "both change one directory: each holds a counted ref
 const ONE_LOCK_CONTEXT: &str = "the file's locks are one list under one spinlock, which both sides take though \
                                 their locks never conflict (Linux: flc_lock)";
 
-/// Pairs whose verdict depends on where objects land in memory: when the
-/// two sides' words share a line, that is false sharing, which the checker
-/// rightly reports, but only in the runs where it happens. Each entry
-/// names the source file that every conflicting line's sites include; the
-/// test accepts either verdict for these, but no conflict elsewhere.
-pub const LAYOUT_DEPENDENT: &[(&str, &str, &str)] = &[(
-    "readdir-vs-stat",
-    "crates/vfs/src/fdtable.rs",
-    "readdir opens and closes a descriptor, whose allocation lock lives in the Process next to its working \
-     directory pointer, which stat loads: the two share a line unless the Process lands where they do not",
-)];
+/// Pairs whose verdict depends on where objects land in memory or which
+/// hash bucket a name falls in: when the two sides' words share a line,
+/// that is false sharing, which the checker rightly reports, but only in
+/// the runs where it happens. Each entry names the source files whose
+/// sites every such conflicting line includes; the test accepts either
+/// verdict for these, but no conflicting line without one of them.
+pub const LAYOUT_DEPENDENT: &[(&str, &[&str], &str)] = &[
+    ("readdir-vs-stat", &["crates/vfs/src/fdtable.rs"], FD_ALLOCATION),
+    ("create-diff-dirs", NAMES_AND_ATTRIBUTES, NEIGHBOURS),
+    ("unlink-diff-dirs", NAMES_AND_ATTRIBUTES, NEIGHBOURS),
+    ("mkdir-diff-dirs", NAMES_AND_ATTRIBUTES, NEIGHBOURS),
+    ("rename-diff-dirs", NAMES_AND_ATTRIBUTES, NEIGHBOURS),
+    ("chmod-diff-files", NAMES_AND_ATTRIBUTES, NEIGHBOURS),
+    ("pwrite-diff-files", NAMES_AND_ATTRIBUTES, NEIGHBOURS),
+];
+
+const FD_ALLOCATION: &str = "readdir opens and closes a descriptor, whose allocation lock lives in the Process \
+                             next to its working-directory pointer, which stat loads: the two share a line unless \
+                             the Process lands where they do not";
+
+/// The dentry hash's stripe locks and an inode's attribute words.
+const NAMES_AND_ATTRIBUTES: &[&str] = &["crates/vfs/src/dcache.rs", "crates/sync/src/seqcount.rs"];
+
+const NEIGHBOURS: &str = "the dentry hash packs many stripe locks into a line, so two names may hash to stripes on \
+                          one line; an inode's attribute words are a separate small heap box, which the allocator \
+                          may put on a line with another inode's";
 
 /// The checker's verdict on `pair`, on a fresh vfscale state.
 pub fn check(pair: &Pair) -> Result<Verdict, String> {
@@ -85,7 +100,7 @@ pub struct Options {
     /// Measure S2 (otherwise only the checker runs).
     pub timed: bool,
     /// Runs per cell and operations per thread per run.
-    pub plan: RunPlan,
+    pub plan: measure::Plan,
     /// `--quick` was given.
     pub quick: bool,
 }
@@ -137,6 +152,7 @@ pub fn run(options: &Options, mut progress: impl FnMut(usize, &str, &str)) -> Re
         timed: options.timed,
         runs: options.plan.runs,
         iterations: options.plan.iterations,
+        run_ms: options.plan.run_time.as_secs_f64() * 1e3,
         quick: options.quick,
         load_average,
     };

@@ -118,8 +118,11 @@ pub struct Summary {
     pub timed: bool,
     /// Measured runs per cell.
     pub runs: usize,
-    /// Operations per thread per run.
-    pub iterations: u64,
+    /// Operations per thread per run, when fixed by `--iterations` (each
+    /// cell's own count is in its figures).
+    pub iterations: Option<u64>,
+    /// Otherwise: what a 1-thread run was calibrated to take, in ms.
+    pub run_ms: f64,
     /// Whether `--quick` shortened the run.
     pub quick: bool,
     /// The 1, 5 and 15 minute load averages when the run began: timings
@@ -136,8 +139,10 @@ pub struct Conditions {
     pub timed: bool,
     /// Measured runs per cell.
     pub runs: usize,
-    /// Operations per thread per run.
-    pub iterations: u64,
+    /// Operations per thread per run, if fixed.
+    pub iterations: Option<u64>,
+    /// What a calibrated 1-thread run takes, in ms.
+    pub run_ms: f64,
     /// `--quick`.
     pub quick: bool,
     /// Load averages when the run began.
@@ -199,6 +204,7 @@ impl Summary {
             timed,
             runs: conditions.runs,
             iterations: conditions.iterations,
+            run_ms: conditions.run_ms,
             quick: conditions.quick,
             load_average: conditions.load_average,
             machine: Machine::this(),
@@ -221,8 +227,8 @@ impl Summary {
 /// Pair names with a reason each.
 pub type Notes = &'static [(&'static str, &'static str)];
 
-/// Pair names with the file their conflicts touch and the reason.
-pub type Layouts = &'static [(&'static str, &'static str, &'static str)];
+/// Pair names with the files their conflicts touch and the reason.
+pub type Layouts = &'static [(&'static str, &'static [&'static str], &'static str)];
 
 /// The entries of `notes` that name a pair of `results`.
 fn among(results: &[PairResult], notes: &[(&'static str, &'static str)]) -> BTreeMap<&'static str, &'static str> {

@@ -61,9 +61,12 @@ fn head(html: &mut String, run: &Commute) {
         escape(&m.arch),
         if s.timed {
             format!(
-                "{} measured runs per cell after a warm-up, {} operations per thread per run{}.",
+                "{} measured runs per cell after a warm-up, {}{}.",
                 s.runs,
-                s.iterations,
+                s.iterations.map_or_else(
+                    || format!("each cell's 1-thread run calibrated to about {} ms", s.run_ms),
+                    |n| format!("{n} operations per thread per run")
+                ),
                 if s.quick { " (--quick: noisier)" } else { "" }
             )
         } else {
