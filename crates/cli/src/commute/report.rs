@@ -47,7 +47,7 @@ fn head(html: &mut String, run: &Commute) {
          .none{{background:#eee}}.sites{{font-family:monospace;font-size:85%}}img{{max-width:100%}}\
          .why{{color:#555;font-size:85%}}\
          </style></head><body>\n<h1>vfscale commute: which commutative operations conflict, and which scale</h1>\n\
-         <p>Machine: {} &middot; {} CPUs &middot; {} &middot; {}. {}</p>\n\
+         <p>Machine: {} &middot; {} CPUs &middot; {} &middot; {}; load average {:.2} {:.2} {:.2} when the run began. {}</p>\n\
          <p>For each pair of operations that commute under POSIX, the <em>checker</em> runs A and B from one state \
          on two virtual CPUs (after warm-up, in both orders) and reports every cache line one wrote and the other \
          touched, through vfscale's audited atomics and locks. <em>S2</em> is the median throughput of two threads \
@@ -59,6 +59,9 @@ fn head(html: &mut String, run: &Commute) {
         m.cpus,
         escape(&m.cpu_model),
         escape(&m.arch),
+        s.load_average[0],
+        s.load_average[1],
+        s.load_average[2],
         if s.timed {
             format!(
                 "{} measured runs per cell after a warm-up, {}{}.",

@@ -182,7 +182,7 @@ fn report_draws_the_matrix() {
     assert!(page.contains("<td class=\"num yes\">1.90</td>"), "vfscale scales: green");
     assert!(page.contains("<td class=\"num no\">1.00</td>"), "the host does not: red");
     assert!(page.contains("skipped: no sysfs here") && page.contains("crates/vfs/src/x.rs:1 (write)"));
-    assert!(page.contains("known: both change one directory"));
+    assert!(page.contains("known: both change one directory") && page.contains("load average 0.10 0.20 0.30"));
     let svg = std::fs::read_to_string(dir.path().join("commute-s2.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("stat-same-file") && svg.contains("host"));
 }
