@@ -156,7 +156,7 @@ pub fn run(options: &Options, mut progress: impl FnMut(usize, &str, &str)) -> Re
         quick: options.quick,
         load_average,
     };
-    let summary = Summary::of(&results, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, &conditions);
+    let summary = Summary::of(&results, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, conditions);
     Ok(Commute { pairs: results, summary })
 }
 

@@ -114,6 +114,16 @@ pub struct Summary {
     pub host_skipped: BTreeMap<&'static str, String>,
     /// The goals.
     pub goals: Vec<Goal>,
+    /// How the run was made.
+    #[serde(flatten)]
+    pub conditions: Conditions,
+    /// Where it ran.
+    pub machine: Machine,
+}
+
+/// How the run was made.
+#[derive(Debug, Clone, Serialize)]
+pub struct Conditions {
     /// Whether S2 was measured.
     pub timed: bool,
     /// Measured runs per cell.
@@ -128,31 +138,12 @@ pub struct Summary {
     /// The 1, 5 and 15 minute load averages when the run began: timings
     /// are trustworthy only on a quiet machine.
     pub load_average: [f64; 3],
-    /// Where it ran.
-    pub machine: Machine,
-}
-
-/// How the run was made, for the summary.
-#[derive(Debug, Clone)]
-pub struct Conditions {
-    /// Whether S2 was measured.
-    pub timed: bool,
-    /// Measured runs per cell.
-    pub runs: usize,
-    /// Operations per thread per run, if fixed.
-    pub iterations: Option<u64>,
-    /// What a calibrated 1-thread run takes, in ms.
-    pub run_ms: f64,
-    /// `--quick`.
-    pub quick: bool,
-    /// Load averages when the run began.
-    pub load_average: [f64; 3],
 }
 
 impl Summary {
     /// Totals and goals of `results`; `known` and `layout` are the lists of
     /// known and layout-dependent conflicts.
-    pub fn of(results: &[PairResult], known: Notes, layout: Layouts, conditions: &Conditions) -> Summary {
+    pub fn of(results: &[PairResult], known: Notes, layout: Layouts, conditions: Conditions) -> Summary {
         let n = results.len();
         let conflict_free = results.iter().filter(|r| r.conflict_free).count();
         let timed = conditions.timed;
@@ -201,12 +192,7 @@ impl Summary {
             layout_dependent: among(results, &layout.iter().map(|&(name, _, why)| (name, why)).collect::<Vec<_>>()),
             host_skipped: results.iter().filter_map(|r| Some((r.name, r.host_skipped.clone()?))).collect(),
             goals,
-            timed,
-            runs: conditions.runs,
-            iterations: conditions.iterations,
-            run_ms: conditions.run_ms,
-            quick: conditions.quick,
-            load_average: conditions.load_average,
+            conditions,
             machine: Machine::this(),
         }
     }
@@ -276,7 +262,7 @@ pub fn table(run: &Commute) -> String {
         }
     }
     let s = &run.summary;
-    if s.timed {
+    if s.conditions.timed {
         out.push_str("S2 = 2-thread / 1-thread throughput (medians); * = below 0.9 x private's S2\n");
     }
     for (name, why) in &s.host_skipped {

@@ -7,6 +7,7 @@
 
 use super::measure::Scaling;
 use super::outcome::{Commute, PairResult};
+use crate::report::{chart_error, escape};
 use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ pub fn write(run: &Commute, dir: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut html = String::new();
     head(&mut html, run);
-    if run.summary.timed {
+    if run.summary.conditions.timed {
         chart(run, &dir.join(CHART))?;
         let _ = writeln!(html, "<p><img src=\"{CHART}\" alt=\"S2 of every pair: vfscale, private and host\"></p>");
     }
@@ -29,10 +30,6 @@ pub fn write(run: &Commute, dir: &Path) -> Result<PathBuf, String> {
     let index = dir.join("index.html");
     std::fs::write(&index, html).map_err(|e| format!("cannot write {}: {e}", index.display()))?;
     Ok(index)
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 fn head(html: &mut String, run: &Commute) {
@@ -59,18 +56,18 @@ fn head(html: &mut String, run: &Commute) {
         m.cpus,
         escape(&m.cpu_model),
         escape(&m.arch),
-        s.load_average[0],
-        s.load_average[1],
-        s.load_average[2],
-        if s.timed {
+        s.conditions.load_average[0],
+        s.conditions.load_average[1],
+        s.conditions.load_average[2],
+        if s.conditions.timed {
             format!(
                 "{} measured runs per cell after a warm-up, {}{}.",
-                s.runs,
-                s.iterations.map_or_else(
-                    || format!("each cell's 1-thread run calibrated to about {} ms", s.run_ms),
+                s.conditions.runs,
+                s.conditions.iterations.map_or_else(
+                    || format!("each cell's 1-thread run calibrated to about {} ms", s.conditions.run_ms),
                     |n| format!("{n} operations per thread per run")
                 ),
-                if s.quick { " (--quick: noisier)" } else { "" }
+                if s.conditions.quick { " (--quick: noisier)" } else { "" }
             )
         } else {
             "Checker only (--check-only): no S2 measured.".to_string()
@@ -142,10 +139,6 @@ fn sites(r: &PairResult, note: Option<(&str, &str)>) -> String {
         let _ = write!(out, "<div class=\"sites\">{}. {}</div>", n + 1, escape(&line.join(", ")));
     }
     out
-}
-
-fn chart_error(e: impl std::fmt::Display) -> String {
-    format!("drawing the chart: {e}")
 }
 
 /// Every pair's S2 on vfscale, private and host as points on one row per

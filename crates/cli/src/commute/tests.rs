@@ -79,7 +79,7 @@ fn summary_counts_verdicts_scaling_and_goals() {
         result("create-one-dir", false, Some((1.0, 2.0, Some(1.0)))),
         result("kernfs-read-same", true, Some((2.0, 2.0, None))),
     ];
-    let s = Summary::of(&results, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, &conditions(true));
+    let s = Summary::of(&results, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, conditions(true));
     assert_eq!(s.line, "vfscale conflict-free on 3 of 4, scales on 2 of 4; host scales on 1 of 4");
     // 1.7 < 0.9 x 2.0: the checker's promise failed for stat-diff-files.
     assert_eq!(s.checker_exceptions, ["stat-diff-files"]);
@@ -92,21 +92,27 @@ fn summary_counts_verdicts_scaling_and_goals() {
     assert!(s.goals[1].detail.contains("1 of 3") && s.goals[1].detail.contains("stat-diff-files"));
 
     let unmeasured: Vec<PairResult> = pairs::all().iter().map(|p| result(p.name, true, None)).collect();
-    let s = Summary::of(&unmeasured, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, &conditions(false));
+    let s = Summary::of(&unmeasured, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, conditions(false));
     let n = pairs::all().len();
     assert_eq!(s.line, format!("vfscale conflict-free on {n} of {n}"));
     assert_eq!(s.goals.len(), 1, "without timing only the conflict-free goal is judged");
     assert!(s.goals[0].met && s.checker_exceptions.is_empty() && s.vfscale_scales.is_none());
 }
 
-#[test]
-fn json_has_the_issues_shape_and_the_table_one_line_per_pair() {
+/// A timed run of two pairs: one conflict-free whose host does not
+/// scale, one known conflict the host skipped.
+fn two_pair_run() -> Commute {
     let pairs = vec![
         result("stat-same-file", true, Some((1.9, 2.0, Some(1.0)))),
         result("create-one-dir", false, Some((1.0, 2.0, None))),
     ];
-    let summary = Summary::of(&pairs, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, &conditions(true));
-    let run = Commute { pairs, summary };
+    let summary = Summary::of(&pairs, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, conditions(true));
+    Commute { pairs, summary }
+}
+
+#[test]
+fn json_has_the_issues_shape_and_the_table_one_line_per_pair() {
+    let run = two_pair_run();
     let json = serde_json::to_value(&run).unwrap();
     let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
     assert_eq!(keys(&json), ["pairs", "summary"]);
@@ -170,12 +176,7 @@ fn unknown_pairs_are_refused_by_name() {
 
 #[test]
 fn report_draws_the_matrix() {
-    let pairs = vec![
-        result("stat-same-file", true, Some((1.9, 2.0, Some(1.0)))),
-        result("create-one-dir", false, Some((1.0, 2.0, None))),
-    ];
-    let summary = Summary::of(&pairs, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, &conditions(true));
-    let run = Commute { pairs, summary };
+    let run = two_pair_run();
     let dir = tempfile::tempdir().unwrap();
     let index = write_report(&run, dir.path()).unwrap();
     let page = std::fs::read_to_string(index).unwrap();

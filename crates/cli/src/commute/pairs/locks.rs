@@ -27,10 +27,7 @@ pub(super) const PAIRS: &[Pair] = &[
         ["F_SETLK(fd of d/f, F_WRLCK, 0..64)+F_UNLCK", "F_SETLK(fd of d/f, F_WRLCK, 4096..4160)+F_UNLCK"],
         "Write locks of two processes on disjoint byte ranges of one file do not conflict, so both succeed \
          in either order, and each process ends holding nothing.",
-        |w, _| {
-            let range = |start| move |p: &dyn Sys, fd| record(p, fd, Owner::Process, start, 64);
-            one_file_each(w, libc::O_RDWR, range(0), range(4096))
-        },
+        |w, _| disjoint_ranges(w, Owner::Process),
     ),
     tmpfs(
         "posix-diff-files",
@@ -43,10 +40,7 @@ pub(super) const PAIRS: &[Pair] = &[
         ["F_OFD_SETLK(fd1 of d/f, F_WRLCK, 0..64)+F_UNLCK", "F_OFD_SETLK(fd2 of d/f, F_WRLCK, 4096..4160)+F_UNLCK"],
         "OFD write locks of two open file descriptions on disjoint byte ranges do not conflict, so both \
          succeed in either order, and each description ends holding nothing.",
-        |w, _| {
-            let range = |start| move |p: &dyn Sys, fd| record(p, fd, Owner::Description, start, 64);
-            one_file_each(w, libc::O_RDWR, range(0), range(4096))
-        },
+        |w, _| disjoint_ranges(w, Owner::Description),
     ),
     tmpfs(
         "ofd-diff-files",
@@ -94,6 +88,13 @@ fn one_file_each(w: &World, flags: i32, a: impl LockOp, b: impl LockOp) -> Resul
     let [f] = dir_with_files(&*p, "d", ["f"], 8192)?;
     let (fa, fb) = (p.open(&f, flags, 0)?, q.open(&f, flags, 0)?);
     Ok(Ops::own(p, move |p, _| a(p, fa), q, move |q, _| b(q, fb)))
+}
+
+/// Write locks of `owner` on bytes 0..64 (side A) and 4096..4160 (side B)
+/// of d/f.
+fn disjoint_ranges(w: &World, owner: Owner) -> Result<Ops, String> {
+    let range = |start| move |p: &dyn Sys, fd| record(p, fd, owner, start, 64);
+    one_file_each(w, libc::O_RDWR, range(0), range(4096))
 }
 
 fn flock(p: &dyn Sys, fd: Fd, how: i32) -> Result<(), String> {
