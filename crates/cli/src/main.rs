@@ -17,6 +17,7 @@ use bench::{BenchRequest, Cells};
 use clap::{Args, Parser, Subcommand};
 use harness::RunPlan;
 use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use workloads::Params;
@@ -378,6 +379,15 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
     if plan.iterations == Some(0) {
         return Err("--iterations must be at least 1".into());
     }
+    // Where the results go is checked now, not after a minute of runs.
+    let json_file = args
+        .json
+        .as_ref()
+        .map(|path| std::fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display())))
+        .transpose()?;
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
     let options = commute::Options { filter: args.pairs.clone(), timed: !args.check_only, plan, quick: args.quick };
     let machine = machine::Machine::this();
     let load = commute::load_average();
@@ -417,9 +427,9 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
     bar.finish_and_clear();
     let run = result?;
     print!("{}", commute::table(&run));
-    if let Some(path) = &args.json {
+    if let (Some(path), Some(mut file)) = (&args.json, json_file) {
         let json = serde_json::to_string_pretty(&run).map_err(|e| e.to_string())?;
-        std::fs::write(path, json + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        file.write_all((json + "\n").as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         println!("JSON: {}", path.display());
     }
     if let Some(dir) = &args.report {
