@@ -36,6 +36,7 @@ pub mod dlock_list;
 pub mod futex;
 pub mod lglock;
 pub mod lockref;
+pub mod pad;
 pub mod percpu_counter;
 pub mod percpu_ref;
 pub mod percpu_rwsem;

@@ -15,13 +15,15 @@ use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
 use vfscale_sync::audited::{AtomicBool, AtomicPtr, Ordering};
 use vfscale_sync::lockref::LockRef;
+use vfscale_sync::pad::LinePad;
 use vfscale_sync::seqcount::SeqCount;
 
 /// A cached name in a directory: positive (has an inode) or negative.
 ///
-/// Line-aligned, so two dentries never share a line (see `Inode`).
-#[repr(align(64))]
+/// Padded, so two dentries never share a line (see `Inode`).
+#[repr(C)]
 pub struct Dentry {
+    _head: LinePad,
     pub(crate) parent_ino: u64,
     pub(crate) name: Box<[u8]>,
     pub(crate) inode: Option<Arc<Inode>>,
@@ -36,6 +38,7 @@ pub struct Dentry {
     /// Next dentry in the same hash chain (an owned `Arc` pointer).
     pub(crate) hash_next: AtomicPtr<Dentry>,
     pub(crate) hash: u64,
+    _tail: LinePad,
 }
 
 impl fmt::Debug for Dentry {
@@ -52,6 +55,7 @@ impl fmt::Debug for Dentry {
 impl Dentry {
     pub(crate) fn new(parent_ino: u64, name: &[u8], inode: Option<Arc<Inode>>, neg_rev: u64) -> Arc<Dentry> {
         Arc::new(Dentry {
+            _head: LinePad::new(),
             parent_ino,
             hash: crate::dcache::hash_name(parent_ino, name),
             name: name.into(),
@@ -61,6 +65,7 @@ impl Dentry {
             lockref: LockRef::new(0),
             unhashed: AtomicBool::new(false),
             hash_next: AtomicPtr::new(std::ptr::null_mut()),
+            _tail: LinePad::new(),
         })
     }
 

@@ -3,21 +3,22 @@
 //! descriptor's own line and its file's count, so threads using different
 //! descriptors of one process do not conflict (kernel-notes §7).
 //!
-//! Invariant: the table is an epoch-protected array of slots, each slot on
-//! its own cache line with its own spinlock around the file it holds; a
-//! slot is shared (by `Arc`) between the table and any larger table that
-//! replaced it, so growing never moves a file and a reader that loaded the
-//! old table still finds the descriptor. Allocation (lowest free first, as
-//! POSIX requires) and growth are serialized by `alloc`, which also keeps
-//! which slots are in use, so installing never reads the slots readers
-//! lock.
+//! Invariant: the table is an array of slots, each slot on its own cache
+//! line with its own spinlock around the file it holds. A table is never
+//! freed before the process: growing publishes a larger copy (sharing the
+//! slots by `Arc`, so no file moves) and keeps the old one, so a reader
+//! needs no lock and no epoch pin to follow the table pointer, and one that
+//! loaded an old table still finds every descriptor in it (at most six
+//! tables, 16 to 1024 slots, under twice the final size in all).
+//! Allocation (lowest free first, as POSIX requires) and growth are
+//! serialized by `alloc`, which also keeps which slots are in use, so
+//! installing never reads the slots readers lock.
 
 use crate::errno::{Errno, VfsResult};
 use crate::file::OpenFile;
-use crossbeam_epoch::Owned;
 use crossbeam_utils::CachePadded;
 use std::sync::Arc;
-use vfscale_sync::audited::{CountedArc, EpochAtomic, Mutex, Ordering};
+use vfscale_sync::audited::{AtomicPtr, CountedArc, Mutex, Ordering};
 use vfscale_sync::spin::{SpinLock, TasLock};
 
 /// Most descriptors one process may hold open (`RLIMIT_NOFILE`'s usual
@@ -28,35 +29,48 @@ pub const MAX_FDS: usize = 1024;
 const FIRST_SIZE: usize = 16;
 
 type Slot = Arc<CachePadded<SpinLock<TasLock, Option<Arc<OpenFile>>>>>;
+type Table = Box<Vec<Slot>>;
 
 fn new_slot() -> Slot {
     Arc::new(CachePadded::new(SpinLock::new(None)))
 }
 
+/// What only changes of the table touch.
+struct Alloc {
+    /// Which slots hold a file.
+    used: Vec<bool>,
+    /// Tables replaced by larger ones, kept for readers that loaded them.
+    retired: Vec<Table>,
+}
+
 /// The descriptor table (see the module doc).
 pub(crate) struct FdTable {
-    slots: EpochAtomic<Vec<Slot>>,
-    /// Which slots hold a file; taken by every change to the table.
-    alloc: Mutex<Vec<bool>>,
+    /// The current table, from `Box::into_raw`; never null.
+    slots: AtomicPtr<Vec<Slot>>,
+    /// On a line of its own: every open and close writes it, while every
+    /// look-up reads `slots` and the process's working directory.
+    alloc: CachePadded<Mutex<Alloc>>,
 }
 
 impl FdTable {
     pub fn new() -> FdTable {
+        let first: Table = Box::new((0..FIRST_SIZE).map(|_| new_slot()).collect());
         FdTable {
-            slots: EpochAtomic::new((0..FIRST_SIZE).map(|_| new_slot()).collect()),
-            alloc: Mutex::new(Vec::new()),
+            slots: AtomicPtr::new(Box::into_raw(first)),
+            alloc: CachePadded::new(Mutex::new(Alloc { used: Vec::new(), retired: Vec::new() })),
         }
+    }
+
+    fn slots(&self) -> &[Slot] {
+        // SAFETY: the pointer is never null and every table it ever held
+        // lives until the table itself drops (module doc).
+        unsafe { &*self.slots.load(Ordering::Acquire) }
     }
 
     /// The file `fd` names, counted (see [`CountedArc`]); EBADF if none.
     pub fn get(&self, fd: i32) -> VfsResult<CountedArc<OpenFile>> {
         let index = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
-        let guard = crossbeam_epoch::pin();
-        // SAFETY: the table pointer is never null (set in `new`, replaced
-        // only by `install`), and a replaced table is freed through the
-        // epoch, after this guard unpins.
-        let slots = unsafe { self.slots.load(Ordering::Acquire, &guard).deref() };
-        let slot = slots.get(index).ok_or(Errno::EBADF)?;
+        let slot = self.slots().get(index).ok_or(Errno::EBADF)?;
         let file = slot.lock();
         match file.as_ref() {
             Some(file) => Ok(CountedArc::new(file)),
@@ -67,30 +81,26 @@ impl FdTable {
     /// Installs `file` at the lowest free descriptor; EMFILE when all
     /// [`MAX_FDS`] are taken.
     pub fn install(&self, file: Arc<OpenFile>) -> VfsResult<i32> {
-        let mut used = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
-        let index = match used.iter().position(|u| !u) {
+        let mut alloc = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let index = match alloc.used.iter().position(|u| !u) {
             Some(index) => index,
-            None if used.len() < MAX_FDS => used.len(),
+            None if alloc.used.len() < MAX_FDS => alloc.used.len(),
             None => return Err(Errno::EMFILE),
         };
-        let guard = crossbeam_epoch::pin();
-        // SAFETY: as in `get`; only this function, under `alloc`, replaces it.
-        let slots = unsafe { self.slots.load(Ordering::Acquire, &guard).deref() };
+        let slots = self.slots();
         if index >= slots.len() {
-            let mut grown = slots.clone();
+            let mut grown = slots.to_vec();
             grown.resize_with((slots.len() * 2).min(MAX_FDS), new_slot);
-            let old = self.slots.swap(Owned::new(grown), Ordering::AcqRel, &guard);
-            // SAFETY: the old table is unreachable now; readers that loaded
-            // it hold guards, so it is freed only after they unpin.
-            unsafe { guard.defer_destroy(old) };
+            let old = self.slots.swap(Box::into_raw(Box::new(grown)), Ordering::AcqRel);
+            // SAFETY: `old` came from `Box::into_raw` and is no longer
+            // published; kept (not freed) for readers that loaded it.
+            alloc.retired.push(unsafe { Box::from_raw(old) });
         }
-        // SAFETY: as above.
-        let slots = unsafe { self.slots.load(Ordering::Acquire, &guard).deref() };
-        *slots[index].lock() = Some(file);
-        if index == used.len() {
-            used.push(true);
+        *self.slots()[index].lock() = Some(file);
+        if index == alloc.used.len() {
+            alloc.used.push(true);
         } else {
-            used[index] = true;
+            alloc.used[index] = true;
         }
         Ok(index as i32)
     }
@@ -98,36 +108,27 @@ impl FdTable {
     /// Empties descriptor `fd` and returns its file; EBADF if none.
     pub fn remove(&self, fd: i32) -> VfsResult<Arc<OpenFile>> {
         let index = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
-        let mut used = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
-        if !used.get(index).copied().unwrap_or(false) {
+        let mut alloc = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        if !alloc.used.get(index).copied().unwrap_or(false) {
             return Err(Errno::EBADF);
         }
-        let guard = crossbeam_epoch::pin();
-        // SAFETY: as in `get`.
-        let slots = unsafe { self.slots.load(Ordering::Acquire, &guard).deref() };
-        let file = slots[index].lock().take().ok_or(Errno::EBADF)?;
-        used[index] = false;
+        let file = self.slots()[index].lock().take().ok_or(Errno::EBADF)?;
+        alloc.used[index] = false;
         Ok(file)
     }
 
     /// Empties every descriptor (exit), returning the files.
     pub fn take_all(&mut self) -> Vec<Arc<OpenFile>> {
-        let guard = crossbeam_epoch::pin();
-        // SAFETY: as in `get`.
-        let slots = unsafe { self.slots.load(Ordering::Acquire, &guard).deref() };
-        let files = slots.iter().filter_map(|slot| slot.lock().take()).collect();
-        self.alloc.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
+        let files = self.slots().iter().filter_map(|slot| slot.lock().take()).collect();
+        self.alloc.get_mut().unwrap_or_else(|e| e.into_inner()).used.clear();
         files
     }
 }
 
 impl Drop for FdTable {
     fn drop(&mut self) {
-        // SAFETY: `&mut self`: no reader holds the table any more.
-        unsafe {
-            let slots = std::mem::take(&mut self.slots);
-            drop(slots.into_owned());
-        }
+        // SAFETY: from `Box::into_raw`, and `&mut self`: no reader is left.
+        drop(unsafe { Box::from_raw(*self.slots.get_mut()) });
     }
 }
 

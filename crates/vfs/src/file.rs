@@ -21,6 +21,7 @@ use crate::Credentials;
 use std::fmt;
 use std::sync::Arc;
 use vfscale_sync::audited::Mutex;
+use vfscale_sync::pad::LinePad;
 
 /// `open(2)` flags, with Linux's bit values.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -146,9 +147,10 @@ enum DirPos {
 
 /// An open file description.
 ///
-/// Line-aligned, so two descriptions never share a line (see `Inode`).
-#[repr(align(64))]
+/// Padded, so two descriptions never share a line (see `Inode`).
+#[repr(C)]
 pub struct OpenFile {
+    _head: LinePad,
     inode: crate::opens::OpenRef,
     /// The backend's open file, for files a backend serves.
     backed: Option<Box<dyn BackedFile>>,
@@ -161,6 +163,7 @@ pub struct OpenFile {
     offset: Mutex<u64>,
     dir_pos: Mutex<DirPos>,
     max_file_size: u64,
+    _tail: LinePad,
 }
 
 impl Drop for OpenFile {
@@ -185,6 +188,7 @@ impl OpenFile {
         backed: Option<Box<dyn BackedFile>>,
     ) -> OpenFile {
         OpenFile {
+            _head: LinePad::new(),
             inode,
             backed,
             backend,
@@ -194,6 +198,7 @@ impl OpenFile {
             offset: Mutex::new(0),
             dir_pos: Mutex::new(DirPos::Dot),
             max_file_size,
+            _tail: LinePad::new(),
         }
     }
 

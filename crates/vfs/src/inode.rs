@@ -25,6 +25,7 @@ use vfscale_sync::audited::EpochAtomic;
 use vfscale_sync::audited::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use vfscale_sync::audited::{Mutex, OnceLock};
 use vfscale_sync::dlock_list::{ConcurrentList, ListHandle};
+use vfscale_sync::pad::LinePad;
 use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 use vfscale_sync::seqcount::SeqLock;
 use vfscale_sync::PercpuRef;
@@ -241,12 +242,13 @@ impl Drop for RegistryRef {
 
 /// An inode: attributes plus a body that depends on its type.
 ///
-/// Line-aligned: the `Arc` counts before it then sit on a line of their
-/// own, and no neighbour on the heap shares its lines. Unaligned, the
-/// conflict checker saw a create in one directory write the line of
+/// Padded ([`LinePad`]): the `Arc` counts before it sit on no line with
+/// its fields, and no neighbour on the heap shares its lines. Unpadded,
+/// the conflict checker saw a create in one directory write the line of
 /// another directory's mode (`vfscale commute`).
-#[repr(align(64))]
+#[repr(C)]
 pub struct Inode {
+    _head: LinePad,
     ino: u64,
     attrs: SeqLock<Attrs>,
     /// A copy of `attrs.mode` readable with one load, for the search
@@ -263,6 +265,7 @@ pub struct Inode {
     pub(crate) opens: crate::opens::InodeOpens,
     /// Extended attributes.
     pub(crate) xattrs: crate::xattr::Xattrs,
+    _tail: LinePad,
 }
 
 impl fmt::Debug for Inode {
@@ -368,6 +371,7 @@ impl Inode {
             ctime: now,
         };
         let inode = Arc::new(Inode {
+            _head: LinePad::new(),
             ino: next_ino(),
             attrs: SeqLock::new(attrs),
             mode: AtomicU32::new(attrs.mode),
@@ -378,6 +382,7 @@ impl Inode {
             opens: crate::opens::InodeOpens::default(),
             xattrs: crate::xattr::Xattrs::default(),
             private: spec.private,
+            _tail: LinePad::new(),
         });
         let handle = registry.list.add(Arc::downgrade(&inode));
         inode.list_handle.set(handle).expect("a new inode is listed once");

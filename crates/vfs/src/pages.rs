@@ -44,6 +44,7 @@ use crossbeam_epoch::{Guard, Owned, Shared};
 use std::fmt;
 use vfscale_sync::audited::EpochAtomic;
 use vfscale_sync::audited::{AtomicBool, AtomicU64, Ordering};
+use vfscale_sync::pad::LinePad;
 use vfscale_sync::rwsem::{RwSem, RwSemWriteGuard, SpinPolicy};
 use vfscale_sync::seqcount::SeqCount;
 
@@ -104,23 +105,27 @@ pub(crate) trait PageBudget: Send + Sync {
     fn uncharge(&self, pages: u64);
 }
 
-/// Aligned to a line, like every object two CPUs may use at once, so a
-/// neighbour on the heap never shares its lines (the checker found a page's
-/// `written` flag on the line of the next inode's attributes).
-#[repr(align(64))]
+/// Padded, like every object two CPUs may use at once, so a neighbour on
+/// the heap never shares its lines (the checker found a page's `written`
+/// flag on the line of the next inode's attributes).
+#[repr(C)]
 struct Page {
+    _head: LinePad,
     words: [AtomicU64; WORDS],
     /// Written to, not only reserved by `fallocate`: `SEEK_DATA` finds
     /// written pages only, as shmem's finds only up-to-date folios.
     written: AtomicBool,
+    _tail: LinePad,
 }
 
 /// An inner node of the tree. Level 1 holds pages; level `L > 1` holds
 /// nodes of level `L - 1`. The root is always an inner node.
-#[repr(align(64))]
+#[repr(C)]
 struct Node {
+    _head: LinePad,
     level: u32,
     slots: Slots,
+    _tail: LinePad,
 }
 
 enum Slots {
@@ -135,7 +140,7 @@ impl Node {
         } else {
             Slots::Nodes(std::array::from_fn(|_| EpochAtomic::null()))
         };
-        Owned::new(Node { level, slots })
+        Owned::new(Node { _head: LinePad::new(), level, slots, _tail: LinePad::new() })
     }
 
     /// The slot of page `index` in this node.
@@ -146,7 +151,12 @@ impl Node {
 
 impl Page {
     fn new() -> Owned<Page> {
-        Owned::new(Page { words: std::array::from_fn(|_| AtomicU64::new(0)), written: AtomicBool::new(false) })
+        Owned::new(Page {
+            _head: LinePad::new(),
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
+            written: AtomicBool::new(false),
+            _tail: LinePad::new(),
+        })
     }
 }
 

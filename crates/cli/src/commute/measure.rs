@@ -22,6 +22,7 @@
 
 use super::host_sys::own_file_table;
 use super::pairs::{Ops, Pair};
+use super::plain;
 use super::world::World;
 use crate::harness::{run_cells, CellRuns, RunPlan};
 use crate::workloads::Subject;
@@ -196,7 +197,7 @@ impl<'p> PairSubject<'p> {
     /// A fresh state, warmed up by instance 0 of both sides.
     fn state(&self) -> Result<Ops, String> {
         let world = match self.target {
-            Target::Vfscale | Target::Private => World::vfscale(self.pair.fs)?,
+            Target::Vfscale | Target::Private => plain::world(self.pair.fs)?,
             Target::Host => World::host(self.pair.fs)?,
         };
         let ops = (self.pair.build)(&world, self.instances)?;
@@ -236,7 +237,7 @@ impl Subject for PairSubject<'_> {
         let mut states = self.states.write().unwrap_or_else(PoisonError::into_inner);
         states.clear();
         // What the last run's states deferred is released now, untimed.
-        vfscale::run_deferred_releases(Duration::from_secs(2));
+        plain::run_deferred_releases();
         self.threads.store(threads, Ordering::Relaxed);
         if self.failure().is_some() {
             return;

@@ -4,10 +4,10 @@
 use super::measure::{Measured, Scaling};
 use super::pairs::Pair;
 use crate::machine::Machine;
+use audited_sync::conflict::Verdict;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use vfscale_sync::conflict::Verdict;
 
 /// One pair's verdict and figures.
 #[derive(Debug, Clone, Serialize)]

@@ -1,5 +1,6 @@
-//! The system calls the pairs make, written once and run twice: on a
-//! vfscale [`Process`] and, through libc, on the host kernel.
+//! The system calls the pairs make, written once and run on three
+//! systems: a vfscale `Process` of the plain build (timed) and of the
+//! audited build (the checker), and, through libc, the host kernel.
 //!
 //! Invariant: both implementations make the same call with the same
 //! arguments and check the same outcome, so a pair's host cells time the
@@ -9,9 +10,6 @@
 
 use std::ffi::{CStr, CString};
 use std::fmt::Display;
-use std::sync::Arc;
-use vfscale::locks::Flock;
-use vfscale::{Errno, OpenFlags, Process, SetTime, Timespec, Whence};
 
 /// A file descriptor of either system.
 pub type Fd = i32;
@@ -76,113 +74,7 @@ pub fn failed(call: &str, what: impl Display, error: impl Display) -> String {
     format!("{call} {what}: {error}")
 }
 
-fn shown(path: &CStr) -> std::borrow::Cow<'_, str> {
+/// A path as an error message shows it.
+pub fn shown(path: &CStr) -> std::borrow::Cow<'_, str> {
     path.to_string_lossy()
-}
-
-/// A vfscale process; `keep` holds what its file system needs alive (a
-/// kernfs tree, a task table).
-pub struct VfsSys {
-    process: Process,
-    _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
-}
-
-impl VfsSys {
-    /// A process of `process`'s file system that keeps `keep` alive.
-    pub fn new(process: Process, keep: Option<Arc<dyn std::any::Any + Send + Sync>>) -> VfsSys {
-        VfsSys { process, _keep: keep }
-    }
-}
-
-impl Sys for VfsSys {
-    fn path(&self, rel: &str) -> CString {
-        CString::new(format!("/{rel}")).expect("pair paths have no NUL byte")
-    }
-
-    fn stat(&self, path: &CStr) -> Result<u64, String> {
-        self.process.stat(path.to_bytes()).map(|s| s.size).map_err(|e| failed("stat", shown(path), e))
-    }
-
-    fn missing(&self, path: &CStr) -> Result<(), String> {
-        match self.process.stat(path.to_bytes()) {
-            Err(Errno::ENOENT) => Ok(()),
-            Ok(_) => Err(failed("stat", shown(path), "exists, but should be missing")),
-            Err(e) => Err(failed("stat", shown(path), e)),
-        }
-    }
-
-    fn fstat(&self, fd: Fd) -> Result<u64, String> {
-        self.process.fstat(fd).map(|s| s.size).map_err(|e| failed("fstat", fd, e))
-    }
-
-    fn open(&self, path: &CStr, flags: i32, mode: u32) -> Result<Fd, String> {
-        self.process.open(path.to_bytes(), OpenFlags(flags), mode).map_err(|e| failed("open", shown(path), e))
-    }
-
-    fn close(&self, fd: Fd) -> Result<(), String> {
-        self.process.close(fd).map_err(|e| failed("close", fd, e))
-    }
-
-    fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize, String> {
-        self.process.read(fd, buf).map_err(|e| failed("read", fd, e))
-    }
-
-    fn pread(&self, fd: Fd, buf: &mut [u8], offset: u64) -> Result<usize, String> {
-        self.process.pread(fd, buf, offset as i64).map_err(|e| failed("pread", fd, e))
-    }
-
-    fn pwrite(&self, fd: Fd, buf: &[u8], offset: u64) -> Result<usize, String> {
-        self.process.pwrite(fd, buf, offset as i64).map_err(|e| failed("pwrite", fd, e))
-    }
-
-    fn lseek(&self, fd: Fd, offset: u64) -> Result<u64, String> {
-        self.process.lseek(fd, offset as i64, Whence::Set).map_err(|e| failed("lseek", fd, e))
-    }
-
-    fn mkdir(&self, path: &CStr, mode: u32) -> Result<(), String> {
-        self.process.mkdir(path.to_bytes(), mode).map_err(|e| failed("mkdir", shown(path), e))
-    }
-
-    fn unlink(&self, path: &CStr) -> Result<(), String> {
-        self.process.unlink(path.to_bytes()).map_err(|e| failed("unlink", shown(path), e))
-    }
-
-    fn rename(&self, from: &CStr, to: &CStr) -> Result<(), String> {
-        self.process.rename(from.to_bytes(), to.to_bytes()).map_err(|e| failed("rename", shown(from), e))
-    }
-
-    fn chmod(&self, path: &CStr, mode: u32) -> Result<(), String> {
-        self.process.chmod(path.to_bytes(), mode).map_err(|e| failed("chmod", shown(path), e))
-    }
-
-    fn atime_ahead(&self, path: &CStr, ahead: i64) -> Result<(), String> {
-        let mut at = Timespec::now();
-        at.sec += ahead;
-        self.process
-            .utimens(path.to_bytes(), SetTime::At(at), SetTime::Omit)
-            .map_err(|e| failed("utimensat", shown(path), e))
-    }
-
-    fn readdir(&self, path: &CStr) -> Result<usize, String> {
-        self.process
-            .list_dir(path.to_bytes())
-            .map(|entries| entries.len())
-            .map_err(|e| failed("readdir", shown(path), e))
-    }
-
-    fn flock(&self, fd: Fd, op: i32) -> Result<(), String> {
-        self.process.flock(fd, op).map_err(|e| failed("flock", fd, e))
-    }
-
-    fn record_lock(&self, fd: Fd, owner: Owner, l_type: i16, start: i64, len: i64) -> Result<(), String> {
-        let lock = Flock::new(l_type, start, len);
-        match owner {
-            Owner::Process => self.process.fcntl_setlk(fd, &lock).map_err(|e| failed("F_SETLK", fd, e)),
-            Owner::Description => self.process.ofd_setlk(fd, &lock).map_err(|e| failed("F_OFD_SETLK", fd, e)),
-        }
-    }
-
-    fn setlease(&self, fd: Fd, arg: i32) -> Result<(), String> {
-        self.process.setlease(fd, arg).map_err(|e| failed("F_SETLEASE", fd, e))
-    }
 }

@@ -36,7 +36,7 @@ fn commutative_pairs_are_conflict_free() {
 
 /// A result with the given verdict and S2 figures (vfscale, private, host).
 fn result(name: &'static str, conflict_free: bool, s2: Option<(f64, f64, Option<f64>)>) -> PairResult {
-    use vfscale_sync::audit::{Conflict, Trace};
+    use audited_sync::audit::{Conflict, Trace};
     let pair = pairs::all().into_iter().find(|p| p.name == name).expect("a pair of the table");
     let conflicts = if conflict_free {
         Vec::new()

@@ -4,13 +4,10 @@
 //! same relative path names the same kind of file in both.
 
 use super::host_sys::HostSys;
-use super::sys::{Sys, VfsSys};
+use super::sys::Sys;
 use crate::host::{require_procfs, require_sysfs, ScratchDir};
 use std::path::PathBuf;
 use std::sync::Arc;
-use vfscale::kernfs::{Kernfs, KernfsConfig};
-use vfscale::procfs::{ProcConfig, Procfs, TaskInfo};
-use vfscale::{Credentials, Vfs};
 
 /// Which kind of file system a pair needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +43,8 @@ pub fn pids() -> [u32; 2] {
     ]
 }
 
-type Keep = Arc<dyn std::any::Any + Send + Sync>;
+/// Something a world's processes keep alive (a scratch directory, a tree).
+pub type Keep = Arc<dyn std::any::Any + Send + Sync>;
 
 /// A fresh file system: a maker of processes in it.
 pub struct World {
@@ -59,25 +57,9 @@ impl World {
         (self.make)()
     }
 
-    /// A fresh vfscale file system of kind `fs`, in its scalable design.
-    pub fn vfscale(fs: Fs) -> Result<World, String> {
-        let (vfs, keep): (Vfs, Option<Keep>) = match fs {
-            Fs::Tmpfs => (Vfs::default(), None),
-            Fs::Sysfs => {
-                let sys = kernfs_tree().map_err(|e| format!("building the kernfs tree: {e}"))?;
-                (sys.vfs().clone(), Some(Arc::new(sys)))
-            }
-            Fs::Proc => {
-                let proc = Procfs::new(ProcConfig::rcu_revalidate());
-                for pid in pids() {
-                    let comm = format!("task{pid}");
-                    proc.add_task(pid, TaskInfo::new(&comm, [comm.clone()]))
-                        .map_err(|e| format!("adding task {pid}: {e}"))?;
-                }
-                (proc.vfs().clone(), Some(Arc::new(proc)))
-            }
-        };
-        Ok(World { make: Box::new(move || Arc::new(VfsSys::new(vfs.process(Credentials::root()), keep.clone()))) })
+    /// A world whose processes `make` makes.
+    pub fn new(make: impl Fn() -> Arc<dyn Sys> + Send + Sync + 'static) -> World {
+        World { make: Box::new(make) }
     }
 
     /// The host's file system of kind `fs` (tmpfs: a new scratch directory),
@@ -94,25 +76,6 @@ impl World {
             Fs::Sysfs => (PathBuf::from("/sys"), require_sysfs().map(|()| None)?),
             Fs::Proc => (PathBuf::from("/proc"), require_procfs().map(|()| None)?),
         };
-        Ok(World { make: Box::new(move || Arc::new(HostSys::new(root.clone(), keep.clone()))) })
+        Ok(World::new(move || Arc::new(HostSys::new(root.clone(), keep.clone())) as Arc<dyn Sys>))
     }
-}
-
-/// A kernfs tree holding [`CPU_ATTRIBUTES`].
-fn kernfs_tree() -> vfscale::VfsResult<Kernfs> {
-    type Store = fn(&[u8]) -> vfscale::VfsResult<()>;
-    let sys = Kernfs::new(KernfsConfig::rcu());
-    for (cpu, path) in CPU_ATTRIBUTES.iter().enumerate() {
-        let (dirs, attribute) = path.rsplit_once('/').expect("attribute paths have directories");
-        let mut dir = sys.root();
-        for name in dirs.split('/') {
-            dir = match sys.lookup(&dir, name) {
-                Some(existing) => existing,
-                None => sys.create_dir(&dir, name, 0o755)?,
-            };
-        }
-        let value = format!("{cpu}\n").into_bytes();
-        sys.create_file(&dir, attribute, 0o444, move || Ok(value.clone()), None::<Store>)?;
-    }
-    Ok(sys)
 }

@@ -70,13 +70,6 @@ pub struct Pair {
     pub build: fn(world: &World, instances: usize) -> Result<Ops, String>,
 }
 
-impl Pair {
-    /// The pair's operations on a fresh vfscale state.
-    pub fn vfscale(&self, instances: usize) -> Result<Ops, String> {
-        (self.build)(&World::vfscale(self.fs)?, instances)
-    }
-}
-
 /// A pair on [`Fs::Tmpfs`].
 const fn tmpfs(
     name: &'static str,
@@ -186,7 +179,7 @@ mod tests {
 
     #[test]
     fn names_reject_an_instance_not_prepared() {
-        let world = World::vfscale(Fs::Tmpfs).unwrap();
+        let world = crate::commute::plain::world(Fs::Tmpfs).unwrap();
         let names = Names::new(&*world.process(), "d/a{i}", 2);
         assert_eq!(names.get(1).unwrap().to_bytes(), b"/d/a1");
         assert_eq!(names.get(2).unwrap_err(), "instance 2 of 2 prepared");
