@@ -414,6 +414,9 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
     if options.timed && load[0] > 0.5 {
         println!("note: the machine is not quiet (load {:.2}); S2 figures are noisier", load[0]);
     }
+    if options.timed && machine.cpus < 2 {
+        println!("note: one CPU here, so both threads of a 2-thread run share it; S2 says nothing about scaling");
+    }
     let bar = ProgressBar::new(pairs.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} pairs  {msg}")

@@ -31,16 +31,12 @@ pub fn pids() -> [u32; 2] {
     let me = std::process::id();
     // SAFETY: getppid has no preconditions.
     let parent = u32::try_from(unsafe { libc::getppid() }).unwrap_or(0);
-    [
-        me,
-        if parent > 0 {
-            parent
-        } else if me == 1 {
-            2
-        } else {
-            1
-        },
-    ]
+    let other = match parent {
+        0 if me == 1 => 2,
+        0 => 1,
+        parent => parent,
+    };
+    [me, other]
 }
 
 /// Something a world's processes keep alive (a scratch directory, a tree).
