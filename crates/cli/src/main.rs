@@ -2,6 +2,7 @@
 //! and reproductions of the five seed experiments.
 
 mod bench;
+mod commute;
 mod compare;
 mod harness;
 mod host;
@@ -16,6 +17,7 @@ use bench::{BenchRequest, Cells};
 use clap::{Args, Parser, Subcommand};
 use harness::RunPlan;
 use indicatif::{ProgressBar, ProgressStyle};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use workloads::Params;
@@ -37,6 +39,8 @@ enum Command {
     Host(BenchArgs),
     /// Judge run B against run A (JSON of reproduce, bench or host).
     Compare(CompareArgs),
+    /// Which commutative operation pairs vfscale runs conflict-free, and their 2-thread scaling beside the host's.
+    Commute(CommuteArgs),
     /// Mount an in-memory VFS on an empty directory (FUSE) until Ctrl-C or `vfscale umount`.
     Mount(mount::MountArgs),
     /// Unmount a `vfscale mount`.
@@ -93,6 +97,33 @@ struct ReproduceArgs {
 }
 
 #[derive(Debug, Args)]
+struct CommuteArgs {
+    /// Pairs to run [default: all] (see --list).
+    pairs: Vec<String>,
+    /// List the pairs, their operations and why each commutes.
+    #[arg(long)]
+    list: bool,
+    /// Run only the conflict checker, measure nothing (seconds).
+    #[arg(long, conflicts_with_all = ["quick", "runs", "iterations"])]
+    check_only: bool,
+    /// 3 runs per cell of about 5 ms each; figures are noisier.
+    #[arg(long)]
+    quick: bool,
+    /// Measured runs per cell, after one warm-up run [default: 5, --quick: 3].
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Operations per thread per run [default: calibrated per pair so that a 1-thread run takes about 20 ms].
+    #[arg(long)]
+    iterations: Option<u64>,
+    /// Also write every pair's verdict and figures, with the summary, to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Also write an HTML report of the pair matrix into DIR.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 struct CompareArgs {
     /// The baseline run.
     a: PathBuf,
@@ -111,6 +142,7 @@ fn main() -> ExitCode {
             print!("{}", compare::render(&a, &b, &args.a.display().to_string(), &args.b.display().to_string()));
             Ok(())
         }),
+        Command::Commute(args) => commute_command(args),
         Command::Mount(args) => mount::mount_command(args),
         Command::Umount(args) => mount::umount_command(args),
     };
@@ -324,6 +356,87 @@ fn reproduce_command(args: ReproduceArgs) -> Result<(), String> {
     }
     if let Some(dir) = &args.report {
         let index = report::write(&reproduction, dir)?;
+        println!("report: {}", index.display());
+    }
+    Ok(())
+}
+
+fn commute_command(args: CommuteArgs) -> Result<(), String> {
+    if args.list {
+        for pair in commute::pairs::all() {
+            println!("{:<26} {} || {}\n{:<26} {}", pair.name, pair.ops[0], pair.ops[1], "", pair.commutes_because);
+        }
+        return Ok(());
+    }
+    let pairs = commute::select(&args.pairs)?;
+    let (runs, run_ms) = if args.quick { (3, 5) } else { (5, 20) };
+    let plan = commute::Plan {
+        runs: args.runs.unwrap_or(runs),
+        iterations: args.iterations,
+        run_time: std::time::Duration::from_millis(run_ms),
+    };
+    check_plan(&[1, 2], plan.runs)?;
+    if plan.iterations == Some(0) {
+        return Err("--iterations must be at least 1".into());
+    }
+    // Where the results go is checked now, not after a minute of runs.
+    let json_file = args
+        .json
+        .as_ref()
+        .map(|path| std::fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display())))
+        .transpose()?;
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let options = commute::Options { filter: args.pairs.clone(), timed: !args.check_only, plan, quick: args.quick };
+    let machine = machine::Machine::this();
+    let load = commute::load_average();
+    println!(
+        "vfscale {} commute on {}, {} CPUs ({}), load average {:.2} {:.2} {:.2}: {} pairs, {}",
+        env!("CARGO_PKG_VERSION"),
+        machine.kernel,
+        machine.cpus,
+        machine.cpu_model,
+        load[0],
+        load[1],
+        load[2],
+        pairs.len(),
+        if options.timed {
+            let each = plan.iterations.map_or_else(
+                || format!("operations per run calibrated to about {run_ms} ms per 1-thread run"),
+                |n| format!("{n} operations per thread per run"),
+            );
+            format!("{} runs per cell after a warm-up, {each}", plan.runs)
+        } else {
+            "checker only".to_string()
+        }
+    );
+    if options.timed && load[0] > 0.5 {
+        println!("note: the machine is not quiet (load {:.2}); S2 figures are noisier", load[0]);
+    }
+    if options.timed && machine.cpus < 2 {
+        println!("note: one CPU here, so both threads of a 2-thread run share it; S2 says nothing about scaling");
+    }
+    let bar = ProgressBar::new(pairs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} pairs  {msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    let result = commute::run(&options, |index, name, step| {
+        bar.set_position(index as u64);
+        bar.set_message(format!("{name}: {step}"));
+    });
+    bar.finish_and_clear();
+    let run = result?;
+    print!("{}", commute::table(&run));
+    if let (Some(path), Some(mut file)) = (&args.json, json_file) {
+        let json = serde_json::to_string_pretty(&run).map_err(|e| e.to_string())?;
+        file.write_all((json + "\n").as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("JSON: {}", path.display());
+    }
+    if let Some(dir) = &args.report {
+        let index = commute::write_report(&run, dir)?;
         println!("report: {}", index.display());
     }
     Ok(())

@@ -33,7 +33,8 @@ pub fn write(repro: &Reproduction, dir: &Path) -> Result<PathBuf, String> {
     Ok(index)
 }
 
-fn escape(text: &str) -> String {
+/// `text` with the characters HTML gives meaning to escaped.
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
@@ -182,7 +183,8 @@ fn series(cells: &[CellReport]) -> Vec<(&'static str, &'static str)> {
     names
 }
 
-fn chart_error(e: impl std::fmt::Display) -> String {
+/// A plotters error as the one line the CLI reports.
+pub(crate) fn chart_error(e: impl std::fmt::Display) -> String {
     format!("drawing a chart: {e}")
 }
 

@@ -87,7 +87,7 @@ impl LockSubject {
 
 /// A POSIX lock request (`type_` F_WRLCK or F_UNLCK) on `len` bytes from
 /// `start`; `len` 0 means to the end of the file.
-fn posix(fd: libc::c_int, cmd: libc::c_int, type_: libc::c_int, start: usize, len: usize) -> io::Result<()> {
+pub(crate) fn posix(fd: libc::c_int, cmd: libc::c_int, type_: libc::c_int, start: usize, len: usize) -> io::Result<()> {
     // SAFETY: flock is plain data; zeroed is a valid value.
     let mut lock: libc::flock = unsafe { std::mem::zeroed() };
     lock.l_type = type_ as libc::c_short;

@@ -24,9 +24,13 @@ mod procfs;
 mod sysfs;
 mod tmpfs;
 
+pub(crate) use locks::posix;
+pub(crate) use procfs::require_procfs;
+pub(crate) use sysfs::require_sysfs;
+
 use crate::workloads::Subject;
 use std::any::Any;
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -147,12 +151,12 @@ fn fs_magic(path: &Path) -> io::Result<i64> {
     Ok(buf.f_type as i64)
 }
 
-fn cstring(path: &Path) -> CString {
+pub(crate) fn cstring(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).expect("paths built here have no NUL byte")
 }
 
 /// A negative result of a libc call as the thread's `errno`.
-fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+pub(crate) fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -161,7 +165,7 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// `open(2)` with the raw flags the seed benchmarks use.
-fn open_raw(path: &CString, flags: libc::c_int, mode: libc::mode_t) -> io::Result<libc::c_int> {
+pub(crate) fn open_raw(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<libc::c_int> {
     // SAFETY: `path` is a valid C string; open has no other memory effects.
     check(unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) })
 }
@@ -174,14 +178,14 @@ fn close_raw(fd: libc::c_int) {
 /// A private directory for a driver's files, on tmpfs when the host has one
 /// at /dev/shm, removed with everything in it on drop.
 #[derive(Debug)]
-struct ScratchDir {
-    path: PathBuf,
+pub(crate) struct ScratchDir {
+    pub(crate) path: PathBuf,
     /// Set when the directory is not on tmpfs.
-    note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 impl ScratchDir {
-    fn new(purpose: &str) -> Result<ScratchDir, String> {
+    pub(crate) fn new(purpose: &str) -> Result<ScratchDir, String> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let unique = format!("vfscale-{purpose}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let shm = Path::new("/dev/shm");

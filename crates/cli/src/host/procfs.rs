@@ -21,8 +21,13 @@ pub(super) const PS: HostWorkload = HostWorkload {
 const FILES: [&str; 3] = ["stat", "status", "cmdline"];
 
 fn build() -> Result<Built, String> {
+    require_procfs().map(|()| Built { subject: Box::new(PsSubject), note: None })
+}
+
+/// Whether /proc is procfs here, or why not in one line.
+pub(crate) fn require_procfs() -> Result<(), String> {
     match fs_magic(Path::new("/proc")) {
-        Ok(PROC_SUPER_MAGIC) => Ok(Built { subject: Box::new(PsSubject), note: None }),
+        Ok(PROC_SUPER_MAGIC) => Ok(()),
         Ok(other) => Err(format!("/proc is not procfs here (file system magic {other:#x})")),
         Err(e) => Err(format!("no /proc here: {e}")),
     }

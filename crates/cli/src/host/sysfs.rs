@@ -28,7 +28,8 @@ const CPU_DIR: &str = "/sys/devices/system/cpu";
 /// Attributes every CPU's topology directory has had since Linux 2.6.
 const ATTRIBUTES: [&str; 4] = ["core_id", "physical_package_id", "core_siblings_list", "thread_siblings_list"];
 
-fn require_sysfs() -> Result<(), String> {
+/// Whether /sys is sysfs here, or why not in one line.
+pub(crate) fn require_sysfs() -> Result<(), String> {
     match fs_magic(Path::new("/sys")) {
         Ok(SYSFS_MAGIC) => Ok(()),
         Ok(other) => Err(format!("/sys is not sysfs here (file system magic {other:#x})")),

@@ -1,0 +1,179 @@
+//! [`Sys`] on the host kernel: each call is the libc system call of the
+//! same name on real tmpfs, sysfs or /proc.
+//!
+//! A host "process" shares this process's file table until the thread that
+//! runs it calls [`own_file_table`]: the pairs that need their own file
+//! tables (POSIX lock owners, descriptor allocation) say so, and the
+//! measurement unshares in each worker thread before its first call.
+
+use super::sys::{failed, Fd, Owner, Sys};
+use crate::host::{check, cstring, open_raw, posix};
+use std::ffi::{CStr, CString, OsStr};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Calls on the host, paths under `root`; `keep` holds a scratch
+/// directory alive while any process of it is.
+pub struct HostSys {
+    root: PathBuf,
+    _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl HostSys {
+    /// A process whose relative paths start at `root`.
+    pub fn new(root: PathBuf, keep: Option<Arc<dyn std::any::Any + Send + Sync>>) -> HostSys {
+        HostSys { root, _keep: keep }
+    }
+}
+
+/// Gives the calling thread a file table of its own (a copy of the one it
+/// shared), as a separate process has: `unshare(CLONE_FILES)`.
+pub fn own_file_table() -> Result<(), String> {
+    // SAFETY: unshare acts on the calling thread only; it copies the file
+    // table, which nothing else holds a pointer into.
+    check(unsafe { libc::unshare(libc::CLONE_FILES) }).map(drop).map_err(|e| failed("unshare", "CLONE_FILES", e))
+}
+
+fn shown(path: &CStr) -> std::borrow::Cow<'_, str> {
+    path.to_string_lossy()
+}
+
+/// The byte count of a read or write, or its `errno`.
+fn check_len(rc: isize) -> io::Result<usize> {
+    usize::try_from(rc).map_err(|_| io::Error::last_os_error())
+}
+
+fn stat_size(rc: libc::c_int, st: &libc::stat) -> io::Result<u64> {
+    check(rc).map(|_| st.st_size as u64)
+}
+
+fn stat_path(path: &CStr) -> io::Result<u64> {
+    // SAFETY: stat is plain data; zeroed is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is a C string and `st` a buffer we own.
+    let rc = unsafe { libc::stat(path.as_ptr(), &mut st) };
+    stat_size(rc, &st)
+}
+
+impl Sys for HostSys {
+    fn path(&self, rel: &str) -> CString {
+        cstring(&self.root.join(rel))
+    }
+
+    fn stat(&self, path: &CStr) -> Result<u64, String> {
+        stat_path(path).map_err(|e| failed("stat", shown(path), e))
+    }
+
+    fn missing(&self, path: &CStr) -> Result<(), String> {
+        match stat_path(path) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            Ok(_) => Err(failed("stat", shown(path), "exists, but should be missing")),
+            Err(e) => Err(failed("stat", shown(path), e)),
+        }
+    }
+
+    fn fstat(&self, fd: Fd) -> Result<u64, String> {
+        // SAFETY: stat is plain data; zeroed is a valid value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is a buffer we own; a bad fd is EBADF.
+        let rc = unsafe { libc::fstat(fd, &mut st) };
+        stat_size(rc, &st).map_err(|e| failed("fstat", fd, e))
+    }
+
+    fn open(&self, path: &CStr, flags: i32, mode: u32) -> Result<Fd, String> {
+        open_raw(path, flags, mode).map_err(|e| failed("open", shown(path), e))
+    }
+
+    fn close(&self, fd: Fd) -> Result<(), String> {
+        // SAFETY: closing a descriptor has no memory effects; the pair owns `fd`.
+        check(unsafe { libc::close(fd) }).map(drop).map_err(|e| failed("close", fd, e))
+    }
+
+    fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize, String> {
+        // SAFETY: `buf` is writable for its length.
+        check_len(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) }).map_err(|e| failed("read", fd, e))
+    }
+
+    fn pread(&self, fd: Fd, buf: &mut [u8], offset: u64) -> Result<usize, String> {
+        // SAFETY: `buf` is writable for its length.
+        let rc = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), offset as libc::off_t) };
+        check_len(rc).map_err(|e| failed("pread", fd, e))
+    }
+
+    fn pwrite(&self, fd: Fd, buf: &[u8], offset: u64) -> Result<usize, String> {
+        // SAFETY: `buf` is readable for its length.
+        let rc = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), offset as libc::off_t) };
+        check_len(rc).map_err(|e| failed("pwrite", fd, e))
+    }
+
+    fn lseek(&self, fd: Fd, offset: u64) -> Result<u64, String> {
+        // SAFETY: lseek takes no pointers.
+        let rc = unsafe { libc::lseek(fd, offset as libc::off_t, libc::SEEK_SET) };
+        u64::try_from(rc).map_err(|_| failed("lseek", fd, io::Error::last_os_error()))
+    }
+
+    fn mkdir(&self, path: &CStr, mode: u32) -> Result<(), String> {
+        // SAFETY: `path` is a C string.
+        check(unsafe { libc::mkdir(path.as_ptr(), mode) }).map(drop).map_err(|e| failed("mkdir", shown(path), e))
+    }
+
+    fn unlink(&self, path: &CStr) -> Result<(), String> {
+        // SAFETY: `path` is a C string.
+        check(unsafe { libc::unlink(path.as_ptr()) }).map(drop).map_err(|e| failed("unlink", shown(path), e))
+    }
+
+    fn rename(&self, from: &CStr, to: &CStr) -> Result<(), String> {
+        // SAFETY: both paths are C strings.
+        check(unsafe { libc::rename(from.as_ptr(), to.as_ptr()) })
+            .map(drop)
+            .map_err(|e| failed("rename", shown(from), e))
+    }
+
+    fn chmod(&self, path: &CStr, mode: u32) -> Result<(), String> {
+        // SAFETY: `path` is a C string.
+        check(unsafe { libc::chmod(path.as_ptr(), mode) }).map(drop).map_err(|e| failed("chmod", shown(path), e))
+    }
+
+    fn atime_ahead(&self, path: &CStr, ahead: i64) -> Result<(), String> {
+        // SAFETY: timespec is plain data; zeroed is a valid value.
+        let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+        // SAFETY: `now` is a buffer we own.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+        let atime = libc::timespec { tv_sec: now.tv_sec + ahead as libc::time_t, tv_nsec: 0 };
+        let times = [atime, libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT }];
+        // SAFETY: `path` is a C string and `times` two timespecs.
+        check(unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0) })
+            .map(drop)
+            .map_err(|e| failed("utimensat", shown(path), e))
+    }
+
+    fn readdir(&self, path: &CStr) -> Result<usize, String> {
+        let dir = Path::new(OsStr::from_bytes(path.to_bytes()));
+        let entries = std::fs::read_dir(dir).map_err(|e| failed("readdir", shown(path), e))?;
+        entries
+            .map(|e| e.map(drop))
+            .collect::<io::Result<Vec<()>>>()
+            .map(|v| v.len())
+            .map_err(|e| failed("readdir", shown(path), e))
+    }
+
+    fn flock(&self, fd: Fd, op: i32) -> Result<(), String> {
+        // SAFETY: flock takes no pointers.
+        check(unsafe { libc::flock(fd, op) }).map(drop).map_err(|e| failed("flock", fd, e))
+    }
+
+    fn record_lock(&self, fd: Fd, owner: Owner, l_type: i16, start: i64, len: i64) -> Result<(), String> {
+        let (cmd, name) = match owner {
+            Owner::Process => (libc::F_SETLK, "F_SETLK"),
+            Owner::Description => (libc::F_OFD_SETLK, "F_OFD_SETLK"),
+        };
+        posix(fd, cmd, l_type.into(), start as usize, len as usize).map_err(|e| failed(name, fd, e))
+    }
+
+    fn setlease(&self, fd: Fd, arg: i32) -> Result<(), String> {
+        // SAFETY: fcntl with integer arguments.
+        check(unsafe { libc::fcntl(fd, libc::F_SETLEASE, arg) }).map(drop).map_err(|e| failed("F_SETLEASE", fd, e))
+    }
+}

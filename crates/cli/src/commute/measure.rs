@@ -1,0 +1,267 @@
+//! S2 of a pair: how much faster two threads running A and B side by
+//! side are than one thread running A and B in turn.
+//!
+//! Each cell runs through the benchmark harness ([`crate::harness`]):
+//! threads pinned to the first allowed CPUs, released by a barrier, a
+//! warm-up run, then `runs` measured runs of all cells interleaved. Every
+//! run starts from a fresh state, built untimed in `prepare_run`, which
+//! also runs instance 0 of both operations (the state's warm-up). A run of
+//! `n` iterations is then:
+//!
+//! - 1 thread: A(1), B(1), A(2), B(2), ... — `n` operations in all;
+//! - 2 threads: thread 0 runs A(1..=n), thread 1 runs B(1..=n).
+//!
+//! Throughput is all threads' operations over the run's wall time, and
+//! S2 is the median 2-thread throughput over the median 1-thread one.
+//! `private` is the ceiling: its 2-thread runs give each thread a state
+//! of its own (thread 0 runs A on one, thread 1 runs B on another); its
+//! 1-thread run would be one state with A and B in turn, which is exactly
+//! vfscale's 1-thread cell, so that cell serves both. `host` runs the same
+//! calls on the host kernel; where a pair gives each side its own process,
+//! each host thread first unshares its file table (timed: one syscall).
+
+use super::host_sys::own_file_table;
+use super::pairs::{Ops, Pair};
+use super::plain;
+use super::world::World;
+use crate::harness::{run_cells, CellRuns, RunPlan};
+use crate::workloads::Subject;
+use serde::Serialize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+/// Where a cell's state lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// One vfscale state for both threads.
+    Vfscale,
+    /// One vfscale state per thread.
+    Private,
+    /// The host kernel.
+    Host,
+}
+
+/// The S2 of one pair on one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scaling {
+    /// Median 2-thread throughput over median 1-thread throughput.
+    pub s2: f64,
+    /// For vfscale and host: whether `s2` is at least 0.9 times private's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scales: Option<bool>,
+    /// Operations per thread per run.
+    pub iterations: u64,
+    /// Median operations per second, 1 thread.
+    pub ops_per_sec_1: f64,
+    /// Median operations per second, 2 threads (both together).
+    pub ops_per_sec_2: f64,
+    /// Each measured 1-thread run's operations per second.
+    pub runs_1: Vec<f64>,
+    /// Each measured 2-thread run's operations per second.
+    pub runs_2: Vec<f64>,
+}
+
+impl Scaling {
+    fn of(one: &CellRuns, two: &CellRuns) -> Scaling {
+        let iterations = one.iterations;
+        let (one, two) = (one.stats(), two.stats());
+        Scaling {
+            s2: two.ops_per_sec.median / one.ops_per_sec.median,
+            scales: None,
+            iterations,
+            ops_per_sec_1: one.ops_per_sec.median,
+            ops_per_sec_2: two.ops_per_sec.median,
+            runs_1: one.ops_per_sec_samples,
+            runs_2: two.ops_per_sec_samples,
+        }
+    }
+
+    /// This S2 judged against the ceiling's.
+    pub(super) fn judged(mut self, ceiling: &Scaling) -> Scaling {
+        self.scales = Some(scales(self.s2, ceiling.s2));
+        self
+    }
+}
+
+/// The rule: a pair scales when its S2 is at least 0.9 times the
+/// S2 of `private`.
+pub fn scales(s2: f64, private_s2: f64) -> bool {
+    s2 >= 0.9 * private_s2
+}
+
+/// A pair's three S2 figures, measured in one set of interleaved runs.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// One shared vfscale state.
+    pub vfscale: Scaling,
+    /// One vfscale state per thread: the ceiling.
+    pub private: Scaling,
+    /// The host kernel, or why it did not run.
+    pub host: Result<Scaling, String>,
+}
+
+/// How long and how often each cell runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Measured runs per cell, after one warm-up run.
+    pub runs: usize,
+    /// Operations per thread per run; `None` calibrates them per pair and
+    /// target so that a 1-thread run takes about `run_time`.
+    pub iterations: Option<u64>,
+    /// What a calibrated 1-thread run should take.
+    pub run_time: Duration,
+}
+
+/// Operations of the calibration run.
+const CALIBRATION_OPS: u64 = 1024;
+
+/// Bounds of a calibrated iteration count: enough operations to time, and
+/// few enough instances to prepare.
+const ITERATIONS: std::ops::RangeInclusive<u64> = 200..=200_000;
+
+/// Measures `pair`; `before_run(cell, run)` is called before every run.
+/// The vfscale cells (1 and 2 threads, private) run interleaved, then the
+/// host's two. Fails when a vfscale operation fails (a host failure only
+/// leaves the host out).
+pub fn measure(pair: &Pair, plan: Plan, mut before_run: impl FnMut(usize, usize)) -> Result<Measured, String> {
+    let iterations = calibrate(pair, Target::Vfscale, plan).map_err(|e| format!("{}: {e}", pair.name))?;
+    let run_plan = RunPlan { runs: plan.runs, iterations };
+    let vfscale = PairSubject::new(pair, Target::Vfscale, iterations);
+    let private = PairSubject::new(pair, Target::Private, iterations);
+    let runs = run_cells(&[(&vfscale, 1), (&vfscale, 2), (&private, 2)], run_plan, &mut before_run);
+    for subject in [&vfscale, &private] {
+        subject.failure().map_or(Ok(()), |e| Err(format!("{}: {e}", pair.name)))?;
+    }
+    let private_s2 = Scaling::of(&runs[0], &runs[2]);
+    let vfscale_s2 = Scaling::of(&runs[0], &runs[1]).judged(&private_s2);
+    let host = World::host(pair.fs).map(drop).and_then(|()| {
+        let iterations = calibrate(pair, Target::Host, plan)?;
+        let host = PairSubject::new(pair, Target::Host, iterations);
+        let runs = run_cells(&[(&host, 1), (&host, 2)], RunPlan { runs: plan.runs, iterations }, &mut before_run);
+        host.failure().map_or(Ok(()), Err)?;
+        Ok(Scaling::of(&runs[0], &runs[1]).judged(&private_s2))
+    });
+    Ok(Measured { vfscale: vfscale_s2, private: private_s2, host })
+}
+
+/// `plan`'s iteration count, or one calibrated by a short 1-thread run on
+/// `target` (its threads' own time, without their start).
+fn calibrate(pair: &Pair, target: Target, plan: Plan) -> Result<u64, String> {
+    if let Some(n) = plan.iterations {
+        return Ok(n);
+    }
+    let probe = PairSubject::new(pair, target, CALIBRATION_OPS);
+    let runs = run_cells(&[(&probe, 1)], RunPlan { runs: 1, iterations: CALIBRATION_OPS }, |_, _| {});
+    probe.failure().map_or(Ok(()), Err)?;
+    let spent = runs[0].thread_elapsed[0][0].as_secs_f64().max(1e-9);
+    let wanted = plan.run_time.as_secs_f64() / (spent / CALIBRATION_OPS as f64);
+    Ok((wanted as u64).clamp(*ITERATIONS.start(), *ITERATIONS.end()))
+}
+
+/// A pair on one target, as the harness runs it.
+struct PairSubject<'p> {
+    pair: &'p Pair,
+    target: Target,
+    /// Instances each state prepares per side.
+    instances: usize,
+    /// The states of the current run: one, or one per thread.
+    states: RwLock<Vec<Ops>>,
+    /// Threads of the current run.
+    threads: AtomicUsize,
+    /// The first failure; the subject does nothing once it is set.
+    failure: Mutex<Option<String>>,
+}
+
+impl<'p> PairSubject<'p> {
+    /// The subject of runs of up to `iterations` operations per thread.
+    fn new(pair: &'p Pair, target: Target, iterations: u64) -> PairSubject<'p> {
+        PairSubject {
+            pair,
+            target,
+            instances: iterations as usize + 1,
+            states: RwLock::default(),
+            threads: AtomicUsize::new(1),
+            failure: Mutex::default(),
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn fail(&self, error: String) {
+        self.failure.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(error);
+    }
+
+    /// A fresh state, warmed up by instance 0 of both sides.
+    fn state(&self) -> Result<Ops, String> {
+        let world = match self.target {
+            Target::Vfscale | Target::Private => plain::world(self.pair.fs)?,
+            Target::Host => World::host(self.pair.fs)?,
+        };
+        let ops = (self.pair.build)(&world, self.instances)?;
+        (ops.a)(0)?;
+        (ops.b)(0)?;
+        Ok(ops)
+    }
+
+    /// Thread `thread`'s share of a run of `threads` threads.
+    fn run(&self, states: &[Ops], threads: usize, thread: usize, iterations: usize) -> Result<(), String> {
+        if self.target == Target::Host && states[0].own_file_tables {
+            own_file_table()?;
+        }
+        if threads == 1 {
+            let ops = &states[0];
+            for k in 0..iterations {
+                let i = k / 2 + 1;
+                if k % 2 == 0 {
+                    (ops.a)(i)?;
+                } else {
+                    (ops.b)(i)?;
+                }
+            }
+        } else {
+            let ops = &states[thread.min(states.len() - 1)];
+            let op = if thread == 0 { &ops.a } else { &ops.b };
+            for i in 1..=iterations {
+                op(i)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Subject for PairSubject<'_> {
+    fn prepare_run(&self, threads: usize) {
+        let mut states = self.states.write().unwrap_or_else(PoisonError::into_inner);
+        states.clear();
+        // What the last run's states deferred is released now, untimed.
+        plain::run_deferred_releases();
+        self.threads.store(threads, Ordering::Relaxed);
+        if self.failure().is_some() {
+            return;
+        }
+        let count = if self.target == Target::Private { threads } else { 1 };
+        for _ in 0..count {
+            match self.state() {
+                Ok(ops) => states.push(ops),
+                Err(e) => {
+                    states.clear();
+                    return self.fail(e);
+                }
+            }
+        }
+    }
+
+    fn run_thread(&self, thread: usize, iterations: u64) {
+        let states = self.states.read().unwrap_or_else(PoisonError::into_inner);
+        if states.is_empty() {
+            return;
+        }
+        let threads = self.threads.load(Ordering::Relaxed);
+        if let Err(e) = self.run(&states, threads, thread, iterations as usize) {
+            self.fail(e);
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! What `vfscale commute` reports: one result per pair, the summary with
+//! the issue's goals, the table text, and the JSON (`{pairs, summary}`).
+
+use super::measure::{Measured, Scaling};
+use super::pairs::Pair;
+use crate::machine::Machine;
+use audited_sync::conflict::Verdict;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// One pair's verdict and figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairResult {
+    /// The pair's name.
+    pub name: &'static str,
+    /// The two operations.
+    pub ops: [&'static str; 2],
+    /// Why they commute.
+    pub commutes_because: &'static str,
+    /// The checker's verdict.
+    pub conflict_free: bool,
+    /// Every site that touched a conflicting line, sorted.
+    pub conflicting_sites: Vec<String>,
+    /// S2 of one shared vfscale state (null when not timed).
+    pub vfscale: Option<Scaling>,
+    /// S2 of one state per thread, the ceiling (null when not timed).
+    pub private: Option<Scaling>,
+    /// S2 on the host kernel (null when not timed or the host could not
+    /// run it; the summary's `host_skipped` says why).
+    pub host: Option<Scaling>,
+    /// Each conflicting line's sites, for the table and the report.
+    #[serde(skip)]
+    pub conflicts: Vec<Vec<String>>,
+    /// Why the host did not run the pair.
+    #[serde(skip)]
+    pub host_skipped: Option<String>,
+}
+
+impl PairResult {
+    /// The result of `pair` from its verdict and, when timed, its figures.
+    pub fn new(pair: &Pair, verdict: &Verdict, measured: Option<Measured>) -> PairResult {
+        let conflicts: Vec<Vec<String>> = verdict.conflicts.iter().map(|c| c.sites.clone()).collect();
+        let mut sites: Vec<String> = conflicts.iter().flatten().cloned().collect();
+        sites.sort();
+        sites.dedup();
+        let (vfscale, private, host, host_skipped) = match measured {
+            Some(m) => {
+                let (host, skipped) = match m.host {
+                    Ok(host) => (Some(host), None),
+                    Err(why) => (None, Some(why)),
+                };
+                (Some(m.vfscale), Some(m.private), host, skipped)
+            }
+            None => (None, None, None, None),
+        };
+        PairResult {
+            name: pair.name,
+            ops: pair.ops,
+            commutes_because: pair.commutes_because,
+            conflict_free: verdict.conflict_free(),
+            conflicting_sites: sites,
+            vfscale,
+            private,
+            host,
+            conflicts,
+            host_skipped,
+        }
+    }
+
+    fn vfscale_scales(&self) -> bool {
+        self.vfscale.as_ref().and_then(|s| s.scales) == Some(true)
+    }
+
+    fn host_scales(&self) -> bool {
+        self.host.as_ref().and_then(|s| s.scales) == Some(true)
+    }
+}
+
+/// One of the issue's goals and whether this run met it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Goal {
+    /// The goal, in the issue's words.
+    pub goal: &'static str,
+    /// Whether it was met.
+    pub met: bool,
+    /// The figures it was judged on.
+    pub detail: String,
+}
+
+/// The run's totals, goals and conditions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// "vfscale conflict-free on X of N, scales on Y of N; host scales on
+    /// Z of N" (the second half only when timed).
+    pub line: String,
+    /// Pairs run.
+    pub pairs: usize,
+    /// Pairs the checker found conflict-free.
+    pub conflict_free: usize,
+    /// Pairs whose vfscale S2 reached 0.9 times private's (null when not timed).
+    pub vfscale_scales: Option<usize>,
+    /// Pairs whose host S2 reached 0.9 times private's (null when not timed).
+    pub host_scales: Option<usize>,
+    /// Conflict-free pairs that did not scale: where the checker's
+    /// promise failed in this run.
+    pub checker_exceptions: Vec<&'static str>,
+    /// The known conflicts among the pairs run, with their reasons.
+    pub known_conflicts: BTreeMap<&'static str, &'static str>,
+    /// The pairs run whose verdict depends on the allocator's layout, with
+    /// the reason.
+    pub layout_dependent: BTreeMap<&'static str, &'static str>,
+    /// Pairs the host did not run, and why.
+    pub host_skipped: BTreeMap<&'static str, String>,
+    /// The issue's goals.
+    pub goals: Vec<Goal>,
+    /// How the run was made.
+    #[serde(flatten)]
+    pub conditions: Conditions,
+    /// Where it ran.
+    pub machine: Machine,
+}
+
+/// How the run was made.
+#[derive(Debug, Clone, Serialize)]
+pub struct Conditions {
+    /// Whether S2 was measured.
+    pub timed: bool,
+    /// Measured runs per cell.
+    pub runs: usize,
+    /// Operations per thread per run, when fixed by `--iterations` (each
+    /// cell's own count is in its figures).
+    pub iterations: Option<u64>,
+    /// Otherwise: what a 1-thread run was calibrated to take, in ms.
+    pub run_ms: f64,
+    /// Whether `--quick` shortened the run.
+    pub quick: bool,
+    /// The 1, 5 and 15 minute load averages when the run began: timings
+    /// are trustworthy only on a quiet machine.
+    pub load_average: [f64; 3],
+}
+
+impl Summary {
+    /// Totals and goals of `results`; `known` and `layout` are the lists of
+    /// known and layout-dependent conflicts.
+    pub fn of(results: &[PairResult], known: Notes, layout: Layouts, conditions: Conditions) -> Summary {
+        let n = results.len();
+        let conflict_free = results.iter().filter(|r| r.conflict_free).count();
+        let timed = conditions.timed;
+        let vfscale_scales = timed.then(|| results.iter().filter(|r| r.vfscale_scales()).count());
+        let host_scales = timed.then(|| results.iter().filter(|r| r.host_scales()).count());
+        let checker_exceptions: Vec<&'static str> =
+            results.iter().filter(|r| timed && r.conflict_free && !r.vfscale_scales()).map(|r| r.name).collect();
+        let mut line = format!("vfscale conflict-free on {conflict_free} of {n}");
+        if let (Some(y), Some(z)) = (vfscale_scales, host_scales) {
+            let _ = write!(line, ", scales on {y} of {n}; host scales on {z} of {n}");
+        }
+        let percent = |x: usize| if n == 0 { 0.0 } else { 100.0 * x as f64 / n as f64 };
+        let mut goals = vec![Goal {
+            goal: "at least 30 pairs, vfscale conflict-free on at least 90% of them",
+            met: n >= 30 && conflict_free * 10 >= n * 9,
+            detail: format!("{n} pairs, {conflict_free} conflict-free ({:.0}%)", percent(conflict_free)),
+        }];
+        if let (Some(y), Some(z)) = (vfscale_scales, host_scales) {
+            goals.push(Goal {
+                goal: "the checker does not lie: conflict-free pairs scale, at most 1 exception in 20",
+                met: checker_exceptions.len() * 20 <= conflict_free,
+                detail: format!(
+                    "{} of {conflict_free} conflict-free pairs below 0.9 x private{}",
+                    checker_exceptions.len(),
+                    if checker_exceptions.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", checker_exceptions.join(", "))
+                    }
+                ),
+            });
+            goals.push(Goal {
+                goal: "in the same run, vfscale scales on more pairs than the host kernel",
+                met: y > z,
+                detail: format!("vfscale {y}, host {z} of {n}"),
+            });
+        }
+        Summary {
+            line,
+            pairs: n,
+            conflict_free,
+            vfscale_scales,
+            host_scales,
+            checker_exceptions,
+            known_conflicts: among(results, known),
+            layout_dependent: among(results, &layout.iter().map(|&(name, _, why)| (name, why)).collect::<Vec<_>>()),
+            host_skipped: results.iter().filter_map(|r| Some((r.name, r.host_skipped.clone()?))).collect(),
+            goals,
+            conditions,
+            machine: Machine::this(),
+        }
+    }
+}
+
+impl Summary {
+    /// For a conflicting pair, whether its conflict is known or depends on
+    /// the layout, and why.
+    pub fn note(&self, r: &PairResult) -> Option<(&'static str, &'static str)> {
+        if r.conflict_free {
+            return None;
+        }
+        let known = self.known_conflicts.get(r.name).map(|why| ("known", *why));
+        known.or_else(|| self.layout_dependent.get(r.name).map(|why| ("layout", *why)))
+    }
+}
+
+/// Pair names with a reason each.
+pub type Notes = &'static [(&'static str, &'static str)];
+
+/// Pair names with the files their conflicts touch and the reason.
+pub type Layouts = &'static [(&'static str, &'static [&'static str], &'static str)];
+
+/// The entries of `notes` that name a pair of `results`.
+fn among(results: &[PairResult], notes: &[(&'static str, &'static str)]) -> BTreeMap<&'static str, &'static str> {
+    notes.iter().filter(|(name, _)| results.iter().any(|r| r.name == *name)).copied().collect()
+}
+
+/// The whole run, as the JSON file holds it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Commute {
+    /// One result per pair, in table order.
+    pub pairs: Vec<PairResult>,
+    /// Totals and goals.
+    pub summary: Summary,
+}
+
+/// An S2 figure for the table, `*` marking one that does not scale.
+fn s2_cell(s: Option<&Scaling>) -> String {
+    match s {
+        None => "-".to_string(),
+        Some(s) => format!("{:.2}{}", s.s2, if s.scales == Some(false) { "*" } else { "" }),
+    }
+}
+
+/// One line per pair (conflicting sites indented below it), then the
+/// summary and the goals.
+pub fn table(run: &Commute) -> String {
+    let width = run.pairs.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    let mut out = format!("{:<width$}  {:<13} {:>8} {:>8} {:>8}\n", "pair", "checker", "vfscale", "private", "host");
+    for r in &run.pairs {
+        let verdict =
+            if r.conflict_free { "conflict-free".to_string() } else { format!("{} lines", r.conflicts.len()) };
+        let _ = writeln!(
+            out,
+            "{:<width$}  {verdict:<13} {:>8} {:>8} {:>8}",
+            r.name,
+            s2_cell(r.vfscale.as_ref()),
+            s2_cell(r.private.as_ref()),
+            s2_cell(r.host.as_ref())
+        );
+        if let Some((kind, reason)) = run.summary.note(r) {
+            let _ = writeln!(out, "{:width$}    {kind}: {reason}", "");
+        }
+        for sites in &r.conflicts {
+            let _ = writeln!(out, "{:width$}    line: {}", "", sites.join(", "));
+        }
+    }
+    let s = &run.summary;
+    if s.conditions.timed {
+        out.push_str("S2 = 2-thread / 1-thread throughput (medians); * = below 0.9 x private's S2\n");
+    }
+    for (name, why) in &s.host_skipped {
+        let _ = writeln!(out, "host skipped {name}: {why}");
+    }
+    let _ = writeln!(out, "{}", s.line);
+    for g in &s.goals {
+        let _ = writeln!(out, "goal {}: {} ({})", if g.met { "met" } else { "NOT met" }, g.goal, g.detail);
+    }
+    out
+}

@@ -1,0 +1,12 @@
+//! The vfscale side on the plain build, the one `bench` and `reproduce`
+//! measure: the timing runs here.
+
+use vfscale as vfs;
+
+// The same file as the other build's: one source, two crates (as
+// crates/vfs-audit builds crates/vfs's).
+#[allow(clippy::duplicate_mod)]
+#[path = "vfs_side.rs"]
+mod side;
+
+pub use side::{run_deferred_releases, world};

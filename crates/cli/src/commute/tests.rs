@@ -1,0 +1,189 @@
+//! The checker's verdict on every pair, and the summary's arithmetic.
+
+use super::*;
+use outcome::{Conditions, PairResult, Summary};
+
+#[test]
+fn commutative_pairs_are_conflict_free() {
+    let all = pairs::all();
+    let layout = |name: &str| LAYOUT_DEPENDENT.iter().find(|(pair, ..)| *pair == name);
+    for name in KNOWN_CONFLICTS.iter().map(|k| k.0).chain(LAYOUT_DEPENDENT.iter().map(|l| l.0)) {
+        assert!(all.iter().any(|p| p.name == name), "'{name}' is listed but names no pair");
+        assert!(!(KNOWN_CONFLICTS.iter().any(|k| k.0 == name) && layout(name).is_some()), "'{name}' listed twice");
+    }
+    let mut wrong = Vec::new();
+    for pair in all {
+        let verdict = check(pair).unwrap_or_else(|e| panic!("{e}"));
+        let lines: Vec<String> = verdict.conflicts.iter().map(|c| c.sites.join(", ")).collect();
+        let known = KNOWN_CONFLICTS.iter().find(|(name, _)| *name == pair.name);
+        match (verdict.conflict_free(), known, layout(pair.name)) {
+            (true, Some((_, reason)), _) => {
+                wrong.push(format!("{}: known to conflict ({reason}) but conflict-free now: remove it", pair.name))
+            }
+            (false, None, Some((_, files, _))) => {
+                for line in lines.iter().filter(|line| !files.iter().any(|file| line.contains(file))) {
+                    wrong.push(format!("{}: a conflict outside {files:?}: {line}", pair.name));
+                }
+            }
+            (false, None, None) => {
+                wrong.push(format!("{}: conflicts on {} lines:\n  {}", pair.name, lines.len(), lines.join("\n  ")));
+            }
+            _ => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A result with the given verdict and S2 figures (vfscale, private, host).
+fn result(name: &'static str, conflict_free: bool, s2: Option<(f64, f64, Option<f64>)>) -> PairResult {
+    use audited_sync::audit::{Conflict, Trace};
+    let pair = pairs::all().into_iter().find(|p| p.name == name).expect("a pair of the table");
+    let conflicts = if conflict_free {
+        Vec::new()
+    } else {
+        vec![Conflict {
+            line: 7,
+            sites: vec!["crates/vfs/src/x.rs:1 (write)".into(), "crates/vfs/src/y.rs:2 (read)".into()],
+        }]
+    };
+    let verdict = Verdict { conflicts, a: Trace::default(), b: Trace::default() };
+    let scaling = |s2: f64| measure::Scaling {
+        s2,
+        scales: None,
+        iterations: 100,
+        ops_per_sec_1: 1e6,
+        ops_per_sec_2: s2 * 1e6,
+        runs_1: vec![1e6],
+        runs_2: vec![s2 * 1e6],
+    };
+    let measured = s2.map(|(vfscale, private, host)| {
+        let private = scaling(private);
+        measure::Measured {
+            vfscale: scaling(vfscale).judged(&private),
+            host: host.map(|h| scaling(h).judged(&private)).ok_or_else(|| "no sysfs here".to_string()),
+            private,
+        }
+    });
+    PairResult::new(pair, &verdict, measured)
+}
+
+fn conditions(timed: bool) -> Conditions {
+    Conditions { timed, runs: 5, iterations: None, run_ms: 20.0, quick: false, load_average: [0.1, 0.2, 0.3] }
+}
+
+#[test]
+fn summary_counts_verdicts_scaling_and_goals() {
+    let results = vec![
+        result("stat-same-file", true, Some((1.9, 2.0, Some(1.0)))),
+        result("stat-diff-files", true, Some((1.7, 2.0, Some(1.9)))),
+        result("create-one-dir", false, Some((1.0, 2.0, Some(1.0)))),
+        result("kernfs-read-same", true, Some((2.0, 2.0, None))),
+    ];
+    let s = Summary::of(&results, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, conditions(true));
+    assert_eq!(s.line, "vfscale conflict-free on 3 of 4, scales on 2 of 4; host scales on 1 of 4");
+    // 1.7 < 0.9 x 2.0: the checker's promise failed for stat-diff-files.
+    assert_eq!(s.checker_exceptions, ["stat-diff-files"]);
+    assert_eq!(s.host_skipped.get("kernfs-read-same").map(String::as_str), Some("no sysfs here"));
+    assert_eq!(s.known_conflicts.keys().copied().collect::<Vec<_>>(), ["create-one-dir"]);
+    let met: Vec<bool> = s.goals.iter().map(|g| g.met).collect();
+    // Too few pairs; 1 exception in 3 conflict-free pairs is more than 1 in
+    // 20; vfscale scales on 2, the host on 1.
+    assert_eq!(met, [false, false, true]);
+    assert!(s.goals[1].detail.contains("1 of 3") && s.goals[1].detail.contains("stat-diff-files"));
+
+    let unmeasured: Vec<PairResult> = pairs::all().iter().map(|p| result(p.name, true, None)).collect();
+    let s = Summary::of(&unmeasured, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, conditions(false));
+    let n = pairs::all().len();
+    assert_eq!(s.line, format!("vfscale conflict-free on {n} of {n}"));
+    assert_eq!(s.goals.len(), 1, "without timing only the conflict-free goal is judged");
+    assert!(s.goals[0].met && s.checker_exceptions.is_empty() && s.vfscale_scales.is_none());
+}
+
+/// A timed run of two pairs: one conflict-free whose host does not
+/// scale, one known conflict the host skipped.
+fn two_pair_run() -> Commute {
+    let pairs = vec![
+        result("stat-same-file", true, Some((1.9, 2.0, Some(1.0)))),
+        result("create-one-dir", false, Some((1.0, 2.0, None))),
+    ];
+    let summary = Summary::of(&pairs, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, conditions(true));
+    Commute { pairs, summary }
+}
+
+#[test]
+fn json_has_the_issues_shape_and_the_table_one_line_per_pair() {
+    let run = two_pair_run();
+    let json = serde_json::to_value(&run).unwrap();
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&json), ["pairs", "summary"]);
+    let first = &json["pairs"][0];
+    let mut pair_keys = keys(first);
+    pair_keys.sort();
+    let mut want =
+        ["name", "ops", "commutes_because", "conflict_free", "conflicting_sites", "vfscale", "private", "host"];
+    want.sort();
+    assert_eq!(pair_keys, want);
+    assert_eq!(first["vfscale"]["s2"], 1.9);
+    assert_eq!(first["host"]["scales"], false, "1.0 < 0.9 x 2.0");
+    assert!(first["private"].get("scales").is_none(), "private is the ceiling, not judged");
+    assert!(json["pairs"][1]["host"].is_null());
+    assert_eq!(json["pairs"][1]["conflicting_sites"][0], "crates/vfs/src/x.rs:1 (write)");
+    assert_eq!(json["summary"]["line"], run.summary.line);
+
+    let table = table(&run);
+    assert!(table
+        .lines()
+        .any(|l| l.starts_with("stat-same-file") && l.contains("conflict-free") && l.contains("1.00*")));
+    assert!(table.lines().any(|l| l.starts_with("create-one-dir") && l.contains("1 lines")));
+    assert!(
+        table.contains("known: both change one directory") && table.contains("line: crates/vfs/src/x.rs:1 (write)")
+    );
+    assert!(table.contains("host skipped create-one-dir: no sysfs here"));
+    assert!(table.contains(&run.summary.line) && table.contains("goal NOT met: at least 30 pairs"));
+}
+
+/// A small timed run of a pair that consumes its instances and one that
+/// uses per-thread file tables: every cell measured, S2 finite.
+#[test]
+fn measuring_gives_every_cell() {
+    let calibrated = Plan { runs: 1, iterations: None, run_time: std::time::Duration::from_millis(1) };
+    let fixed = Plan { iterations: Some(40), ..calibrated };
+    for (name, plan) in [("unlink-one-dir", calibrated), ("posix-disjoint-ranges", fixed)] {
+        let pair = select(&[name.to_string()]).unwrap()[0];
+        let m = measure::measure(pair, plan, |_, _| {}).unwrap();
+        for s in [&m.vfscale, &m.private] {
+            assert!(s.s2.is_finite() && s.s2 > 0.0 && s.runs_1.len() == 1, "{name}: {s:?}");
+        }
+        assert!(m.vfscale.scales.is_some() && m.private.scales.is_none());
+        if plan.iterations.is_some() {
+            assert_eq!(m.vfscale.iterations, 40);
+        } else {
+            assert!((200..=200_000).contains(&m.vfscale.iterations), "calibrated: {}", m.vfscale.iterations);
+        }
+        match &m.host {
+            Ok(host) => assert!(host.s2.is_finite() && host.scales.is_some(), "{name}: {host:?}"),
+            Err(why) => assert!(!why.is_empty() && !why.contains('\n'), "{name}: {why}"),
+        }
+    }
+}
+
+#[test]
+fn unknown_pairs_are_refused_by_name() {
+    let err = select(&["stat-same-file".into(), "nope".into()]).unwrap_err();
+    assert!(err.starts_with("no pair 'nope' (there are: stat-same-file, "), "{err}");
+    assert_eq!(select(&[]).unwrap().len(), pairs::all().len());
+}
+
+#[test]
+fn report_draws_the_matrix() {
+    let run = two_pair_run();
+    let dir = tempfile::tempdir().unwrap();
+    let index = write_report(&run, dir.path()).unwrap();
+    let page = std::fs::read_to_string(index).unwrap();
+    assert!(page.contains("<td class=\"num yes\">1.90</td>"), "vfscale scales: green");
+    assert!(page.contains("<td class=\"num no\">1.00</td>"), "the host does not: red");
+    assert!(page.contains("skipped: no sysfs here") && page.contains("crates/vfs/src/x.rs:1 (write)"));
+    assert!(page.contains("known: both change one directory") && page.contains("load average 0.10 0.20 0.30"));
+    let svg = std::fs::read_to_string(dir.path().join("commute-s2.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("stat-same-file") && svg.contains("host"));
+}

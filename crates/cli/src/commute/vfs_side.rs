@@ -1,0 +1,166 @@
+//! The vfscale side of the pairs: [`Sys`] on a vfscale `Process`, and
+//! fresh vfscale worlds. This file is compiled twice, as `plain` (the
+//! build `bench` measures, for the timing) and as `audited` (the same
+//! sources on `vfscale-audit`, for the checker); each parent names the
+//! crate `vfs`.
+
+use super::vfs::kernfs::{Kernfs, KernfsConfig};
+use super::vfs::locks::Flock;
+use super::vfs::procfs::{ProcConfig, Procfs, TaskInfo};
+use super::vfs::{Credentials, Errno, OpenFlags, Process, SetTime, Timespec, Vfs, VfsResult, Whence};
+use crate::commute::sys::{failed, shown, Fd, Owner, Sys};
+use crate::commute::world::{pids, Fs, Keep, World, CPU_ATTRIBUTES};
+use std::ffi::{CStr, CString};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Runs the releases this build's epoch deferred (`run_deferred_releases`).
+pub fn run_deferred_releases() {
+    super::vfs::run_deferred_releases(Duration::from_secs(2));
+}
+
+/// A fresh file system of kind `fs`, in its scalable design.
+pub fn world(fs: Fs) -> Result<World, String> {
+    let (vfs, keep): (Vfs, Option<Keep>) = match fs {
+        Fs::Tmpfs => (Vfs::default(), None),
+        Fs::Sysfs => {
+            let sys = kernfs_tree().map_err(|e| format!("building the kernfs tree: {e}"))?;
+            (sys.vfs().clone(), Some(Arc::new(sys)))
+        }
+        Fs::Proc => {
+            let proc = Procfs::new(ProcConfig::rcu_revalidate());
+            for pid in pids() {
+                let comm = format!("task{pid}");
+                proc.add_task(pid, TaskInfo::new(&comm, [comm.clone()]))
+                    .map_err(|e| format!("adding task {pid}: {e}"))?;
+            }
+            (proc.vfs().clone(), Some(Arc::new(proc)))
+        }
+    };
+    Ok(World::new(move || Arc::new(VfsSys::new(vfs.process(Credentials::root()), keep.clone())) as Arc<dyn Sys>))
+}
+
+/// A kernfs tree holding [`CPU_ATTRIBUTES`].
+fn kernfs_tree() -> VfsResult<Kernfs> {
+    type Store = fn(&[u8]) -> VfsResult<()>;
+    let sys = Kernfs::new(KernfsConfig::rcu());
+    for (cpu, path) in CPU_ATTRIBUTES.iter().enumerate() {
+        let (dirs, attribute) = path.rsplit_once('/').expect("attribute paths have directories");
+        let mut dir = sys.root();
+        for name in dirs.split('/') {
+            dir = match sys.lookup(&dir, name) {
+                Some(existing) => existing,
+                None => sys.create_dir(&dir, name, 0o755)?,
+            };
+        }
+        let value = format!("{cpu}\n").into_bytes();
+        sys.create_file(&dir, attribute, 0o444, move || Ok(value.clone()), None::<Store>)?;
+    }
+    Ok(sys)
+}
+
+/// A vfscale process; `keep` holds what its file system needs alive (a
+/// kernfs tree, a task table).
+struct VfsSys {
+    process: Process,
+    _keep: Option<Keep>,
+}
+
+impl VfsSys {
+    fn new(process: Process, keep: Option<Keep>) -> VfsSys {
+        VfsSys { process, _keep: keep }
+    }
+}
+
+impl Sys for VfsSys {
+    fn path(&self, rel: &str) -> CString {
+        CString::new(format!("/{rel}")).expect("pair paths have no NUL byte")
+    }
+
+    fn stat(&self, path: &CStr) -> Result<u64, String> {
+        self.process.stat(path.to_bytes()).map(|s| s.size).map_err(|e| failed("stat", shown(path), e))
+    }
+
+    fn missing(&self, path: &CStr) -> Result<(), String> {
+        match self.process.stat(path.to_bytes()) {
+            Err(Errno::ENOENT) => Ok(()),
+            Ok(_) => Err(failed("stat", shown(path), "exists, but should be missing")),
+            Err(e) => Err(failed("stat", shown(path), e)),
+        }
+    }
+
+    fn fstat(&self, fd: Fd) -> Result<u64, String> {
+        self.process.fstat(fd).map(|s| s.size).map_err(|e| failed("fstat", fd, e))
+    }
+
+    fn open(&self, path: &CStr, flags: i32, mode: u32) -> Result<Fd, String> {
+        self.process.open(path.to_bytes(), OpenFlags(flags), mode).map_err(|e| failed("open", shown(path), e))
+    }
+
+    fn close(&self, fd: Fd) -> Result<(), String> {
+        self.process.close(fd).map_err(|e| failed("close", fd, e))
+    }
+
+    fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize, String> {
+        self.process.read(fd, buf).map_err(|e| failed("read", fd, e))
+    }
+
+    fn pread(&self, fd: Fd, buf: &mut [u8], offset: u64) -> Result<usize, String> {
+        self.process.pread(fd, buf, offset as i64).map_err(|e| failed("pread", fd, e))
+    }
+
+    fn pwrite(&self, fd: Fd, buf: &[u8], offset: u64) -> Result<usize, String> {
+        self.process.pwrite(fd, buf, offset as i64).map_err(|e| failed("pwrite", fd, e))
+    }
+
+    fn lseek(&self, fd: Fd, offset: u64) -> Result<u64, String> {
+        self.process.lseek(fd, offset as i64, Whence::Set).map_err(|e| failed("lseek", fd, e))
+    }
+
+    fn mkdir(&self, path: &CStr, mode: u32) -> Result<(), String> {
+        self.process.mkdir(path.to_bytes(), mode).map_err(|e| failed("mkdir", shown(path), e))
+    }
+
+    fn unlink(&self, path: &CStr) -> Result<(), String> {
+        self.process.unlink(path.to_bytes()).map_err(|e| failed("unlink", shown(path), e))
+    }
+
+    fn rename(&self, from: &CStr, to: &CStr) -> Result<(), String> {
+        self.process.rename(from.to_bytes(), to.to_bytes()).map_err(|e| failed("rename", shown(from), e))
+    }
+
+    fn chmod(&self, path: &CStr, mode: u32) -> Result<(), String> {
+        self.process.chmod(path.to_bytes(), mode).map_err(|e| failed("chmod", shown(path), e))
+    }
+
+    fn atime_ahead(&self, path: &CStr, ahead: i64) -> Result<(), String> {
+        let mut at = Timespec::now();
+        at.sec += ahead;
+        self.process
+            .utimens(path.to_bytes(), SetTime::At(at), SetTime::Omit)
+            .map_err(|e| failed("utimensat", shown(path), e))
+    }
+
+    fn readdir(&self, path: &CStr) -> Result<usize, String> {
+        self.process
+            .list_dir(path.to_bytes())
+            .map(|entries| entries.len())
+            .map_err(|e| failed("readdir", shown(path), e))
+    }
+
+    fn flock(&self, fd: Fd, op: i32) -> Result<(), String> {
+        self.process.flock(fd, op).map_err(|e| failed("flock", fd, e))
+    }
+
+    fn record_lock(&self, fd: Fd, owner: Owner, l_type: i16, start: i64, len: i64) -> Result<(), String> {
+        let lock = Flock::new(l_type, start, len);
+        match owner {
+            Owner::Process => self.process.fcntl_setlk(fd, &lock).map_err(|e| failed("F_SETLK", fd, e)),
+            Owner::Description => self.process.ofd_setlk(fd, &lock).map_err(|e| failed("F_OFD_SETLK", fd, e)),
+        }
+    }
+
+    fn setlease(&self, fd: Fd, arg: i32) -> Result<(), String> {
+        self.process.setlease(fd, arg).map_err(|e| failed("F_SETLEASE", fd, e))
+    }
+}
