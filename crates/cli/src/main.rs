@@ -7,6 +7,7 @@ mod harness;
 mod host;
 mod machine;
 mod mount;
+mod mount_bench;
 mod report;
 mod reproduce;
 mod stats;
@@ -41,6 +42,8 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount a `vfscale mount`.
     Umount(mount::UmountArgs),
+    /// Measure a fresh mount beside tmpfs in one run, against the mount's goals.
+    MountBench(mount_bench::MountBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -118,6 +121,7 @@ fn main() -> ExitCode {
         }),
         Command::Mount(args) => mount::mount_command(args),
         Command::Umount(args) => mount::umount_command(args),
+        Command::MountBench(args) => mount_bench::mount_bench_command(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

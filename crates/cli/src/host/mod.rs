@@ -261,6 +261,11 @@ const SYSFS_MAGIC: i64 = 0x6265_6572;
 const TMPFS_MAGIC: i64 = 0x0102_1994;
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 
+/// Whether `path` is on tmpfs.
+pub fn on_tmpfs(path: &Path) -> bool {
+    fs_magic(path).ok() == Some(TMPFS_MAGIC)
+}
+
 /// The file system type of `path` (`statfs` f_type).
 fn fs_magic(path: &Path) -> io::Result<i64> {
     let c = cstring(path);
