@@ -13,8 +13,10 @@
 //!    time), each with the mount's ratio to tmpfs and the requests it
 //!    sent to the server per operation (what the kernel could not answer
 //!    from its caches).
-//! 2. Two client *processes* doing open + read 32 B + close of one file:
-//!    S2, the throughput of two over that of one.
+//! 2. Two client *processes* doing open + read 32 B + close: S2, the
+//!    throughput of two over that of one, with a file per process (which
+//!    the goal judges) and with one file both open (where the kernel's
+//!    per-inode reference counts and locks bound even tmpfs).
 //! 3. Unless `--goals-only`: the seed workloads' host drivers that take a
 //!    directory (`inode-exit`, `walk`, `flock01`..`lease02`) at 1 and 2
 //!    threads, with the mount's throughput over tmpfs's.
@@ -135,6 +137,8 @@ impl Op {
 struct Files {
     /// A 32-byte file nothing changes.
     file: CString,
+    /// Another, for a second client process.
+    other: CString,
     /// A name that does not exist.
     missing: CString,
     /// The name created and unlinked.
@@ -143,10 +147,17 @@ struct Files {
 
 impl Files {
     fn new(dir: &Path) -> Result<Files, String> {
-        let file = dir.join("file32");
-        std::fs::write(&file, [b'x'; 32]).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        let (file, other) = (dir.join("file32"), dir.join("other32"));
+        for f in [&file, &other] {
+            std::fs::write(f, [b'x'; 32]).map_err(|e| format!("cannot write {}: {e}", f.display()))?;
+        }
         let c = |p: PathBuf| CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{} has a NUL", p.display()));
-        Ok(Files { file: c(file)?, missing: c(dir.join("missing"))?, created: c(dir.join("created"))? })
+        Ok(Files {
+            file: c(file)?,
+            other: c(other)?,
+            missing: c(dir.join("missing"))?,
+            created: c(dir.join("created"))?,
+        })
     }
 }
 
@@ -233,7 +244,7 @@ struct Scene {
 
 impl Scene {
     fn new(options: &MountOptions) -> Result<Scene, String> {
-        let base = std::env::temp_dir().join(format!("vfscale-mount-bench-{}", std::process::id()));
+        let base = scene_base();
         let mkdir = |dir: &Path| std::fs::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()));
         mkdir(&base)?;
         let mut scene = Scene {
@@ -252,7 +263,7 @@ impl Scene {
                 return Err("cannot mount a tmpfs (not root) and /dev/shm is not tmpfs here".into());
             }
             std::fs::remove_dir(&scene.tmpfs).map_err(|e| e.to_string())?;
-            scene.tmpfs = shm.join(format!("vfscale-mount-bench-{}", std::process::id()));
+            scene.tmpfs = shm.join(scene.base.file_name().unwrap_or_default());
             mkdir(&scene.tmpfs)?;
         }
         let mounted = vfscale_fuse::mount(&scene.mount_point, vfscale::Vfs::default(), options)
@@ -264,6 +275,11 @@ impl Scene {
     fn mounted(&self) -> &Mounted {
         self.mounted.as_ref().expect("mounted until dropped")
     }
+}
+
+/// The directory that holds this run's mount points.
+fn scene_base() -> PathBuf {
+    std::env::temp_dir().join(format!("vfscale-mount-bench-{}", std::process::id()))
 }
 
 /// Mounts a fresh tmpfs on `dir`; false if this process may not.
@@ -299,12 +315,47 @@ fn per_op_us(report: &CellReport) -> f64 {
     report.stats.per_op_ns.median / 1e3
 }
 
+/// On SIGINT or SIGTERM, detaches this run's mounts (else a killed run
+/// would leave a tmpfs and a dead FUSE mount behind) and exits. Blocks the
+/// signals in the calling thread first, so every thread started after
+/// (the mount's) leaves them to the watcher.
+fn unmount_on_signal(base: PathBuf) -> Result<(), String> {
+    // SAFETY: `set` is a local sigset_t initialised by sigemptyset before
+    // use; pthread_sigmask only changes this thread's mask.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    };
+    let watcher = move || {
+        let mut signal = 0;
+        // SAFETY: `set` and `signal` are valid for the call.
+        unsafe { libc::sigwait(&set, &mut signal) };
+        for dir in ["vfscale", "tmpfs"] {
+            if let Ok(path) = CString::new(base.join(dir).as_os_str().as_bytes()) {
+                // SAFETY: `path` is a NUL-terminated string that outlives
+                // the call.
+                unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
+        let _ = std::fs::remove_dir_all(&base);
+        let shm = Path::new("/dev/shm").join(base.file_name().unwrap_or_default());
+        let _ = std::fs::remove_dir_all(shm);
+        std::process::exit(128 + signal);
+    };
+    std::thread::Builder::new().name("mount-bench-signals".into()).spawn(watcher).map(drop).map_err(|e| e.to_string())
+}
+
 /// Runs `mount-bench`.
 pub fn mount_bench_command(args: MountBenchArgs) -> Result<(), String> {
     let runs = args.runs.unwrap_or(if args.quick { 3 } else { 5 });
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
+    unmount_on_signal(scene_base())?;
     let scale = if args.quick { 5 } else { 1 };
     let threads = args.server_threads.unwrap_or_else(vfscale_fuse::cpus);
     let options = MountOptions { demo: args.demo, threads, locks: args.locks, ..MountOptions::default() };
@@ -360,22 +411,23 @@ pub fn mount_bench_command(args: MountBenchArgs) -> Result<(), String> {
     }
     print!("{}", table(rows));
 
-    println!("\ntwo processes doing open + read 32 B + close of one 32-byte file:");
+    println!("\ntwo processes doing open + read 32 B + close of a 32-byte file, S2 = throughput of two over one:");
     let s2 = processes_s2(&files, runs, 100_000 / scale)?;
     let goal = Bound::AtLeast(1.6);
     goals += 1;
-    met += usize::from(goal.met(s2[1]));
-    let rows = vec![
-        ["", "tmpfs", "vfscale", "goal", "met"].map(String::from).to_vec(),
-        vec![
-            "S2 (processes)".into(),
-            format!("{:.2}", s2[0]),
-            format!("{:.2}", s2[1]),
+    met += usize::from(goal.met(s2[0][1]));
+    let mut rows = vec![["", "tmpfs", "vfscale", "goal", "met"].map(String::from).to_vec()];
+    for (label, [tmpfs, mount]) in [("S2, a file per process", s2[0]), ("S2, one file for both", s2[1])] {
+        rows.push(vec![
+            label.into(),
+            format!("{tmpfs:.2}"),
+            format!("{mount:.2}"),
             goal.show(""),
-            yes_no(goal.met(s2[1])),
-        ],
-    ];
+            yes_no(goal.met(mount)),
+        ]);
+    }
     print!("{}", table(rows));
+    println!("(the goal is judged on a file per process; on one file, the kernel's per-inode locks and counts bound tmpfs too)");
     println!("\ngoals met: {met} of {goals} (the last goal, pjdfstest with 0 failures, is .ci/pjdfstest's)");
 
     if !args.goals_only {
@@ -400,27 +452,29 @@ fn requests_per_op(mounted: &Mounted, op: Op, files: &Files) -> Result<String, S
     Ok(if per_op.is_empty() { "none".into() } else { per_op.join(", ") })
 }
 
-/// S2 of open + read + close with one and two client processes, on tmpfs
-/// and on the mount: the median over `runs` of the aggregate throughput of
-/// two over the median of one, all runs interleaved after a warm-up.
-fn processes_s2(files: &[Files; 2], runs: usize, iterations: u64) -> Result<[f64; 2], String> {
-    // rates[fs][procs - 1]: one throughput per run.
-    let mut rates = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+/// S2 of open + read + close on tmpfs and on the mount, `[[tmpfs, mount]`
+/// with a file per process, `[tmpfs, mount]` with one file for both`]`:
+/// the median over `runs` of the aggregate throughput of two processes
+/// over the median of one, all runs interleaved after a warm-up.
+fn processes_s2(files: &[Files; 2], runs: usize, iterations: u64) -> Result<[[f64; 2]; 2], String> {
+    // rates[fs][case]: one throughput per run; case 0 is one process, 1
+    // two on their own files, 2 two on one file.
+    let mut rates: [[Vec<f64>; 3]; 2] = Default::default();
     for run in 0..=runs {
         for (fs, f) in files.iter().enumerate() {
-            for procs in [1, 2] {
-                let rate = processes_rate(&f.file, procs, iterations)?;
+            let cases: [&[&CString]; 3] = [&[&f.file], &[&f.file, &f.other], &[&f.file, &f.file]];
+            for (case, paths) in cases.into_iter().enumerate() {
+                let rate = processes_rate(paths, iterations)?;
                 if run > 0 {
-                    rates[fs][procs - 1].push(rate);
+                    rates[fs][case].push(rate);
                 }
             }
         }
     }
-    let s2 = |fs: usize| {
-        let one = median(&rates[fs][0]).expect("runs >= 1");
-        median(&rates[fs][1]).expect("runs >= 1") / one
+    let s2 = |fs: usize, case: usize| {
+        median(&rates[fs][case]).expect("runs >= 1") / median(&rates[fs][0]).expect("runs >= 1")
     };
-    Ok([s2(0), s2(1)])
+    Ok([[s2(0, 1), s2(1, 1)], [s2(0, 2), s2(1, 2)]])
 }
 
 /// The monotonic clock in nanoseconds (async-signal-safe).
@@ -441,15 +495,16 @@ fn pipe() -> Result<[libc::c_int; 2], String> {
     Ok(fds)
 }
 
-/// The aggregate throughput of `procs` child processes, each doing
-/// `iterations` open + read 32 B + close of `path` once all were started:
-/// all their operations over the time from the first one's start to the
-/// last one's end.
-fn processes_rate(path: &CString, procs: usize, iterations: u64) -> Result<f64, String> {
+/// The aggregate throughput of one child process per path, each doing
+/// `iterations` open + read 32 B + close of its path once all were
+/// started: all their operations over the time from the first one's start
+/// to the last one's end.
+fn processes_rate(paths: &[&CString], iterations: u64) -> Result<f64, String> {
+    let procs = paths.len();
     let [go_read, go_write] = pipe()?;
     let [done_read, done_write] = pipe()?;
     let mut children = Vec::new();
-    for _ in 0..procs {
+    for path in paths {
         // SAFETY: the child calls only async-signal-safe functions (read,
         // open, close, clock_gettime, write, _exit) on memory that exists
         // before the fork, so the locks the parent's other threads (the
@@ -488,7 +543,7 @@ fn processes_rate(path: &CString, procs: usize, iterations: u64) -> Result<f64, 
     };
     let failed = results.iter().any(|&[start, end]| start == 0 || end < start);
     if !ok || failed {
-        return Err(format!("a client process failed to open + read + close {path:?}"));
+        return Err(format!("a client process failed to open + read + close {paths:?}"));
     }
     let first = results.iter().map(|r| r[0]).min().unwrap_or(0);
     let last = results.iter().map(|r| r[1]).max().unwrap_or(0);
@@ -602,11 +657,11 @@ mod tests {
             }
         }
         assert!(!dir.path().join("created").exists());
-        for procs in [1, 2] {
-            assert!(processes_rate(&files.file, procs, 100).unwrap() > 0.0);
+        for paths in [&[&files.file][..], &[&files.file, &files.other], &[&files.file, &files.file]] {
+            assert!(processes_rate(paths, 100).unwrap() > 0.0);
         }
         let gone = CString::new(dir.path().join("gone").as_os_str().as_bytes()).unwrap();
-        assert!(processes_rate(&gone, 1, 10).unwrap_err().contains("failed"));
+        assert!(processes_rate(&[&files.file, &gone], 10).unwrap_err().contains("failed"));
     }
 
     #[test]
