@@ -8,12 +8,13 @@ mod harness;
 mod host;
 mod machine;
 mod mount;
+mod mount_bench;
 mod report;
 mod reproduce;
 mod stats;
 mod workloads;
 
-use bench::{BenchRequest, Cells};
+use bench::BenchRequest;
 use clap::{Args, Parser, Subcommand};
 use harness::RunPlan;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -45,6 +46,8 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount a `vfscale mount`.
     Umount(mount::UmountArgs),
+    /// Measure a fresh mount beside tmpfs in one run, against the mount's goals.
+    MountBench(mount_bench::MountBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -76,6 +79,11 @@ struct BenchArgs {
     /// Print a JSON array (one object per cell) instead of a table.
     #[arg(long)]
     json: bool,
+    /// `host` only: run the driver in these directories (tmpfs, ext4, a
+    /// vfscale mount...), comma-separated, side by side in one run; each
+    /// is a variant named after its file system.
+    #[arg(long, value_delimiter = ',')]
+    dir: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +153,7 @@ fn main() -> ExitCode {
         Command::Commute(args) => commute_command(args),
         Command::Mount(args) => mount::mount_command(args),
         Command::Umount(args) => mount::umount_command(args),
+        Command::MountBench(args) => mount_bench::mount_bench_command(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -159,6 +168,9 @@ fn bench_command(args: BenchArgs) -> Result<(), String> {
     if args.list {
         print!("{}", list_workloads());
         return Ok(());
+    }
+    if !args.dir.is_empty() {
+        return Err("--dir applies to `vfscale host`, whose drivers run on real file systems".into());
     }
     let request = bench_request(&args)?;
     let reports = request.run(|variant, threads, run| {
@@ -240,35 +252,42 @@ fn host_command(args: BenchArgs) -> Result<(), String> {
     let name = args.workload.as_deref().unwrap_or_default();
     let driver =
         host::find(name).ok_or_else(|| format!("no host driver '{name}' (`vfscale host --list` lists them)"))?;
-    if args.variant.iter().any(|v| v != host::VARIANT) {
-        return Err(format!("host drivers have one variant, '{}'", host::VARIANT));
+    let mut targets = host::label_dirs(&args.dir);
+    let variants: Vec<&str> =
+        if targets.is_empty() { vec![host::VARIANT] } else { targets.iter().map(|t| t.label).collect() };
+    if let Some(v) = args.variant.iter().find(|v| !variants.contains(&v.as_str())) {
+        return Err(format!("host {name} has no variant '{v}' here (it has: {})", variants.join(", ")));
+    }
+    if !args.variant.is_empty() {
+        targets.retain(|t| args.variant.iter().any(|v| v == t.label));
     }
     if args.hold_us.is_some() || args.work_us.is_some() {
         return Err("--hold-us and --work-us apply to vfscale's prim-mprotect, not to host drivers".into());
+    }
+    if !targets.is_empty() && !driver.takes_dir() {
+        return Err(format!("host {name} runs where its seed ran; --dir applies to the file drivers (inode-exit, walk, flock01..lease02)"));
     }
     check_plan(&args.threads, args.runs)?;
     let iterations = args.iterations.unwrap_or(driver.default_iterations);
     if iterations == 0 {
         return Err("--iterations must be at least 1".into());
     }
-    let built = match driver.probe() {
-        Ok(built) => built,
+    let plan = RunPlan { runs: args.runs, iterations };
+    let measured = host::measure(driver, &targets, &args.threads, plan, |v, t, run| {
+        if run == 0 {
+            eprintln!("[host {name}] {v} x{t}");
+        }
+    });
+    let (reports, skipped) = match measured {
+        Ok(done) => done,
         Err(reason) => {
             eprintln!("host {name}: skipped: {reason}");
             return Ok(());
         }
     };
-    let cells = Cells { workload: driver.name, hold: None, note: built.note };
-    let plan = RunPlan { runs: args.runs, iterations };
-    let subjects = [(host::VARIANT, built.subject.as_ref())];
-    let reports = host::quietly(|| {
-        cells.measure(&subjects, &args.threads, plan, |_, t, run| {
-            if run == 0 {
-                eprintln!("[host {name}] x{t}");
-            }
-        })
-    })
-    .map_err(|reason| format!("host {name} failed: {reason}"))?;
+    for reason in &skipped {
+        eprintln!("host {name}: skipped in {reason}");
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reports).map_err(|e| e.to_string())?);
     } else {
@@ -277,7 +296,7 @@ fn host_command(args: BenchArgs) -> Result<(), String> {
             driver.about, args.runs
         );
         print!("{}", bench::table(&reports));
-        if let Some(note) = &cells.note {
+        if let Some(note) = reports.first().and_then(|r| r.note.as_ref()) {
             println!("note: {note}");
         }
     }

@@ -3,7 +3,7 @@
 
 use clap::Args;
 use std::path::PathBuf;
-use vfscale_fuse::MountOptions;
+use vfscale_fuse::{MountOptions, RecordLocks};
 
 /// Arguments of `vfscale mount`.
 #[derive(Debug, Args)]
@@ -14,9 +14,9 @@ pub struct MountArgs {
     /// procfs task table on `proc/` mirroring the host's processes.
     #[arg(long)]
     demo: bool,
-    /// Threads serving requests.
-    #[arg(long, default_value_t = 4)]
-    threads: usize,
+    /// Threads serving requests [default: one per CPU].
+    #[arg(long)]
+    threads: Option<usize>,
     /// Let users other than the mounting one in (the VFS checks their
     /// permissions); non-root needs `user_allow_other` in /etc/fuse.conf.
     #[arg(long)]
@@ -30,6 +30,11 @@ pub struct MountArgs {
     /// limit); by default the pages in half of RAM, as tmpfs.
     #[arg(long, value_parser = vfscale_fuse::capacity::parse_count)]
     inodes: Option<u64>,
+    /// Where record locks (fcntl) live: `kernel` (as flock locks; opening
+    /// and closing a file then send no request) or `vfs` (the VFS's lock
+    /// manager decides them; every open and close asks the server).
+    #[arg(long, default_value_t = RecordLocks::Kernel)]
+    locks: RecordLocks,
 }
 
 /// Arguments of `vfscale umount`.
@@ -43,10 +48,11 @@ pub struct UmountArgs {
 pub fn mount_command(args: MountArgs) -> Result<(), String> {
     let options = MountOptions {
         demo: args.demo,
-        threads: args.threads,
+        threads: args.threads.unwrap_or_else(vfscale_fuse::cpus),
         allow_other: args.allow_other,
         size_limit: args.size,
         inode_limit: args.inodes.unwrap_or_else(vfscale_fuse::capacity::default_inodes),
+        locks: args.locks,
     };
     vfscale_fuse::serve(&args.dir, &options).map_err(|e| e.to_string())
 }

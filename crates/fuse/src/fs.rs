@@ -1,8 +1,8 @@
 //! The FUSE request handlers: each request becomes the matching call on a
 //! [`Process`] with the caller's credentials, its working directory the
 //! request's parent directory, so the VFS makes every permission check
-//! (the mount does not use `default_permissions`) and its errno goes back
-//! to the caller unchanged.
+//! (the kernel also checks at open when opens send no request) and its
+//! errno goes back to the caller unchanged.
 //!
 //! A mount serves a small mount table: the VFS it was given, and with
 //! `--demo` the instances of the demo trees, each mounted on a directory
@@ -11,6 +11,28 @@
 //! instances' inode numbers never meet; a lookup that reaches a mount
 //! point answers with the mounted instance's root, as crossing a mount
 //! does, and renames and links between instances fail with EXDEV.
+//!
+//! What the kernel caches, and why nothing goes stale:
+//!
+//! - The served VFS changes only through this mount, and the kernel
+//!   updates or drops what it cached at every change it sends (a create or
+//!   rename instantiates the dentry, an unlink invalidates it, a write
+//!   updates the pages it went through, a setattr returns the attributes).
+//!   So its entries, attributes and *negative* entries (a miss is answered
+//!   with node id 0 and a timeout) are kept for [`TTL`], its file pages
+//!   across opens (`FOPEN_KEEP_CACHE`). Only atime lags: reads served from
+//!   the page cache do not reach the VFS.
+//! - The demo trees change on their own (processes come and go, attributes
+//!   follow the VFS): nothing of them is cached ([`NO_TTL`], misses are
+//!   plain ENOENT) and their files are read with direct I/O, past the sizes
+//!   they report.
+//! - Opens and closes (see [`Caching`]): with record locks in the kernel
+//!   and no demo trees, `OPEN` answers ENOSYS once and the kernel never
+//!   asks again, nor sends `FLUSH` or `RELEASE`; reads and writes then come
+//!   with file handle 0 and go through a description the front end opens
+//!   itself ([`Nodes`]'s per-node one). Otherwise every open asks, so the
+//!   demo trees get direct I/O and the VFS's locks their `RELEASE`, and
+//!   closes skip `FLUSH` unless the VFS holds record locks.
 //!
 //! Invariant: the names recorded in the node tables change only while the
 //! operation that changes them holds `topology` for writing (renames) or
@@ -23,6 +45,8 @@
 use crate::demo::Demo;
 use crate::locks::Locks;
 use crate::nodes::{Nodes, ROOT};
+use crate::requests::{Counters, Opcode};
+use crate::{MountOptions, RecordLocks};
 use fuser::{
     AccessFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen,
@@ -43,13 +67,41 @@ use vfscale::{
     VfsResult,
 };
 
-/// How long the kernel may cache entries and attributes of the served
-/// VFS: every change goes through this mount, which the kernel sees.
-const TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may cache entries (negative ones too), attributes
+/// and pages of the served VFS: every change goes through this mount,
+/// which the kernel sees, so the bound is only a backstop.
+const TTL: Duration = Duration::from_secs(24 * 3600);
 /// The demo trees change on their own (processes come and go, attributes
 /// follow the VFS), so nothing of them is cached, and their files are read
 /// with direct I/O, past the sizes they report.
 const NO_TTL: Duration = Duration::ZERO;
+
+/// How opens and closes reach the front end, decided once per mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Caching {
+    /// The VFS decides record locks (`FUSE_POSIX_LOCKS`), so every close
+    /// must reach it (`FLUSH` drops the closer's POSIX locks) and every
+    /// open must ask (an OFD lock goes at the `RELEASE` of its file).
+    vfs_locks: bool,
+    /// Regular files open without a request: no VFS locks and no demo
+    /// trees (whose files need `FOPEN_DIRECT_IO`, which only `OPEN` can
+    /// give), if the kernel offers it (`FUSE_NO_OPEN_SUPPORT`, see
+    /// [`VfsFs::init`]).
+    no_open: bool,
+}
+
+impl Caching {
+    pub fn new(options: &MountOptions) -> Caching {
+        let vfs_locks = options.locks == RecordLocks::Vfs;
+        Caching { vfs_locks, no_open: !vfs_locks && !options.demo }
+    }
+
+    /// Whether the kernel must check permissions at open
+    /// (`default_permissions`), since opens may send no request.
+    pub fn checks_at_open(self) -> bool {
+        self.no_open
+    }
+}
 
 /// Node id bits below an instance's index: its own node ids (inode
 /// numbers, counted up from 1) stay far below.
@@ -84,18 +136,22 @@ impl Mount {
         self.on.is_some()
     }
 
-    /// The open flags a file of this instance is served with.
-    fn fopen(&self) -> FopenFlags {
-        if self.is_tree() {
-            FopenFlags::FOPEN_DIRECT_IO
+    /// The open flags a file of this instance is served with: the demo
+    /// trees' files with direct I/O, the others from pages kept across
+    /// opens; no `FLUSH` at close unless the VFS holds record locks.
+    fn fopen(&self, caching: Caching) -> FopenFlags {
+        let io = if self.is_tree() { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::FOPEN_KEEP_CACHE };
+        if caching.vfs_locks {
+            io
         } else {
-            FopenFlags::empty()
+            io | FopenFlags::FOPEN_NOFLUSH
         }
     }
 }
 
 /// An open file or directory, behind a FUSE file handle, with the index of
-/// its instance.
+/// its instance. File handle 0 is none: what the kernel opened without a
+/// request.
 enum Handle {
     /// A file, or a directory opened with `open`.
     File { mount: usize, file: Arc<OpenFile> },
@@ -111,6 +167,8 @@ pub(crate) struct VfsFs {
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_handle: AtomicU64,
     topology: RwLock<()>,
+    caching: Caching,
+    requests: Arc<Counters>,
     /// Keeps the demo trees' instances followed while the mount lives.
     demo: Option<Demo>,
 }
@@ -119,6 +177,7 @@ impl fmt::Debug for VfsFs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("VfsFs")
             .field("nodes", &self.mounts.iter().map(|m| m.nodes.len()).collect::<Vec<_>>())
+            .field("caching", &self.caching)
             .field("demo", &self.demo)
             .finish_non_exhaustive()
     }
@@ -197,6 +256,28 @@ fn file_attr(id: u64, st: &Stat) -> FileAttr {
     }
 }
 
+/// A negative entry's attributes: node id 0 says "no such name" and makes
+/// the kernel keep the miss for the entry's timeout; the rest is unused.
+fn negative_attr() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: fuser::FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 /// The caller's supplementary groups, from the host's `/proc/PID/status`
 /// (FUSE passes only uid, gid and pid); none if the process is gone.
 fn groups_of(pid: u32) -> Vec<u32> {
@@ -230,7 +311,7 @@ fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
 impl VfsFs {
     /// Serves `vfs`; with `demo`, also the demo trees under `sys/` and
     /// `proc/`.
-    pub fn new(vfs: Vfs, demo: bool) -> VfsResult<VfsFs> {
+    pub fn new(vfs: Vfs, demo: bool, caching: Caching) -> VfsResult<VfsFs> {
         let demo = if demo { Some(Demo::new(&vfs)?) } else { None };
         let mut mounts = vec![Mount::new(vfs, None, TTL)];
         for (on, tree) in demo.iter().flat_map(Demo::mounts) {
@@ -241,8 +322,19 @@ impl VfsFs {
             handles: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             topology: RwLock::new(()),
+            caching,
+            requests: Arc::new(Counters::default()),
             demo,
         })
+    }
+
+    /// The request counters, for the mount's handle.
+    pub fn requests(&self) -> Arc<Counters> {
+        Arc::clone(&self.requests)
+    }
+
+    fn count(&self, op: Opcode) {
+        self.requests.count(op);
     }
 
     /// The instance of node id `id`, its index and the id within it.
@@ -366,7 +458,48 @@ impl VfsFs {
         } else {
             self.open_by_name(id, &inode, &cred, flags)?
         };
-        Ok((self.add_handle(Handle::File { mount, file }), m.fopen()))
+        Ok((self.add_handle(Handle::File { mount, file }), m.fopen(self.caching)))
+    }
+
+    /// The open file that reads, writes and truncates of handle `fh` on
+    /// node `id` go through: the handle's, or, for handle 0 (a file the
+    /// kernel opened without a request, having checked the caller's
+    /// access itself), the node's own read-write description, opened on
+    /// first use.
+    fn data_file(&self, id: u64, fh: FileHandle) -> VfsResult<Arc<OpenFile>> {
+        if fh.0 != 0 {
+            return match &*self.handle(fh)? {
+                Handle::File { file, .. } | Handle::Dir { file, .. } => Ok(Arc::clone(file)),
+            };
+        }
+        let (_, m, local) = self.split(id)?;
+        if let Some(file) = m.nodes.own_file(local) {
+            return Ok(file);
+        }
+        let inode = self.inode(id)?;
+        let file = self.open_by_name(id, &inode, &Credentials::root(), OpenFlags::RDWR)?;
+        Ok(m.nodes.keep_own_file(local, file))
+    }
+
+    /// Before `victim`, reached as `name` in `parent`, loses what may be
+    /// its last name: if the kernel knows it and may have opened it
+    /// without a request, the node's own description is opened now, while
+    /// the name still reaches it, so the kernel's reads and writes through
+    /// those opens keep working after the name is gone (as an unlinked
+    /// file's do).
+    fn keep_reachable(&self, parent: u64, name: &[u8], victim: &Inode) {
+        if !self.caching.no_open || victim.file_type() != FileType::Regular || victim.stat().nlink > 1 {
+            return;
+        }
+        let Ok((_, m, _)) = self.split(parent) else { return };
+        let local = m.nodes.node_id(victim.ino());
+        if m.nodes.get(local).is_none() || m.nodes.own_file(local).is_some() {
+            return;
+        }
+        let own = self.at(Credentials::root(), parent).and_then(|p| p.open_description(name, OpenFlags::RDWR, 0));
+        if let Some(file) = own.ok().filter(|f| f.inode().ino() == victim.ino()) {
+            m.nodes.keep_own_file(local, file);
+        }
     }
 
     fn do_opendir(&self, req: &Request, id: u64, flags: i32) -> VfsResult<(FileHandle, FopenFlags)> {
@@ -405,10 +538,8 @@ impl VfsFs {
         }
         if let (Some(len), Some(fh)) = (rest.size, fh) {
             // ftruncate (and O_TRUNC): the open file's write access decides.
-            if let Handle::File { file, .. } = &*self.handle(fh)? {
-                file.truncate(len, &cred)?;
-                rest.size = None;
-            }
+            self.data_file(id, fh)?.truncate(len, &cred)?;
+            rest.size = None;
         }
         m.vfs.process(cred).setattr(&inode, rest)?;
         Ok(file_attr(id, &inode.stat()))
@@ -443,6 +574,7 @@ impl VfsFs {
         let replaced = p.resolve(&target, false).ok();
         if let Some(replaced) = &replaced {
             self.not_mount_point(mount, replaced)?;
+            self.keep_reachable(newparent, newname, replaced);
         }
         p.rename2(name, &target, RenameFlags { noreplace: flags & libc::RENAME_NOREPLACE != 0 })?;
         let moved_id = m.nodes.node_id(moved.ino());
@@ -484,6 +616,7 @@ impl VfsFs {
         let p = self.at(credentials(req), parent)?;
         let victim = p.resolve(name, false)?;
         self.not_mount_point(mount, &victim)?;
+        self.keep_reachable(parent, name, &victim);
         if dir {
             p.rmdir(name)?;
         } else {
@@ -522,11 +655,22 @@ fn reply_empty(result: VfsResult<()>, reply: ReplyEmpty) {
 
 impl Filesystem for VfsFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // Record locks go to the VFS's lock manager. flock locks stay with
-        // the kernel (no FUSE_FLOCK_LOCKS), on the mount's inodes as for a
-        // local filesystem: fuser 0.18 drops the FUSE_LK_FLOCK flag that
-        // would tell a forwarded flock from a record lock (see `locks`).
-        let _unsupported = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS);
+        // Lookups, creates and unlinks may run in parallel in one
+        // directory: the VFS locks what each changes.
+        let _unsupported = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        if self.caching.vfs_locks {
+            // Record locks go to the VFS's lock manager. flock locks stay
+            // with the kernel (no FUSE_FLOCK_LOCKS), on the mount's inodes
+            // as for a local filesystem: fuser 0.18 drops the FUSE_LK_FLOCK
+            // flag that would tell a forwarded flock from a record lock
+            // (see `locks`).
+            let _unsupported = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS);
+        }
+        if self.caching.no_open && config.add_capabilities(InitFlags::FUSE_NO_OPEN_SUPPORT).is_err() {
+            // A kernel that cannot open without a request would fail the
+            // opens OPEN's ENOSYS is meant to waive.
+            self.caching.no_open = false;
+        }
         Ok(())
     }
 
@@ -537,23 +681,38 @@ impl Filesystem for VfsFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.count(Opcode::Lookup);
         let name = name.as_bytes();
         let result = self
             .at(credentials(req), parent.0)
             .and_then(|p| p.resolve(name, false))
             .and_then(|inode| self.entry(parent.0, name, &inode));
-        reply_entry(result, reply);
+        match (result, self.split(parent.0)) {
+            // A miss in the served VFS is cached as a negative entry: the
+            // name can only appear through this mount, whose create, mknod,
+            // mkdir, symlink, link or rename replaces the kernel's entry.
+            (Err(Errno::ENOENT), Ok((_, m, _))) if !m.is_tree() => {
+                reply.entry(&m.ttl, &negative_attr(), Generation(0));
+            }
+            (result, _) => reply_entry(result, reply),
+        }
         // A miss may have replaced a cached negative dentry.
         self.hand_on_releases(parent.0);
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.count(Opcode::Forget);
         if let Ok((_, m, local)) = self.split(ino.0) {
-            m.nodes.forget(local, nlookup);
+            if m.nodes.forget(local, nlookup) {
+                // What the node held (an unlinked file's inode, its own
+                // description) is freed by whichever thread collects next.
+                self.hand_on_releases(ino.0);
+            }
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.count(Opcode::Getattr);
         let result = self.split(ino.0).and_then(|(_, m, _)| Ok((m.ttl, file_attr(ino.0, &self.inode(ino.0)?.stat()))));
         match result {
             Ok((ttl, attr)) => reply.attr(&ttl, &attr),
@@ -579,6 +738,7 @@ impl Filesystem for VfsFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.count(Opcode::Setattr);
         let size = match size.map(i64::try_from).transpose() {
             Ok(size) => size,
             Err(_) => return reply.error(errno(Errno::EFBIG)),
@@ -592,6 +752,7 @@ impl Filesystem for VfsFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.count(Opcode::Other);
         match self.inode(ino.0).and_then(|i| i.symlink_target().map(<[u8]>::to_vec).ok_or(Errno::EINVAL)) {
             Ok(target) => reply.data(&target),
             Err(e) => reply.error(errno(e)),
@@ -610,6 +771,7 @@ impl Filesystem for VfsFs {
     ) {
         // The kernel does FIFO, socket and device I/O itself: the VFS keeps
         // the node.
+        self.count(Opcode::Namespace);
         let name = name.as_bytes();
         let result = self.at(credentials(req), parent.0).and_then(|p| {
             p.mknod(name, mode, u64::from(rdev))?;
@@ -620,6 +782,7 @@ impl Filesystem for VfsFs {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        self.count(Opcode::Namespace);
         let name = name.as_bytes();
         let result = self.at(credentials(req), parent.0).and_then(|p| {
             p.mkdir(name, mode & 0o7777)?;
@@ -630,16 +793,19 @@ impl Filesystem for VfsFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.count(Opcode::Unlink);
         reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), false), reply);
         self.hand_on_releases(parent.0);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.count(Opcode::Unlink);
         reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), true), reply);
         self.hand_on_releases(parent.0);
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        self.count(Opcode::Namespace);
         let name = link_name.as_bytes();
         let result = self.at(credentials(req), parent.0).and_then(|p| {
             p.symlink(target.as_os_str().as_bytes(), name)?;
@@ -659,17 +825,25 @@ impl Filesystem for VfsFs {
         flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.count(Opcode::Namespace);
         let result = self.do_rename(req, parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), flags.bits());
         reply_empty(result, reply);
         self.hand_on_releases(parent.0);
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        self.count(Opcode::Namespace);
         reply_entry(self.do_link(req, ino.0, newparent.0, newname.as_bytes()), reply);
         self.hand_on_releases(newparent.0);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
+        self.count(Opcode::Open);
+        if self.caching.no_open {
+            // The kernel opens this and every later file without asking;
+            // it checked the caller's access itself (default_permissions).
+            return reply.error(errno(Errno::ENOSYS));
+        }
         match self.do_open(req, ino.0, flags.0) {
             Ok((fh, flags)) => reply.opened(fh, flags),
             Err(e) => reply.error(errno(e)),
@@ -679,7 +853,7 @@ impl Filesystem for VfsFs {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -687,14 +861,12 @@ impl Filesystem for VfsFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let result = self.handle(fh).and_then(|h| match &*h {
-            Handle::File { file, .. } => {
-                let mut buf = vec![0; size as usize];
-                let n = file.pread(&mut buf, offset)?;
-                buf.truncate(n);
-                Ok(buf)
-            }
-            Handle::Dir { .. } => Err(Errno::EISDIR),
+        self.count(Opcode::Read);
+        let result = self.data_file(ino.0, fh).and_then(|file| {
+            let mut buf = vec![0; size as usize];
+            let n = file.pread(&mut buf, offset)?;
+            buf.truncate(n);
+            Ok(buf)
         });
         match result {
             Ok(data) => reply.data(&data),
@@ -705,7 +877,7 @@ impl Filesystem for VfsFs {
     fn write(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -714,11 +886,8 @@ impl Filesystem for VfsFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let result = self.handle(fh).and_then(|h| match &*h {
-            Handle::File { file, .. } => file.pwrite(data, offset, &credentials(req)),
-            Handle::Dir { .. } => Err(Errno::EISDIR),
-        });
-        match result {
+        self.count(Opcode::Write);
+        match self.data_file(ino.0, fh).and_then(|file| file.pwrite(data, offset, &credentials(req))) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(e)),
         }
@@ -727,27 +896,26 @@ impl Filesystem for VfsFs {
     fn fallocate(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let result = self.handle(fh).and_then(|h| match &*h {
-            Handle::File { file, .. } => {
-                let offset = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
-                let length = i64::try_from(length).map_err(|_| Errno::EINVAL)?;
-                file.fallocate(mode, offset, length, &credentials(req))
-            }
-            Handle::Dir { .. } => Err(Errno::EISDIR),
+        self.count(Opcode::Other);
+        let result = self.data_file(ino.0, fh).and_then(|file| {
+            let offset = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+            let length = i64::try_from(length).map_err(|_| Errno::EINVAL)?;
+            file.fallocate(mode, offset, length, &credentials(req))
         });
         reply_empty(result, reply);
     }
 
     /// The kernel asks only for `SEEK_DATA` and `SEEK_HOLE`; it keeps the
     /// file position itself.
-    fn lseek(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+    fn lseek(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+        self.count(Opcode::Other);
         let whence = match whence {
             libc::SEEK_SET => vfscale::Whence::Set,
             libc::SEEK_CUR => vfscale::Whence::Cur,
@@ -756,16 +924,20 @@ impl Filesystem for VfsFs {
             libc::SEEK_HOLE => vfscale::Whence::Hole,
             _ => return reply.error(errno(Errno::EINVAL)),
         };
-        let result = self.handle(fh).and_then(|h| match &*h {
-            Handle::File { file, .. } | Handle::Dir { file, .. } => file.lseek(offset, whence),
-        });
-        match result {
+        match self.data_file(ino.0, fh).and_then(|file| file.lseek(offset, whence)) {
             Ok(at) => reply.offset(at as i64),
             Err(e) => reply.error(errno(e)),
         }
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+        self.count(Opcode::Flush);
+        if !self.caching.vfs_locks {
+            // Nothing to do at a close without the VFS's locks: ENOSYS
+            // tells the kernel to stop sending FLUSH (files opened without
+            // a request have no FOPEN_NOFLUSH to say so).
+            return reply.error(errno(Errno::ENOSYS));
+        }
         // A close: the closing file table's POSIX locks on the file go,
         // and the file's release may follow.
         if let Ok((locks, file)) = self.lock_file(fh) {
@@ -785,6 +957,7 @@ impl Filesystem for VfsFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.count(Opcode::Release);
         // The kernel names the open file's lock owner when it released
         // locks of the open file; what the owner still holds goes with it.
         if let Ok((locks, file)) = self.lock_file(fh) {
@@ -798,10 +971,12 @@ impl Filesystem for VfsFs {
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.count(Opcode::Other);
         reply.ok();
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
+        self.count(Opcode::Dir);
         match self.do_opendir(req, ino.0, flags.0) {
             Ok((fh, flags)) => reply.opened(fh, flags),
             Err(e) => reply.error(errno(e)),
@@ -809,6 +984,7 @@ impl Filesystem for VfsFs {
     }
 
     fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        self.count(Opcode::Dir);
         let handle = match self.handle(fh) {
             Ok(h) => h,
             Err(e) => return reply.error(errno(e)),
@@ -830,15 +1006,18 @@ impl Filesystem for VfsFs {
     }
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: fuser::OpenFlags, reply: ReplyEmpty) {
+        self.count(Opcode::Dir);
         self.drop_handle(fh);
         reply.ok();
     }
 
     fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.count(Opcode::Other);
         reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.count(Opcode::Other);
         // As tmpfs: the limits (0 where there is none), so `df` shows the
         // `--size` and `--inodes` a mount was given.
         let vfs = &self.mounts[0].vfs;
@@ -858,6 +1037,7 @@ impl Filesystem for VfsFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.count(Opcode::Other);
         let result = self
             .inode(ino.0)
             .and_then(|inode| self.process(req, ino.0)?.setxattr_inode(&inode, name.as_bytes(), value, flags));
@@ -865,6 +1045,7 @@ impl Filesystem for VfsFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.count(Opcode::Other);
         let mut buf = vec![0; size as usize];
         let result = self
             .inode(ino.0)
@@ -873,18 +1054,21 @@ impl Filesystem for VfsFs {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.count(Opcode::Other);
         let mut buf = vec![0; size as usize];
         let result = self.inode(ino.0).and_then(|inode| self.process(req, ino.0)?.listxattr_inode(&inode, &mut buf));
         reply_xattr(result, size, &buf, reply);
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.count(Opcode::Other);
         let result =
             self.inode(ino.0).and_then(|inode| self.process(req, ino.0)?.removexattr_inode(&inode, name.as_bytes()));
         reply_empty(result, reply);
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        self.count(Opcode::Other);
         let mut access = Access::empty();
         for (flag, a) in
             [(AccessFlags::R_OK, Access::READ), (AccessFlags::W_OK, Access::WRITE), (AccessFlags::X_OK, Access::EXEC)]
@@ -910,6 +1094,7 @@ impl Filesystem for VfsFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.count(Opcode::Create);
         let name = name.as_bytes();
         let flags = OpenFlags(flags | libc::O_CREAT);
         let result = self.split(parent.0).and_then(|(mount, m, _)| {
@@ -920,7 +1105,15 @@ impl Filesystem for VfsFs {
             }
             let file = self.at(credentials(req), parent.0)?.open_description(name, flags, mode & 0o7777)?;
             let (ttl, attr) = self.entry(parent.0, name, file.inode())?;
-            Ok((ttl, attr, self.add_handle(Handle::File { mount, file }), m.fopen()))
+            let fh = if self.caching.no_open {
+                // Like the opens to come, which send nothing: handle 0,
+                // whose I/O goes through the node's own description, and
+                // no RELEASE to wait for.
+                FileHandle(0)
+            } else {
+                self.add_handle(Handle::File { mount, file })
+            };
+            Ok((ttl, attr, fh, m.fopen(self.caching)))
         });
         match result {
             Ok((ttl, attr, fh, fopen)) => reply.created(&ttl, &attr, Generation(0), fh, fopen),
@@ -941,6 +1134,7 @@ impl Filesystem for VfsFs {
         _pid: u32,
         reply: ReplyLock,
     ) {
+        self.count(Opcode::Other);
         match self.lock_file(fh).and_then(|(locks, file)| locks.getlk(&file, lock_owner.0, start, end, typ)) {
             Ok(Some((typ, start, end, pid))) => reply.locked(start, end, typ, pid),
             Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
@@ -961,6 +1155,7 @@ impl Filesystem for VfsFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
+        self.count(Opcode::Other);
         let (locks, file) = match self.lock_file(fh) {
             Ok(found) => found,
             Err(e) => return reply.error(errno(e)),
@@ -1012,7 +1207,9 @@ mod tests {
 
     #[test]
     fn instances_keep_their_node_ids_apart() {
-        let fs = VfsFs::new(Vfs::default(), true).unwrap();
+        let fs =
+            VfsFs::new(Vfs::default(), true, Caching::new(&MountOptions { demo: true, ..MountOptions::default() }))
+                .unwrap();
         assert_eq!(fs.mounts.len(), 3);
         assert_eq!(node_id(0, ROOT), ROOT);
         for mount in 0..3 {

@@ -8,15 +8,22 @@
 //!
 //! Every FUSE request becomes the matching VFS call with the caller's
 //! credentials (uid, gid, and supplementary groups read from the host's
-//! `/proc`), and the VFS's errno goes back unchanged. The mount does not use
-//! `default_permissions`: the VFS makes the permission checks. Node ids are
-//! VFS inode numbers with the instance's index in the top bits (the root is
-//! FUSE's id 1); the kernel's lookup counts
-//! keep a node's inode alive until it forgets it, even after the last name
-//! is gone. Requests are handled on several threads.
+//! `/proc`), and the VFS's errno goes back unchanged. Node ids are VFS
+//! inode numbers with the instance's index in the top bits (the root is
+//! FUSE's id 1); the kernel's lookup counts keep a node's inode alive until
+//! it forgets it, even after the last name is gone. Requests are handled on
+//! several threads, each reading its own clone of the `/dev/fuse` fd.
+//!
+//! The kernel answers whatever it can from its caches (see the `fs`
+//! module): every change to the served VFS goes through the mount, so the
+//! kernel keeps its entries, attributes, negative entries and file pages
+//! for a day, and with record locks in the kernel ([`RecordLocks::Kernel`],
+//! the default) and no demo trees it opens, reads and closes an unchanged
+//! file without a request. The demo trees change on their own and are never
+//! cached.
 //!
 //! Not for: sharing a VFS that other code changes behind the mount's back —
-//! the kernel caches entries and attributes for a second.
+//! the kernel would go on showing what it cached.
 //!
 //! ```no_run
 //! use vfscale_fuse::{mount, MountOptions};
@@ -27,14 +34,14 @@
 //! # Ok::<(), vfscale_fuse::MountError>(())
 //! ```
 //!
-//! Record locks (`fcntl`: POSIX and OFD) are forwarded by the kernel (the
-//! mount requests `FUSE_POSIX_LOCKS`) and decided by the VFS's lock
-//! manager, each kernel lock owner becoming a VFS process; `flock` locks
-//! the kernel keeps on the mount's inodes, as for a local filesystem, since
-//! fuser 0.18 cannot tell a forwarded `flock` from a record lock. Locks
-//! thus behave as on tmpfs: `flock` and `fcntl` locks are independent, and
-//! a blocked `F_SETLKW` ends with EINTR when a signal interrupts its caller
-//! (see the `locks` module for how, without `FUSE_INTERRUPT`).
+//! Record locks (`fcntl`: POSIX and OFD) stay in the kernel by default, on
+//! the mount's inodes as `flock` locks do, exactly as on tmpfs. With
+//! [`RecordLocks::Vfs`] the kernel forwards them (`FUSE_POSIX_LOCKS`) and
+//! the VFS's lock manager decides them, each kernel lock owner becoming a
+//! VFS process; `flock` locks the kernel keeps in either case, since fuser
+//! 0.18 cannot tell a forwarded `flock` from a record lock. A blocked
+//! `F_SETLKW` ends with EINTR when a signal interrupts its caller (see the
+//! `locks` module for how, without `FUSE_INTERRUPT`).
 
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -43,10 +50,15 @@ mod demo;
 mod fs;
 mod locks;
 mod nodes;
+mod requests;
+
+pub use requests::{Opcode, RequestCounts};
 
 use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 use vfscale::Vfs;
 
@@ -57,7 +69,8 @@ pub struct MountOptions {
     /// attributes show the VFS live, and a [`vfscale::procfs::Procfs`]
     /// `proc/` mirroring the host's processes.
     pub demo: bool,
-    /// Threads serving requests (at least 1).
+    /// Threads serving requests (at least 1), each with its own clone of
+    /// the `/dev/fuse` fd.
     pub threads: usize,
     /// Let other users than the mounting one in (`allow_other`); the VFS
     /// then checks their permissions.
@@ -68,12 +81,78 @@ pub struct MountOptions {
     /// For [`serve`]: the VFS's inode limit (tmpfs's `nr_inodes=`); 0 for
     /// none.
     pub inode_limit: u64,
+    /// Where record locks (`fcntl`) live, which decides whether opening and
+    /// closing a file needs a request.
+    pub locks: RecordLocks,
 }
 
 impl Default for MountOptions {
-    /// Four threads, no demo trees, only the mounting user, no limits.
+    /// A thread per CPU, no demo trees, only the mounting user, no limits,
+    /// record locks in the kernel.
     fn default() -> Self {
-        MountOptions { demo: false, threads: 4, allow_other: false, size_limit: 0, inode_limit: 0 }
+        MountOptions {
+            demo: false,
+            threads: cpus(),
+            allow_other: false,
+            size_limit: 0,
+            inode_limit: 0,
+            locks: RecordLocks::Kernel,
+        }
+    }
+}
+
+/// The CPUs this process may run on (at least 1).
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// Where record locks (`fcntl`: POSIX and OFD) are kept and decided.
+///
+/// Linux drops a process's POSIX locks on a file at *any* `close` of it,
+/// and tells a FUSE server only through `FLUSH`; an OFD lock goes at the
+/// last close of its open file, which the server learns only from
+/// `RELEASE`. A server that holds record locks therefore needs `OPEN` (a
+/// file opened without it is never released to the server) and a `FLUSH`
+/// at every close (`FOPEN_NOFLUSH` cannot be given safely: a lock may be
+/// taken through the very file after it was opened, and closing it must
+/// drop the lock). Locks in the kernel need neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecordLocks {
+    /// In the kernel, on the mount's inodes, as `flock` locks are and as
+    /// on any local filesystem: the same code as on tmpfs decides them.
+    /// The mount holds no lock, so files are opened and closed without a
+    /// request (`FUSE_NO_OPEN_SUPPORT`, no `FLUSH`), and the kernel checks
+    /// permissions at open (`default_permissions`) from the attributes it
+    /// caches. With the demo trees, whose files need an `OPEN` for direct
+    /// I/O, opens still ask, but closes do not.
+    #[default]
+    Kernel,
+    /// In the VFS's lock manager (`FUSE_POSIX_LOCKS`): each kernel lock
+    /// owner becomes a VFS process, and the locks show in the VFS's lock
+    /// list (`sys/fs/vfscale/locks` with `--demo`). Every open sends
+    /// `OPEN`, every close `FLUSH`, every last close `RELEASE`.
+    Vfs,
+}
+
+impl FromStr for RecordLocks {
+    type Err = String;
+
+    /// `kernel` or `vfs`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "kernel" => Ok(RecordLocks::Kernel),
+            "vfs" => Ok(RecordLocks::Vfs),
+            other => Err(format!("record locks live in the 'kernel' or the 'vfs', not '{other}'")),
+        }
+    }
+}
+
+impl fmt::Display for RecordLocks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RecordLocks::Kernel => "kernel",
+            RecordLocks::Vfs => "vfs",
+        })
     }
 }
 
@@ -116,12 +195,18 @@ impl std::error::Error for MountError {}
 pub struct Mounted {
     session: Option<BackgroundSession>,
     dir: PathBuf,
+    requests: Arc<requests::Counters>,
 }
 
 impl Mounted {
     /// The mount point.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The requests served so far, by kind.
+    pub fn requests(&self) -> RequestCounts {
+        self.requests.snapshot()
     }
 
     /// Whether the session has ended (someone unmounted it).
@@ -176,8 +261,10 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
         return Err(MountError::Invalid("--threads must be at least 1".into()));
     }
     check_mount_point(dir)?;
-    let fs = fs::VfsFs::new(vfs, options.demo)
+    let caching = fs::Caching::new(options);
+    let fs = fs::VfsFs::new(vfs, options.demo, caching)
         .map_err(|e| MountError::Invalid(format!("cannot set up the demo trees: {e}")))?;
+    let requests = fs.requests();
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName("vfscale".into()), MountOption::Subtype("vfscale".into())];
     // Device nodes open and set-user-ID programs run, as on tmpfs; only
@@ -186,8 +273,13 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
     if unsafe { libc::geteuid() } == 0 {
         config.mount_options.extend([MountOption::Dev, MountOption::Suid]);
     }
+    if caching.checks_at_open() {
+        // Opens that send no request must be checked by the kernel.
+        config.mount_options.push(MountOption::DefaultPermissions);
+    }
     config.acl = if options.allow_other { SessionACL::All } else { SessionACL::Owner };
     config.n_threads = Some(options.threads);
+    config.clone_fd = true;
     let session = Session::new(fs, dir, &config).map_err(|e| match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::ENODEV) => {
             MountError::FuseUnavailable(format!("mounting {} was refused: {e}", dir.display()))
@@ -195,7 +287,7 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
         _ => MountError::Os(dir.to_owned(), e),
     })?;
     let session = session.spawn().map_err(|e| MountError::Os(dir.to_owned(), e))?;
-    Ok(Mounted { session: Some(session), dir: dir.to_owned() })
+    Ok(Mounted { session: Some(session), dir: dir.to_owned(), requests })
 }
 
 /// Mounts a fresh VFS (with the options' limits) on `dir` and serves it

@@ -12,11 +12,15 @@
 //! does not have: a regular file is opened through one of the names the
 //! kernel reached it by, and a directory's path (for a rename or link into
 //! another directory) is built from the single name every directory has.
+//! A node may also hold its own open description, through which the
+//! kernel's reads and writes of files it opened without a request go; it
+//! lives as long as the node, so it outlasts the file's last name.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use vfscale::inode::Inode;
+use vfscale::OpenFile;
 
 /// FUSE's root node id (`FUSE_ROOT_ID`).
 pub(crate) const ROOT: u64 = 1;
@@ -28,6 +32,8 @@ struct Node {
     inode: Arc<Inode>,
     lookups: u64,
     links: Vec<Link>,
+    /// The front end's own description of the file, once opened.
+    own: Option<Arc<OpenFile>>,
 }
 
 /// Node id to inode, with lookup counts.
@@ -81,7 +87,12 @@ impl Nodes {
             return id;
         }
         let mut map = self.lock();
-        let node = map.entry(id).or_insert_with(|| Node { inode: Arc::clone(inode), lookups: 0, links: Vec::new() });
+        let node = map.entry(id).or_insert_with(|| Node {
+            inode: Arc::clone(inode),
+            lookups: 0,
+            links: Vec::new(),
+            own: None,
+        });
         node.lookups += 1;
         if !node.links.iter().any(|(p, n)| *p == parent && **n == *name) {
             node.links.push((parent, name.into()));
@@ -90,14 +101,16 @@ impl Nodes {
     }
 
     /// The kernel dropped `n` lookups of `id`; the node goes at zero.
-    pub fn forget(&self, id: u64, n: u64) {
+    /// Returns whether it went (its inode and own description with it,
+    /// dropped after the table's lock).
+    pub fn forget(&self, id: u64, n: u64) -> bool {
         let mut map = self.lock();
-        let Some(node) = map.get_mut(&id) else { return };
+        let Some(node) = map.get_mut(&id) else { return false };
         debug_assert!(node.lookups >= n, "forget of {n} lookups on node {id}, which has {}", node.lookups);
         node.lookups = node.lookups.saturating_sub(n);
-        if node.lookups == 0 {
-            map.remove(&id);
-        }
+        let gone = if node.lookups == 0 { map.remove(&id) } else { None };
+        drop(map);
+        gone.is_some()
     }
 
     /// `name` in `parent` no longer refers to `id` (unlink, rmdir, the
@@ -115,6 +128,21 @@ impl Nodes {
             if !node.links.iter().any(|(p, n)| *p == parent && **n == *name) {
                 node.links.push((parent, name.into()));
             }
+        }
+    }
+
+    /// The node's own open description, if one was kept.
+    pub fn own_file(&self, id: u64) -> Option<Arc<OpenFile>> {
+        self.lock().get(&id).and_then(|n| n.own.clone())
+    }
+
+    /// Keeps `file` as node `id`'s own description, unless another thread
+    /// kept one first; returns the one kept (`file` itself if the node is
+    /// gone).
+    pub fn keep_own_file(&self, id: u64, file: Arc<OpenFile>) -> Arc<OpenFile> {
+        match self.lock().get_mut(&id) {
+            Some(node) => Arc::clone(node.own.get_or_insert(file)),
+            None => file,
         }
     }
 
@@ -204,6 +232,24 @@ mod tests {
         assert_eq!(nodes.links(id), vec![(ROOT, b"d"[..].into()), (ROOT, b"e"[..].into())]);
         nodes.unlinked(id, ROOT, b"d");
         assert_eq!(nodes.links(id), vec![(ROOT, b"e"[..].into())]);
+    }
+
+    #[test]
+    fn a_node_keeps_one_own_file_until_forgotten() {
+        let (vfs, nodes) = setup();
+        let p = vfs.process(Credentials::root());
+        let open = || p.open_description("/f", vfscale::OpenFlags::CREAT | vfscale::OpenFlags::RDWR, 0o644).unwrap();
+        let first = open();
+        let id = nodes.remember(ROOT, b"f", first.inode());
+        assert!(nodes.own_file(id).is_none());
+        assert!(Arc::ptr_eq(&nodes.keep_own_file(id, Arc::clone(&first)), &first));
+        assert!(Arc::ptr_eq(&nodes.keep_own_file(id, open()), &first), "the first one kept stays");
+        assert!(Arc::ptr_eq(&nodes.own_file(id).unwrap(), &first));
+        nodes.forget(id, 1);
+        assert_eq!(Arc::strong_count(&first), 1, "forgetting the node closes its own file");
+        let stray = open();
+        assert!(Arc::ptr_eq(&nodes.keep_own_file(id, Arc::clone(&stray)), &stray));
+        assert!(nodes.own_file(id).is_none());
     }
 
     #[test]

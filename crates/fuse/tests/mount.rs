@@ -7,7 +7,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 use vfscale::Vfs;
-use vfscale_fuse::{is_vfscale_mount, mount, wait_unmounted, MountError, MountOptions, Mounted};
+use vfscale_fuse::{
+    is_vfscale_mount, mount, wait_unmounted, MountError, MountOptions, Mounted, Opcode, RecordLocks, RequestCounts,
+};
 
 /// Held by every test, so a memory measurement sees no other test's use.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -45,11 +47,20 @@ fn tmpfs_dir() -> tempfile::TempDir {
     tempfile::tempdir_in("/dev/shm").expect("temp dir on /dev/shm")
 }
 
+/// The script, on a mount with record locks in the kernel (files opened
+/// without a request) and on one with them in the VFS (every open and
+/// close asks), against tmpfs.
 #[test]
 fn tools_see_what_they_see_on_tmpfs() {
+    for locks in [RecordLocks::Kernel, RecordLocks::Vfs] {
+        script_matches_tmpfs(&MountOptions { locks, ..MountOptions::default() });
+    }
+}
+
+fn script_matches_tmpfs(options: &MountOptions) {
     let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
-    let Some(mounted) = try_mount(mnt.path(), &MountOptions::default()) else { return };
+    let Some(mounted) = try_mount(mnt.path(), options) else { return };
     assert!(is_vfscale_mount(mnt.path()));
     let ours = run_script(mnt.path());
     let reference = tmpfs_dir();
@@ -64,7 +75,7 @@ fn tools_see_what_they_see_on_tmpfs() {
         .collect();
     assert!(
         mismatches.is_empty() && ours.lines().count() == theirs.lines().count(),
-        "vfscale and tmpfs differ:\n{}\n--- vfscale ---\n{ours}\n--- tmpfs ---\n{theirs}",
+        "vfscale ({options:?}) and tmpfs differ:\n{}\n--- vfscale ---\n{ours}\n--- tmpfs ---\n{theirs}",
         mismatches.join("\n")
     );
     assert!(ours.contains("second=1") && ours.contains("after=0"), "flock did not conflict:\n{ours}");
@@ -114,7 +125,7 @@ fn a_byte_past_3g_costs_a_page() {
 fn demo_trees_show_live_values() {
     let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
-    let options = MountOptions { demo: true, threads: 2, ..MountOptions::default() };
+    let options = MountOptions { demo: true, threads: 2, locks: RecordLocks::Vfs, ..MountOptions::default() };
     let Some(mounted) = try_mount(mnt.path(), &options) else { return };
     let attr = mnt.path().join("sys/fs/vfscale/inodes");
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
@@ -268,4 +279,155 @@ fn memory_comes_back_after_unlink_and_forget() {
     }
     mounted.unmount().expect("unmount");
     assert_eq!(after, before, "(live inodes, dentries) after {files} files came and went");
+}
+
+/// The requests `mounted` served while `op` ran `n` times.
+fn requests_of(mounted: &Mounted, n: usize, mut op: impl FnMut()) -> RequestCounts {
+    let before = mounted.requests();
+    for _ in 0..n {
+        op();
+    }
+    mounted.requests().since(&before)
+}
+
+/// What did not change, the kernel answers from its caches: a stat of a
+/// file or of a missing name sends no request, nor (with record locks in
+/// the kernel) an open + read + close of an unchanged file; a create +
+/// close + unlink of one name costs a lookup (the unlink dropped the
+/// kernel's entry), a create and an unlink, and no flush unless the VFS
+/// holds record locks. What changes through the mount, programs see.
+#[test]
+fn the_kernel_answers_what_did_not_change() {
+    let _serial = serial();
+    for locks in [RecordLocks::Kernel, RecordLocks::Vfs] {
+        let mnt = tempfile::tempdir().unwrap();
+        let Some(mounted) = try_mount(mnt.path(), &MountOptions { locks, ..MountOptions::default() }) else { return };
+        let (file, missing, new) = (mnt.path().join("f"), mnt.path().join("missing"), mnt.path().join("new"));
+        std::fs::write(&file, [7u8; 32]).unwrap();
+        let stat = |p: &Path| std::fs::metadata(p).map(|m| m.len());
+        // A read from the server (not from pages) makes the kernel ask for
+        // the new atime at the next stat.
+        assert_eq!(std::fs::read(&file).unwrap(), [7u8; 32]);
+        assert_eq!((stat(&file).unwrap(), stat(&missing).ok()), (32, None));
+        let stats = requests_of(&mounted, 100, || assert_eq!(stat(&file).unwrap(), 32));
+        assert_eq!(stats.total(), 0, "{locks}: {stats}");
+        let misses = requests_of(&mounted, 100, || assert!(stat(&missing).is_err()));
+        assert_eq!(misses.total(), 0, "{locks}: {misses}");
+        let reads = requests_of(&mounted, 100, || assert_eq!(std::fs::read(&file).unwrap(), [7u8; 32]));
+        assert_eq!(reads.get(Opcode::Read), 0, "{locks}: pages are kept across opens");
+        match locks {
+            RecordLocks::Kernel => assert_eq!(reads.total(), 0, "{reads}"),
+            RecordLocks::Vfs => {
+                assert_eq!((reads.get(Opcode::Open), reads.get(Opcode::Flush)), (100, 100), "{reads}");
+                assert_eq!(reads.total(), 200 + reads.get(Opcode::Release), "{reads}");
+            }
+        }
+        let created = requests_of(&mounted, 100, || {
+            drop(std::fs::File::create(&new).unwrap());
+            std::fs::remove_file(&new).unwrap();
+        });
+        for op in [Opcode::Lookup, Opcode::Create, Opcode::Unlink] {
+            assert_eq!(created.get(op), 100, "{locks}: {created}");
+        }
+        let flushes = if locks == RecordLocks::Vfs { 100 } else { 0 };
+        assert_eq!((created.get(Opcode::Flush), created.get(Opcode::Open)), (flushes, 0), "{locks}: {created}");
+        // Changes through the mount show at once.
+        std::fs::write(&file, "changed").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "changed");
+        std::fs::write(&missing, "here now").unwrap();
+        assert_eq!(stat(&missing).unwrap(), 8);
+        std::fs::rename(&missing, &file).unwrap();
+        assert_eq!((std::fs::read_to_string(&file).unwrap(), stat(&missing).ok()), ("here now".into(), None));
+        mounted.unmount().expect("unmount");
+    }
+}
+
+/// A file the kernel opened without a request keeps working after its
+/// last name goes, as an open file does on tmpfs: its reads and writes go
+/// through a description the mount opened while a name still reached it.
+#[test]
+fn open_files_outlive_their_names() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::unix::fs::MetadataExt;
+    let _serial = serial();
+    let mnt = tempfile::tempdir().unwrap();
+    let Some(mounted) = try_mount(mnt.path(), &MountOptions::default()) else { return };
+    let (f, g) = (mnt.path().join("f"), mnt.path().join("g"));
+    std::fs::write(&f, "hello").unwrap();
+    std::fs::write(&g, "old g").unwrap();
+    let open = |p: &Path| std::fs::OpenOptions::new().read(true).write(true).open(p).unwrap();
+    let (mut unlinked, mut replaced) = (open(&f), open(&g));
+    std::fs::remove_file(&f).unwrap();
+    std::fs::write(mnt.path().join("h"), "new g").unwrap();
+    std::fs::rename(mnt.path().join("h"), &g).unwrap();
+    unlinked.seek(SeekFrom::End(0)).unwrap();
+    unlinked.write_all(b", world").unwrap();
+    let mut text = String::new();
+    unlinked.seek(SeekFrom::Start(0)).unwrap();
+    unlinked.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "hello, world");
+    assert_eq!(unlinked.metadata().unwrap().nlink(), 0);
+    text.clear();
+    replaced.read_to_string(&mut text).unwrap();
+    assert_eq!(text, "old g");
+    assert_eq!(std::fs::read_to_string(&g).unwrap(), "new g");
+    assert!(mounted.requests().get(Opcode::Open) <= 1, "one OPEN, answered ENOSYS, and no more");
+    drop((unlinked, replaced));
+    mounted.unmount().expect("unmount");
+}
+
+/// The demo trees change behind the kernel's back, and programs see it
+/// within what the README promises: `sys/` at the next read (nothing of
+/// the trees is cached), `proc/` within a second of a process starting or
+/// ending (one refresh, every half second, and its walk of the host's
+/// /proc), even for names looked up, and missed, before.
+#[test]
+fn demo_trees_never_go_stale() {
+    let _serial = serial();
+    let mnt = tempfile::tempdir().unwrap();
+    let vfs = Vfs::default();
+    let options = MountOptions { demo: true, ..MountOptions::default() };
+    let mounted = match mount(mnt.path(), vfs.clone(), &options) {
+        Ok(m) => m,
+        Err(e) => return eprintln!("SKIPPED: {e}"),
+    };
+    let inodes = mnt.path().join("sys/fs/vfscale/inodes");
+    let count = || std::fs::read_to_string(&inodes).unwrap().trim().parse::<u64>().unwrap();
+    let before = count();
+    // Straight into the served VFS, which the sys/ tree reports on.
+    vfs.process(vfscale::Credentials::root()).mkdir("/behind", 0o755).unwrap();
+    assert_eq!(count(), before + 1, "sys/ showed a cached value");
+    // Names of processes to come, missed first: the next pids after a
+    // throwaway child's (unless other processes take them meanwhile).
+    let mut probe = Command::new("true").spawn().unwrap();
+    let first = probe.id() + 1;
+    probe.wait().unwrap();
+    let proc_entry = |pid: u32| mnt.path().join(format!("proc/{pid}"));
+    for pid in first..first + 100 {
+        // A lookup; for a pid not in use, a miss.
+        let _ = proc_entry(pid).exists();
+    }
+    let within = Duration::from_secs(1);
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let started = std::time::Instant::now();
+    let entry = proc_entry(child.id());
+    while !entry.exists() {
+        assert!(started.elapsed() < within, "pid {} not in proc/ after {within:?}", child.id());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!(
+        "pid {} showed after {:?}{}",
+        child.id(),
+        started.elapsed(),
+        if (first..first + 100).contains(&child.id()) { ", a miss looked up before" } else { "" }
+    );
+    assert_eq!(std::fs::read_to_string(entry.join("cmdline")).unwrap(), "sleep\x0030\0");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let ended = std::time::Instant::now();
+    while entry.exists() {
+        assert!(ended.elapsed() < within, "pid {} still in proc/ {within:?} after it ended", child.id());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    mounted.unmount().expect("unmount");
 }

@@ -63,7 +63,7 @@ impl World {
     pub fn host(fs: Fs) -> Result<World, String> {
         let (root, keep): (PathBuf, Option<Keep>) = match fs {
             Fs::Tmpfs => {
-                let dir = ScratchDir::new("commute")?;
+                let dir = ScratchDir::new("commute", None)?;
                 if let Some(note) = &dir.note {
                     return Err(note.clone());
                 }

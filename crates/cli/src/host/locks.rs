@@ -1,4 +1,5 @@
-//! Seed 004 on the host: lockperf-style tests on tmpfs files. lockperf
+//! Seed 004 on the host: lockperf-style tests on tmpfs files (or files
+//! under `--dir`). lockperf
 //! (Jeff Layton) was not retrievable, so the tests are defined here, the
 //! same way vfscale's own lock workloads define them:
 //!
@@ -22,9 +23,10 @@
 //! file table (`unshare(CLONE_FILES)`), which makes it a lock owner of its
 //! own, as lockperf's processes were.
 
-use super::{check, close_raw, cstring, open_raw, Built, HostWorkload, ScratchDir};
+use super::{check, close_raw, cstring, open_raw, Build, Built, HostWorkload, ScratchDir};
 use crate::workloads::Subject;
 use std::io;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What one operation does.
@@ -37,31 +39,43 @@ enum Test {
     Lease,
 }
 
-const fn test(name: &'static str, about: &'static str, build: fn() -> Result<Built, String>) -> HostWorkload {
-    HostWorkload { name, about, default_iterations: 10_000, build }
+const fn test(
+    name: &'static str,
+    about: &'static str,
+    build: fn(Option<&Path>) -> Result<Built, String>,
+) -> HostWorkload {
+    HostWorkload { name, about, default_iterations: 10_000, build: Build::InDir(build) }
 }
 
 pub(super) const FLOCK01: HostWorkload =
-    test("flock01", "flock LOCK_EX + LOCK_UN on one shared tmpfs file", || build(Test::Flock, true));
+    test("flock01", "flock LOCK_EX + LOCK_UN on one shared file", |under| build(Test::Flock, true, under));
 pub(super) const FLOCK02: HostWorkload =
-    test("flock02", "flock LOCK_EX + LOCK_UN on each thread's own tmpfs file", || build(Test::Flock, false));
+    test("flock02", "flock LOCK_EX + LOCK_UN on each thread's own file", |under| build(Test::Flock, false, under));
 pub(super) const POSIX01: HostWorkload =
-    test("posix01", "POSIX F_SETLKW whole-file write lock + unlock on one shared file", || build(Test::Posix, true));
+    test("posix01", "POSIX F_SETLKW whole-file write lock + unlock on one shared file", |under| {
+        build(Test::Posix, true, under)
+    });
 pub(super) const POSIX02: HostWorkload =
-    test("posix02", "POSIX F_SETLKW whole-file write lock + unlock on own files", || build(Test::Posix, false));
+    test("posix02", "POSIX F_SETLKW whole-file write lock + unlock on own files", |under| {
+        build(Test::Posix, false, under)
+    });
 pub(super) const POSIX03: HostWorkload =
-    test("posix03", "POSIX write lock of bytes [t, t+2) of one file: waiter chains", || build(Test::PosixChain, true));
+    test("posix03", "POSIX write lock of bytes [t, t+2) of one file: waiter chains", |under| {
+        build(Test::PosixChain, true, under)
+    });
 pub(super) const POSIX04: HostWorkload =
-    test("posix04", "POSIX lock byte t, then byte t+1 (F_SETLKW): deadlock-detection walks", || {
-        build(Test::PosixDeadlock, true)
+    test("posix04", "POSIX lock byte t, then byte t+1 (F_SETLKW): deadlock-detection walks", |under| {
+        build(Test::PosixDeadlock, true, under)
     });
 pub(super) const LEASE01: HostWorkload =
-    test("lease01", "F_SETLEASE read lease + unlock on each thread's own file", || build(Test::Lease, false));
+    test("lease01", "F_SETLEASE read lease + unlock on each thread's own file", |under| {
+        build(Test::Lease, false, under)
+    });
 pub(super) const LEASE02: HostWorkload =
-    test("lease02", "F_SETLEASE read lease + unlock on one shared file", || build(Test::Lease, true));
+    test("lease02", "F_SETLEASE read lease + unlock on one shared file", |under| build(Test::Lease, true, under));
 
-fn build(test: Test, shared: bool) -> Result<Built, String> {
-    let dir = ScratchDir::new("locks")?;
+fn build(test: Test, shared: bool, under: Option<&Path>) -> Result<Built, String> {
+    let dir = ScratchDir::new("locks", under)?;
     let note = dir.note.clone();
     Ok(Built { subject: Box::new(LockSubject { dir, test, shared, threads: AtomicUsize::new(1) }), note })
 }

@@ -3,12 +3,14 @@
 //! locks), so every reproduction shows the kernel beside vfscale.
 //!
 //! A driver is a [`Subject`] like any workload's, run by the same harness, so
-//! its cells have the same statistics and JSON; its variant is always
-//! [`VARIANT`]. Drivers share the name of the vfscale workload they mirror
-//! (`kernfs-files`, `inode-exit`, `flock01`, ...), so a report can chart
-//! them together. Building a driver probes the host with one trial
-//! operation: a host without sysfs, tmpfs or the needed permission gives a
-//! one-line reason, never a crash.
+//! its cells have the same statistics and JSON; its variant is
+//! [`VARIANT`], or, for a driver pointed at directories (`--dir`, see
+//! [`HostWorkload::takes_dir`]), the file system of each (`tmpfs`,
+//! `vfscale`, `ext4`), all measured in one run. Drivers share the name of
+//! the vfscale workload they mirror (`kernfs-files`, `inode-exit`,
+//! `flock01`, `walk`, ...), so a report can chart them together. Building a
+//! driver probes the host with one trial operation: a host without sysfs,
+//! tmpfs or the needed permission gives a one-line reason, never a crash.
 //!
 //! ```
 //! let driver = host::find("kernfs-missing").unwrap();
@@ -23,11 +25,14 @@ mod mprotect;
 mod procfs;
 mod sysfs;
 mod tmpfs;
+mod tree;
 
 pub(crate) use locks::posix;
 pub(crate) use procfs::require_procfs;
 pub(crate) use sysfs::require_sysfs;
 
+use crate::bench::{CellReport, Cells};
+use crate::harness::RunPlan;
 use crate::workloads::Subject;
 use std::any::Any;
 use std::ffi::{CStr, CString};
@@ -50,7 +55,17 @@ pub struct HostWorkload {
     /// Iterations per thread when `--iterations` is not given.
     pub default_iterations: u64,
     /// Sets the driver up on this host, or says why it cannot run.
-    build: fn() -> Result<Built, String>,
+    build: Build,
+}
+
+/// How a driver is set up.
+#[derive(Debug, Clone, Copy)]
+enum Build {
+    /// Where its seed ran (/sys, /proc, an anonymous mapping).
+    Fixed(fn() -> Result<Built, String>),
+    /// In a private directory under the given one (tmpfs at /dev/shm when
+    /// none is given).
+    InDir(fn(Option<&Path>) -> Result<Built, String>),
 }
 
 /// A driver set up on this host.
@@ -68,10 +83,31 @@ impl std::fmt::Debug for Built {
 }
 
 impl HostWorkload {
-    /// Builds the driver and runs one trial operation on a fresh thread;
-    /// `Err` is a one-line reason it cannot run here.
+    /// Whether `--dir` may point the driver at a directory: the file
+    /// workloads (inode-exit, the lock tests, walk) can run on any file
+    /// system.
+    pub fn takes_dir(&self) -> bool {
+        matches!(self.build, Build::InDir(_))
+    }
+
+    /// Builds the driver where it runs by default and runs one trial
+    /// operation on a fresh thread; `Err` is a one-line reason it cannot
+    /// run here.
     pub fn probe(&self) -> Result<Built, String> {
-        let built = quietly(self.build)??;
+        self.probe_in(None)
+    }
+
+    /// [`HostWorkload::probe`], in a private directory under `dir` when
+    /// given (a driver that does not [`take a directory`](Self::takes_dir)
+    /// refuses one).
+    pub fn probe_in(&self, dir: Option<&Path>) -> Result<Built, String> {
+        let built = match (self.build, dir) {
+            (Build::Fixed(build), None) => quietly(build)??,
+            (Build::InDir(build), dir) => quietly(|| build(dir))??,
+            (Build::Fixed(_), Some(_)) => {
+                return Err(format!("{} runs where its seed ran, not in a directory of your choice", self.name))
+            }
+        };
         quietly(|| {
             built.subject.prepare_run(1);
             std::thread::scope(|scope| {
@@ -84,9 +120,10 @@ impl HostWorkload {
 
 /// Every host driver, in experiment order.
 pub fn all() -> &'static [HostWorkload] {
-    static ALL: [HostWorkload; 13] = [
+    static ALL: [HostWorkload; 14] = [
         sysfs::FILES,
         sysfs::MISSING,
+        tree::WALK,
         tmpfs::INODE_EXIT,
         mprotect::STORM,
         procfs::PS,
@@ -105,6 +142,98 @@ pub fn all() -> &'static [HostWorkload] {
 /// The host driver called `name`.
 pub fn find(name: &str) -> Option<&'static HostWorkload> {
     all().iter().find(|w| w.name == name)
+}
+
+/// One directory a driver runs in, with the name its cells carry.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The variant name: the file system's (see [`label_dirs`]).
+    pub label: &'static str,
+    /// The directory; the driver works in a private one under it.
+    pub dir: PathBuf,
+}
+
+/// Names each directory after its file system (`tmpfs`, `vfscale` for a
+/// vfscale mount, `ext4`; `?` if /proc/self/mounts does not say), with
+/// `-2`, `-3`, ... after a name already taken. The names are leaked: a
+/// command labels a handful of directories once.
+pub fn label_dirs(dirs: &[PathBuf]) -> Vec<Target> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let mut taken: Vec<String> = Vec::new();
+    dirs.iter()
+        .map(|dir| {
+            let base = file_system_name(&mounts, dir);
+            let mut label = base.clone();
+            let mut n = 1;
+            while taken.contains(&label) {
+                n += 1;
+                label = format!("{base}-{n}");
+            }
+            taken.push(label.clone());
+            Target { label: label.leak(), dir: dir.clone() }
+        })
+        .collect()
+}
+
+/// The type of the file system `dir` is on, from `/proc/self/mounts`
+/// text: the entry with the longest mount point above it.
+fn file_system_name(mounts: &str, dir: &Path) -> String {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            let (source, target, fstype) = (fields.next()?, fields.next()?, fields.next()?);
+            let target = PathBuf::from(target.replace("\\040", " "));
+            dir.starts_with(&target).then_some((target, source, fstype))
+        })
+        .max_by_key(|(target, _, _)| target.as_os_str().len())
+        .map_or_else(
+            || "?".to_string(),
+            |(_, source, fstype)| {
+                if source == "vfscale" && fstype.starts_with("fuse") {
+                    "vfscale".to_string()
+                } else {
+                    fstype.to_string()
+                }
+            },
+        )
+}
+
+/// Runs `driver` in each of `targets` (or, with none, where it runs by
+/// default, as variant [`VARIANT`]), every cell's runs interleaved with
+/// the others', and reports the cells; a target the driver cannot run in
+/// is left out with a one-line reason in the second list. `Err` if it can
+/// run nowhere, or failed while running.
+pub fn measure(
+    driver: &HostWorkload,
+    targets: &[Target],
+    threads: &[usize],
+    plan: RunPlan,
+    progress: impl FnMut(&str, usize, usize),
+) -> Result<(Vec<CellReport>, Vec<String>), String> {
+    let tried: Vec<(&'static str, Result<Built, String>)> = if targets.is_empty() {
+        vec![(VARIANT, driver.probe())]
+    } else {
+        targets.iter().map(|t| (t.label, driver.probe_in(Some(&t.dir)))).collect()
+    };
+    let mut skipped = Vec::new();
+    let mut built = Vec::new();
+    for (label, result) in tried {
+        match result {
+            Ok(b) => built.push((label, b)),
+            Err(reason) if targets.is_empty() => skipped.push(reason),
+            Err(reason) => skipped.push(format!("{label}: {reason}")),
+        }
+    }
+    if built.is_empty() {
+        return Err(skipped.join("; "));
+    }
+    let notes: Vec<String> = built.iter().filter_map(|(_, b)| b.note.clone()).collect();
+    let cells = Cells { workload: driver.name, hold: None, note: (!notes.is_empty()).then(|| notes.join("; ")) };
+    let subjects: Vec<(&'static str, &dyn Subject)> = built.iter().map(|(l, b)| (*l, b.subject.as_ref())).collect();
+    let reports = quietly(|| cells.measure(&subjects, threads, plan, progress))?;
+    Ok((reports, skipped))
 }
 
 /// Runs `f`, turning a panic into its message without printing it: drivers
@@ -135,6 +264,11 @@ fn panic_message(payload: Box<dyn Any + Send>) -> String {
 const SYSFS_MAGIC: i64 = 0x6265_6572;
 const TMPFS_MAGIC: i64 = 0x0102_1994;
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+
+/// Whether `path` is on tmpfs.
+pub fn on_tmpfs(path: &Path) -> bool {
+    fs_magic(path).ok() == Some(TMPFS_MAGIC)
+}
 
 /// The file system type of `path` (`statfs` f_type).
 fn fs_magic(path: &Path) -> io::Result<i64> {
@@ -175,23 +309,25 @@ fn close_raw(fd: libc::c_int) {
     unsafe { libc::close(fd) };
 }
 
-/// A private directory for a driver's files, on tmpfs when the host has one
-/// at /dev/shm, removed with everything in it on drop.
+/// A private directory for a driver's files, under the directory the
+/// driver was pointed at, else on tmpfs when the host has one at /dev/shm,
+/// removed with everything in it on drop.
 #[derive(Debug)]
 pub(crate) struct ScratchDir {
     pub(crate) path: PathBuf,
-    /// Set when the directory is not on tmpfs.
+    /// Set when the directory is not on tmpfs though no other was asked for.
     pub(crate) note: Option<String>,
 }
 
 impl ScratchDir {
-    pub(crate) fn new(purpose: &str) -> Result<ScratchDir, String> {
+    pub(crate) fn new(purpose: &str, under: Option<&Path>) -> Result<ScratchDir, String> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let unique = format!("vfscale-{purpose}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         let shm = Path::new("/dev/shm");
-        let (base, note) = match fs_magic(shm) {
-            Ok(TMPFS_MAGIC) => (shm.to_path_buf(), None),
-            _ => {
+        let (base, note) = match (under, fs_magic(shm)) {
+            (Some(dir), _) => (dir.to_path_buf(), None),
+            (None, Ok(TMPFS_MAGIC)) => (shm.to_path_buf(), None),
+            (None, _) => {
                 let tmp = std::env::temp_dir();
                 let note = format!("no tmpfs at /dev/shm: files live in {} instead", tmp.display());
                 (tmp, Some(note))
@@ -253,10 +389,50 @@ mod tests {
 
     #[test]
     fn scratch_dir_is_removed_on_drop() {
-        let dir = ScratchDir::new("test").unwrap();
+        let dir = ScratchDir::new("test", None).unwrap();
         let path = dir.path.clone();
         std::fs::write(path.join("f"), b"x").unwrap();
         drop(dir);
         assert!(!path.exists());
+        let base = std::env::temp_dir();
+        let inside = ScratchDir::new("test", Some(&base)).unwrap();
+        assert!(inside.path.starts_with(&base) && inside.note.is_none());
+        assert!(ScratchDir::new("test", Some(Path::new("/nonexistent/vfscale")))
+            .unwrap_err()
+            .contains("cannot create"));
+    }
+
+    #[test]
+    fn directories_are_labelled_by_their_file_system() {
+        let mounts = "proc /proc proc rw 0 0\ntmpfs /dev/shm tmpfs rw 0 0\n/dev/vda / ext4 rw 0 0\n\
+                      vfscale /tmp/my\\040mnt fuse rw 0 0\n";
+        assert_eq!(file_system_name(mounts, Path::new("/dev/shm/x")), "tmpfs");
+        assert_eq!(file_system_name(mounts, Path::new("/home/x")), "ext4");
+        assert_eq!(file_system_name(mounts, Path::new("/tmp/my mnt/a")), "vfscale");
+        assert_eq!(file_system_name("", Path::new("/x")), "?");
+        let labels = label_dirs(&[PathBuf::from("/dev/shm"), PathBuf::from("/dev/shm")]);
+        assert_eq!(labels.iter().map(|t| t.label).collect::<Vec<_>>(), ["tmpfs", "tmpfs-2"]);
+    }
+
+    /// The directory drivers run in an ordinary directory given to them,
+    /// labelled by its file system, all in one measurement.
+    #[test]
+    fn dir_drivers_run_in_the_given_directories() {
+        let dirs = [std::env::temp_dir(), std::env::temp_dir()];
+        let targets = label_dirs(&dirs);
+        for driver in all().iter().filter(|d| d.takes_dir()) {
+            let plan = RunPlan { runs: 1, iterations: 3 };
+            match measure(driver, &targets, &[1, 2], plan, |_, _, _| {}) {
+                Ok((reports, _)) => {
+                    assert_eq!(reports.len(), 4, "{}", driver.name);
+                    assert!(reports.iter().all(|r| r.variant == targets[0].label || r.variant == targets[1].label));
+                }
+                // Leases need a file system and privileges that allow them.
+                Err(reason) => eprintln!("host {} skipped here: {reason}", driver.name),
+            }
+        }
+        let sysfs = find("kernfs-files").unwrap();
+        assert!(!sysfs.takes_dir());
+        assert!(sysfs.probe_in(Some(&dirs[0])).unwrap_err().contains("where its seed ran"));
     }
 }

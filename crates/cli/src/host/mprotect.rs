@@ -6,7 +6,7 @@
 //! plus a write fault, under mmap_lock for read). One thread alone only
 //! flips. Op = one flip pair, or one drop and re-fault.
 
-use super::{Built, HostWorkload};
+use super::{Build, Built, HostWorkload};
 use crate::workloads::Subject;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +16,7 @@ pub(super) const STORM: HostWorkload = HostWorkload {
     name: "prim-mprotect",
     about: "even threads mprotect their page of one mapping RO and back, odd threads re-fault theirs (mmap_lock storm)",
     default_iterations: 5_000,
-    build,
+    build: Build::Fixed(build),
 };
 
 fn build() -> Result<Built, String> {

@@ -4,7 +4,7 @@
 //! where the kernel before 5.16 left RCU walk. Processes that exit
 //! mid-walk are skipped, as ps skips them.
 
-use super::{check, close_raw, fs_magic, open_raw, Built, HostWorkload, PROC_SUPER_MAGIC};
+use super::{check, close_raw, fs_magic, open_raw, Build, Built, HostWorkload, PROC_SUPER_MAGIC};
 use crate::workloads::Subject;
 use std::ffi::CString;
 use std::io;
@@ -14,7 +14,7 @@ pub(super) const PS: HostWorkload = HostWorkload {
     name: "proc-ps",
     about: "list /proc and read every process's stat, status and cmdline (op = one ps -fe walk)",
     default_iterations: 20,
-    build,
+    build: Build::Fixed(build),
 };
 
 /// The per-process files `ps -fe` reads.

@@ -4,7 +4,7 @@
 //! components deep like Kent's; `kernfs-missing`: every thread opens the
 //! same missing path, which must fail with ENOENT.
 
-use super::{check, close_raw, cstring, fs_magic, open_raw, Built, HostWorkload, SYSFS_MAGIC};
+use super::{check, close_raw, cstring, fs_magic, open_raw, Build, Built, HostWorkload, SYSFS_MAGIC};
 use crate::workloads::Subject;
 use std::ffi::CString;
 use std::io;
@@ -14,14 +14,14 @@ pub(super) const FILES: HostWorkload = HostWorkload {
     name: "kernfs-files",
     about: "open, read 32 bytes, close one of ncpu/2 distinct /sys/devices/system/cpu attributes",
     default_iterations: 10_000,
-    build: build_files,
+    build: Build::Fixed(build_files),
 };
 
 pub(super) const MISSING: HostWorkload = HostWorkload {
     name: "kernfs-missing",
     about: "open a missing path under /sys/devices/system/cpu (fails with ENOENT)",
     default_iterations: 10_000,
-    build: build_missing,
+    build: Build::Fixed(build_missing),
 };
 
 const CPU_DIR: &str = "/sys/devices/system/cpu";

@@ -1,21 +1,24 @@
 //! Seed 001 on the host: `inode-exit`. Every thread creates its share of
-//! files in its own directory on tmpfs (each a new inode on the superblock's
-//! inode list), then unlinks them all and exits, like the threads of Waiman
-//! Long's exit microbenchmark dropping their inodes; op = create + unlink.
+//! files in its own directory on tmpfs (or under `--dir`; each a new inode
+//! on the superblock's inode list), then unlinks them all and exits, like
+//! the threads of Waiman Long's exit microbenchmark dropping their inodes;
+//! op = create + unlink.
 
-use super::{close_raw, cstring, open_raw, Built, HostWorkload, ScratchDir};
+use super::{close_raw, cstring, open_raw, Build, Built, HostWorkload, ScratchDir};
 use crate::workloads::Subject;
 use std::ffi::CString;
+use std::path::Path;
 
 pub(super) const INODE_EXIT: HostWorkload = HostWorkload {
     name: "inode-exit",
-    about: "each thread creates N files in its own tmpfs directory, then unlinks them (op = create + unlink)",
+    about:
+        "each thread creates N files in its own directory (tmpfs, or --dir), then unlinks them (op = create + unlink)",
     default_iterations: 2_000,
-    build,
+    build: Build::InDir(build),
 };
 
-fn build() -> Result<Built, String> {
-    let dir = ScratchDir::new("inode-exit")?;
+fn build(under: Option<&Path>) -> Result<Built, String> {
+    let dir = ScratchDir::new("inode-exit", under)?;
     let note = dir.note.clone();
     Ok(Built { subject: Box::new(ExitSubject { dir }), note })
 }

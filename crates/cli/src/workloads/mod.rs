@@ -14,7 +14,7 @@ mod prim_mprotect;
 mod prim_read;
 mod private;
 mod proc_ps;
-mod walk;
+pub(crate) mod walk;
 
 pub use private::PRIVATE;
 

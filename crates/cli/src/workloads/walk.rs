@@ -29,7 +29,7 @@ pub(super) const WALK_MISSING: Workload = Workload {
 
 /// Fan-out of each tree level: FANOUT^3 directories deep, FANOUT^4 files.
 const FANOUT: usize = 8;
-const FILES: usize = FANOUT * FANOUT * FANOUT * FANOUT;
+pub(crate) const FILES: usize = FANOUT * FANOUT * FANOUT * FANOUT;
 
 fn build_walk(variant: &str, _params: &Params) -> Box<dyn Subject> {
     let config = match variant {
@@ -53,7 +53,7 @@ fn build_missing(variant: &str, _params: &Params) -> Box<dyn Subject> {
 }
 
 /// The path of file `i` of the tree.
-fn file_path(i: usize) -> String {
+pub(crate) fn file_path(i: usize) -> String {
     let (a, b, c, d) = (i / FANOUT.pow(3) % FANOUT, i / FANOUT.pow(2) % FANOUT, i / FANOUT % FANOUT, i % FANOUT);
     format!("/a{a}/b{b}/c{c}/f{d}")
 }
