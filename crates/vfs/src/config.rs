@@ -28,8 +28,9 @@ pub enum DirLocking {
 /// Whether failed lookups are remembered (seed 000, kernel-notes §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NegativeDentries {
-    /// A miss leaves a negative dentry recording the directory's revision;
-    /// it answers ENOENT until the directory changes.
+    /// A miss leaves a negative dentry: it answers ENOENT until the name
+    /// is created (which replaces it) or, in a backend's tree, until the
+    /// directory's revision moves.
     Cached,
     /// Every miss goes to the slow lookup under the directory lock.
     Uncached,

@@ -28,7 +28,7 @@ pub struct Dentry {
     pub(crate) name: Box<[u8]>,
     pub(crate) inode: Option<Arc<Inode>>,
     /// For a negative: the parent directory's revision when the miss was
-    /// recorded.
+    /// recorded (checked only in a backend's tree).
     pub(crate) neg_rev: u64,
     /// Odd while the dentry is being unhashed (`d_seq`).
     pub(crate) seq: SeqCount,

@@ -145,8 +145,10 @@ pub(crate) struct Directory {
     _written_below: LinePad,
     /// The directory lock (`i_rwsem`) and the children it protects.
     pub children: RwSem<Children>,
-    /// Bumped under the write lock whenever the set of children changes;
-    /// a negative dentry is valid while this equals the revision it saw.
+    /// Bumped by a backend (kernfs) whenever its set of children changes
+    /// behind the dcache's back; a negative dentry of such a tree is valid
+    /// while this equals the revision it saw. A plain superblock's dcache
+    /// is authoritative and needs none (`SuperBlock::revalidate`).
     rev: AtomicU64,
 }
 

@@ -3,9 +3,10 @@
 //! An in-memory virtual filesystem with Linux semantics, built to show how
 //! the kernel's VFS read path scales: path walks run in rcu-walk mode (no
 //! lock, no reference count, no shared write) and fall back to ref-walk;
-//! missing names are cached as negative dentries validated by directory
-//! revisions; the superblock's inode list is a per-CPU list. Each of those
-//! designs has its "before" variant, selected in [`VfsConfig`].
+//! missing names are cached as negative dentries (validated by directory
+//! revisions in kernfs trees, which change behind the dcache); the
+//! superblock's inode list is a per-CPU list. Each of those designs has its
+//! "before" variant, selected in [`VfsConfig`].
 //!
 //! ```
 //! use vfscale::{Credentials, Errno, OpenFlags, Vfs};

@@ -4,7 +4,7 @@
 //! **rcu-walk** runs first. It pins the epoch and then takes no lock,
 //! changes no reference count and writes nothing shared: each component is
 //! found in the dcache hash, its dentry's `seq` is sampled, its hashed
-//! state, inode (or negative revision) read, and the `seq` re-checked.
+//! state and inode read, and the `seq` re-checked.
 //! Search permission is decided from attributes read through a seqlock. The
 //! superblock's rename seqcount is sampled at the start and re-checked at
 //! the end, so a walk that overlapped a rename never returns.

@@ -3,8 +3,9 @@
 //!
 //! Invariant: each operation changes a directory's children only under that
 //! directory's lock held for write, updating the children map and the
-//! dcache together and bumping the directory's revision, so rcu-walks and
-//! negative dentries see every change. A failed operation changes nothing.
+//! dcache together (a new name's dentry replaces its negative one in the
+//! hash), so rcu-walks and negative dentries see every change. A failed
+//! operation changes nothing.
 
 use crate::cred::{may_chmod, may_chown, may_delete_in_sticky, Access};
 use crate::dentry::Dentry;
@@ -181,8 +182,6 @@ impl<'a> Ctx<'a> {
         let dentry = Dentry::new(dir.ino(), name, Some(inode), 0);
         locked.children.insert(name.into(), Arc::clone(&dentry));
         self.sb.dcache.insert(dentry, &crossbeam_epoch::pin());
-        let directory = dir.dir().expect("a locked directory");
-        directory.bump_rev();
         dir.touch(true, true);
     }
 
@@ -202,7 +201,6 @@ impl<'a> Ctx<'a> {
         if let Some(dentry) = children.remove(name) {
             self.sb.dcache.remove(&dentry, &crossbeam_epoch::pin());
         }
-        dir.dir().expect("a locked directory").bump_rev();
         dir.touch(true, true);
     }
 
@@ -424,7 +422,6 @@ impl<'a> Ctx<'a> {
             new_dir.change_nlink(1);
         }
         for dir in [&old_dir, &new_dir] {
-            dir.dir()?.bump_rev();
             dir.touch(true, true);
         }
         source.touch(false, true);

@@ -100,16 +100,22 @@ impl SuperBlock {
     }
 
     /// `->d_revalidate` of a cached dentry found in `dir`: the backend's
-    /// answer, or for a plain superblock (whose dcache is authoritative)
-    /// valid, except a negative from an older directory revision.
+    /// answer, or for a plain superblock valid. A plain superblock's dcache
+    /// is authoritative, negatives included, as Linux's is for tmpfs: a
+    /// negative is cached only under the directory's lock after the name
+    /// was not found, and whatever later gives the name an inode (create,
+    /// link, mkdir, rename) replaces that dentry in the hash under the
+    /// directory's write lock. So no directory revision is read, and a
+    /// create in a directory writes nothing a look-up of another name in it
+    /// reads, a miss included.
     pub fn revalidate(&self, dir: &Inode, dentry: &Dentry, rcu: bool) -> Revalidate {
-        let Ok(directory) = dir.dir() else { return Revalidate::Invalid };
+        if dir.dir().is_err() {
+            return Revalidate::Invalid;
+        }
         match (&self.backend, &dentry.inode) {
             (Some(backend), Some(inode)) => backend.revalidate(dir, &dentry.name, inode, rcu),
             (Some(backend), None) => backend.revalidate_negative(dir, dentry.neg_rev, rcu),
-            (None, Some(_)) => Revalidate::Valid,
-            (None, None) if dentry.neg_rev == directory.rev() => Revalidate::Valid,
-            (None, None) => Revalidate::Invalid,
+            (None, _) => Revalidate::Valid,
         }
     }
 
@@ -139,7 +145,8 @@ impl SuperBlock {
         let Ok(directory) = dir.dir() else { return };
         let guard = crossbeam_epoch::pin();
         if let Some(existing) = self.dcache.lookup(dir.ino(), name, &guard) {
-            if existing.inode.is_none() && existing.neg_rev == directory.rev() && !existing.is_unhashed() {
+            let valid = || self.revalidate(dir, existing, false) == Revalidate::Valid;
+            if existing.inode.is_none() && !existing.is_unhashed() && valid() {
                 return;
             }
         }
