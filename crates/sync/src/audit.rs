@@ -57,7 +57,7 @@ impl SiteUse {
         SiteUse {
             site,
             #[cfg(feature = "audit")]
-            stack: site.file().contains("crates/sync/").then(backtrace::Backtrace::new_unresolved),
+            stack: source_path(site.file()).starts_with("crates/sync/").then(backtrace::Backtrace::new_unresolved),
         }
     }
 
@@ -69,9 +69,9 @@ impl SiteUse {
         if let Some(mut stack) = self.stack.clone() {
             stack.resolve();
             let caller = stack.frames().iter().flat_map(|f| f.symbols()).find_map(|symbol| {
-                let file = symbol.filename()?.to_str()?;
-                let ours = file.contains("crates/") && !file.contains("crates/sync/");
-                ours.then(|| site_name(file, symbol.lineno().unwrap_or(0)))
+                let file = source_path(symbol.filename()?.to_str()?);
+                let ours = file.starts_with("crates/") && !file.starts_with("crates/sync/");
+                ours.then(|| format!("{file}:{}", symbol.lineno().unwrap_or(0)))
             });
             if let Some(caller) = caller {
                 return format!("{caller} > {site}");
@@ -200,8 +200,24 @@ impl fmt::Display for Conflict {
 
 /// `crates/vfs/src/dcache.rs:120`, without the path up to `crates/`.
 fn site_name(file: &str, line: u32) -> String {
+    format!("{}:{line}", source_path(file))
+}
+
+/// `file` from `crates/` on, with each `dir/..` taken out: the audited
+/// builds compile `crates/vfs-audit/../vfs/src/...`, which is
+/// `crates/vfs/src/...`, the file a reader opens.
+fn source_path(file: &str) -> String {
     let file = file.find("crates/").map_or(file, |at| &file[at..]);
-    format!("{file}:{line}")
+    let mut parts: Vec<&str> = Vec::new();
+    for part in file.split('/') {
+        match part {
+            ".." if parts.last().is_some_and(|last| *last != "..") => {
+                parts.pop();
+            }
+            _ => parts.push(part),
+        }
+    }
+    parts.join("/")
 }
 
 /// Runs `f` on the calling thread and returns what it returned with the
@@ -388,6 +404,15 @@ mod tests {
         }
         assert!(writer.conflicts(&elsewhere).is_empty());
         assert!(reader.conflicts(&reader.clone()).is_empty(), "two reads never conflict");
+    }
+
+    #[test]
+    fn sites_are_named_by_the_file_a_reader_opens() {
+        let built_twice = "/work/p/crates/sync-audit/../sync/src/spin/tas.rs";
+        assert_eq!(site_name(built_twice, 23), "crates/sync/src/spin/tas.rs:23");
+        assert_eq!(source_path("crates/vfs-audit/../vfs/src/namei.rs"), "crates/vfs/src/namei.rs");
+        assert_eq!(source_path("crates/vfs/src/namei.rs"), "crates/vfs/src/namei.rs");
+        assert_eq!(source_path("../x/y.rs"), "../x/y.rs", "nothing to take a leading .. out of");
     }
 
     #[test]
