@@ -1,10 +1,13 @@
 //! One inode's locks (`struct file_lock_context`): its flock, POSIX/OFD
-//! and lease lists and the queue of requests waiting on them, under one
-//! small spinlock (`flc_lock`).
+//! and lease lists, each with the queue of requests waiting on it, each
+//! under a small spinlock of its own on a line of its own. Linux keeps all
+//! three under one `flc_lock`; the kinds never conflict with each other,
+//! so here a flock and a record lock on one file share no line.
 //!
 //! Invariant: every entry of the three lists has its own entry on the
-//! system-wide list (its `slot`); a queued waiter names the owner whose
-//! lock it waits for, and whenever that owner's locks here shrink, change
+//! system-wide list (its `slot`); a queued waiter is on the queue of the
+//! kind it waits on and names the owner whose lock of that kind it waits
+//! for, and whenever that owner's locks of that kind here shrink, change
 //! type or go, the waiter is dequeued (and taken off the wait-for graph)
 //! and woken, in queue order. POSIX/OFD entries keep one owner's locks
 //! together and sorted (see [`super::range`]), the order Linux keeps, so
@@ -16,6 +19,7 @@ use super::{
     BlockedEntry, LeaseBreak, LeaseNotifier, LockInfo, LockKind, LockManager, Slot, Sys, F_RDLCK, F_UNLCK, F_WRLCK,
 };
 use crate::errno::{Errno, VfsResult};
+use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
@@ -81,12 +85,55 @@ struct Queued {
     waiter: Arc<Waiter>,
 }
 
-#[derive(Debug, Default)]
-struct Lists {
-    flocks: Vec<FlockEntry>,
-    records: Vec<RecordEntry>,
-    leases: Vec<LeaseEntry>,
+/// The locks of one kind and the requests waiting on them.
+#[derive(Debug)]
+struct Kind<E> {
+    entries: Vec<E>,
     queue: VecDeque<Queued>,
+}
+
+impl<E> Default for Kind<E> {
+    fn default() -> Self {
+        Kind { entries: Vec::new(), queue: VecDeque::new() }
+    }
+}
+
+impl<E> Kind<E> {
+    /// Wakes, in queue order, everyone waiting on `owner`'s locks here.
+    fn wake(&mut self, sys: &mut Sys<'_>, owner: Owner) {
+        if self.queue.iter().all(|q| q.blocker != owner) {
+            return;
+        }
+        let (woken, rest): (VecDeque<Queued>, VecDeque<Queued>) =
+            std::mem::take(&mut self.queue).into_iter().partition(|q| q.blocker == owner);
+        self.queue = rest;
+        sys.blocked(|g| g.blocked.retain(|b| !woken.iter().any(|q| q.id == b.id)));
+        for q in woken {
+            q.waiter.wake();
+        }
+    }
+}
+
+/// A kind's list under its spinlock, on a line of its own.
+type Locked<E> = CachePadded<SpinLock<TasLock, Kind<E>>>;
+
+fn locked<E>() -> Locked<E> {
+    CachePadded::new(SpinLock::new(Kind::default()))
+}
+
+/// The lease list and whether it is empty, which every `open` of the file
+/// reads without the lock: written only by lease changes.
+#[derive(Debug)]
+struct Leases {
+    list: SpinLock<TasLock, Kind<LeaseEntry>>,
+    any: AtomicBool,
+}
+
+impl Leases {
+    /// Publishes whether `list` holds a lease.
+    fn note(&self, list: &Kind<LeaseEntry>) {
+        self.any.store(!list.entries.is_empty(), Ordering::SeqCst);
+    }
 }
 
 /// What one attempt at a request under the locks concluded.
@@ -107,9 +154,9 @@ type Notice = (LeaseNotifier, LeaseBreak);
 pub(crate) struct FileLockContext {
     mgr: Arc<LockManager>,
     ino: u64,
-    lists: SpinLock<TasLock, Lists>,
-    /// Whether `leases` is non-empty, read without the lock by `open`.
-    has_leases: AtomicBool,
+    flocks: Locked<FlockEntry>,
+    records: Locked<RecordEntry>,
+    leases: CachePadded<Leases>,
 }
 
 impl fmt::Debug for FileLockContext {
@@ -120,7 +167,8 @@ impl fmt::Debug for FileLockContext {
 
 impl FileLockContext {
     pub(crate) fn new(mgr: Arc<LockManager>, ino: u64) -> Self {
-        FileLockContext { mgr, ino, lists: SpinLock::new(Lists::default()), has_leases: AtomicBool::new(false) }
+        let leases = Leases { list: SpinLock::new(Kind::default()), any: AtomicBool::new(false) };
+        FileLockContext { mgr, ino, flocks: locked(), records: locked(), leases: CachePadded::new(leases) }
     }
 
     fn info(&self, kind: LockKind, write: bool, pid: i32, piece: Option<Piece>) -> LockInfo {
@@ -128,18 +176,19 @@ impl FileLockContext {
         LockInfo { kind, write, pid, ino: self.ino, start, end }
     }
 
-    /// Runs `attempt` under the locks until it is done, sleeping between
-    /// tries on the lock it reports; EINTR if `intr` fires first.
-    fn retry(
+    /// Runs `attempt` under `kind`'s lock until it is done, sleeping
+    /// between tries on the lock it reports; EINTR if `intr` fires first.
+    fn retry<E>(
         &self,
+        kind: &SpinLock<TasLock, Kind<E>>,
         intr: &Interrupt<'_>,
-        mut attempt: impl FnMut(&mut Sys<'_>, &mut Lists, &mut Vec<Notice>) -> Attempt,
+        mut attempt: impl FnMut(&mut Sys<'_>, &mut Kind<E>, &mut Vec<Notice>) -> Attempt,
     ) -> VfsResult<()> {
         loop {
             let mut notices = Vec::new();
             let outcome = {
                 let mut sys = self.mgr.enter();
-                let mut lists = self.lists.lock();
+                let mut lists = kind.lock();
                 match attempt(&mut sys, &mut lists, &mut notices) {
                     Attempt::Done(result) => Err(result),
                     Attempt::Wait { blocker, posix, deadline } => {
@@ -171,7 +220,7 @@ impl FileLockContext {
                 Err(result) => return result,
             };
             intr.sleep(&waiter, deadline);
-            self.unqueue(id);
+            self.unqueue(kind, id);
             if intr.fired() {
                 return Err(Errno::EINTR);
             }
@@ -180,26 +229,12 @@ impl FileLockContext {
 
     /// Takes waiter `id` off the queue and the wait-for graph, unless a
     /// waker already did.
-    fn unqueue(&self, id: u64) {
+    fn unqueue<E>(&self, kind: &SpinLock<TasLock, Kind<E>>, id: u64) {
         let mut sys = self.mgr.enter();
-        let mut lists = self.lists.lock();
+        let mut lists = kind.lock();
         if let Some(pos) = lists.queue.iter().position(|q| q.id == id) {
             lists.queue.remove(pos);
             sys.blocked(|g| g.unblock(id));
-        }
-    }
-
-    /// Wakes, in queue order, everyone waiting on `owner`'s locks here.
-    fn wake(lists: &mut Lists, sys: &mut Sys<'_>, owner: Owner) {
-        if lists.queue.iter().all(|q| q.blocker != owner) {
-            return;
-        }
-        let (woken, rest): (VecDeque<Queued>, VecDeque<Queued>) =
-            std::mem::take(&mut lists.queue).into_iter().partition(|q| q.blocker == owner);
-        lists.queue = rest;
-        sys.blocked(|g| g.blocked.retain(|b| !woken.iter().any(|q| q.id == b.id)));
-        for q in woken {
-            q.waiter.wake();
         }
     }
 
@@ -212,22 +247,22 @@ impl FileLockContext {
         wait: Option<&Interrupt<'_>>,
     ) -> VfsResult<()> {
         let intr = wait.copied().unwrap_or_default();
-        self.retry(&intr, |sys, lists, _| {
-            if let Some(i) = lists.flocks.iter().position(|f| f.file == file) {
-                if Some(lists.flocks[i].write) == write {
+        self.retry(&self.flocks, &intr, |sys, flocks, _| {
+            if let Some(i) = flocks.entries.iter().position(|f| f.file == file) {
+                if Some(flocks.entries[i].write) == write {
                     return Attempt::Done(Ok(()));
                 }
-                let old = lists.flocks.remove(i);
+                let old = flocks.entries.remove(i);
                 sys.remove(old.slot);
-                Self::wake(lists, sys, Owner::File(file));
+                flocks.wake(sys, Owner::File(file));
             }
             let Some(write) = write else { return Attempt::Done(Ok(())) };
-            match lists.flocks.iter().find(|f| f.write || write) {
+            match flocks.entries.iter().find(|f| f.write || write) {
                 Some(_) if wait.is_none() => Attempt::Done(Err(Errno::EWOULDBLOCK)),
                 Some(held) => Attempt::Wait { blocker: Owner::File(held.file), posix: None, deadline: None },
                 None => {
                     let slot = sys.insert(self.info(LockKind::Flock, write, pid, None));
-                    lists.flocks.push(FlockEntry { file, write, slot });
+                    flocks.entries.push(FlockEntry { file, write, slot });
                     Attempt::Done(Ok(()))
                 }
             }
@@ -239,12 +274,12 @@ impl FileLockContext {
     /// `write` `None` (OFD `F_UNLCK`), the owner's own first lock there.
     pub(crate) fn test_record(&self, owner: Owner, write: Option<bool>, start: i64, end: i64) -> Option<(Piece, i32)> {
         let _sys = self.mgr.enter();
-        let lists = self.lists.lock();
+        let records = self.records.lock();
         let matches = |r: &&RecordEntry| match write {
             Some(write) => conflicts(r, owner, write, start, end),
             None => r.owner == owner && r.piece.overlaps(start, end),
         };
-        lists.records.iter().find(matches).map(|r| {
+        records.entries.iter().find(matches).map(|r| {
             let pid = match r.owner {
                 Owner::Pid(pid) => pid,
                 Owner::File(_) => -1,
@@ -265,9 +300,9 @@ impl FileLockContext {
         wait: Option<&Interrupt<'_>>,
     ) -> VfsResult<()> {
         let intr = wait.copied().unwrap_or_default();
-        self.retry(&intr, |sys, lists, _| {
+        self.retry(&self.records, &intr, |sys, records, _| {
             if let Some(write) = write {
-                if let Some(held) = lists.records.iter().find(|r| conflicts(r, owner, write, start, end)) {
+                if let Some(held) = records.entries.iter().find(|r| conflicts(r, owner, write, start, end)) {
                     if wait.is_none() {
                         return Attempt::Done(Err(Errno::EAGAIN));
                     }
@@ -278,7 +313,7 @@ impl FileLockContext {
                     return Attempt::Wait { blocker: held.owner, posix, deadline: None };
                 }
             }
-            self.apply_record(sys, lists, owner, pid, write, start, end);
+            self.apply_record(sys, records, owner, pid, write, start, end);
             Attempt::Done(Ok(()))
         })
     }
@@ -289,22 +324,23 @@ impl FileLockContext {
     fn apply_record(
         &self,
         sys: &mut Sys<'_>,
-        lists: &mut Lists,
+        records: &mut Kind<RecordEntry>,
         owner: Owner,
         pid: i32,
         write: Option<bool>,
         start: i64,
         end: i64,
     ) {
-        let at = lists.records.iter().position(|r| r.owner == owner).unwrap_or(lists.records.len());
-        let count = lists.records[at..].iter().take_while(|r| r.owner == owner).count();
-        let old: Vec<Piece> = lists.records[at..at + count].iter().map(|r| r.piece).collect();
+        let list = &mut records.entries;
+        let at = list.iter().position(|r| r.owner == owner).unwrap_or(list.len());
+        let count = list[at..].iter().take_while(|r| r.owner == owner).count();
+        let old: Vec<Piece> = list[at..at + count].iter().map(|r| r.piece).collect();
         let new = range::apply(&old, write, start, end);
         if new == old {
             return;
         }
         let kind = if matches!(owner, Owner::File(_)) { LockKind::Ofd } else { LockKind::Posix };
-        let mut removed: Vec<RecordEntry> = lists.records.drain(at..at + count).collect();
+        let mut removed: Vec<RecordEntry> = list.drain(at..at + count).collect();
         let mut changed = false;
         let entries: Vec<RecordEntry> = new
             .into_iter()
@@ -317,56 +353,56 @@ impl FileLockContext {
             sys.remove(gone.slot);
             changed = true;
         }
-        lists.records.splice(at..at, entries);
+        list.splice(at..at, entries);
         if changed {
-            Self::wake(lists, sys, owner);
+            records.wake(sys, owner);
         }
     }
 
     /// Drops every POSIX/OFD lock of `owner` here.
     pub(crate) fn remove_owner(&self, owner: Owner) {
-        let mut sys = self.mgr.enter();
-        let mut lists = self.lists.lock();
-        if lists.records.iter().any(|r| r.owner == owner) {
-            self.apply_record(&mut sys, &mut lists, owner, 0, None, 0, OFFSET_MAX);
+        self.remove_owner_locked(&mut self.mgr.enter(), owner);
+    }
+
+    fn remove_owner_locked(&self, sys: &mut Sys<'_>, owner: Owner) {
+        let mut records = self.records.lock();
+        if records.entries.iter().any(|r| r.owner == owner) {
+            self.apply_record(sys, &mut records, owner, 0, None, 0, OFFSET_MAX);
         }
     }
 
     /// The last reference to description `file` went: its flock and OFD
     /// locks and its lease go.
     pub(crate) fn release_file(&self, file: usize) {
+        let owner = Owner::File(file);
         let mut sys = self.mgr.enter();
-        let mut lists = self.lists.lock();
-        let mut changed = false;
-        if let Some(i) = lists.flocks.iter().position(|f| f.file == file) {
-            sys.remove(lists.flocks.remove(i).slot);
-            changed = true;
+        let mut flocks = self.flocks.lock();
+        if let Some(i) = flocks.entries.iter().position(|f| f.file == file) {
+            sys.remove(flocks.entries.remove(i).slot);
+            flocks.wake(&mut sys, owner);
         }
-        if lists.records.iter().any(|r| r.owner == Owner::File(file)) {
-            self.apply_record(&mut sys, &mut lists, Owner::File(file), 0, None, 0, OFFSET_MAX);
-        }
-        if let Some(i) = lists.leases.iter().position(|l| l.file == file) {
-            sys.remove(lists.leases.remove(i).slot);
-            self.has_leases.store(!lists.leases.is_empty(), Ordering::SeqCst);
-            changed = true;
-        }
-        if changed {
-            Self::wake(&mut lists, &mut sys, Owner::File(file));
+        drop(flocks);
+        self.remove_owner_locked(&mut sys, owner);
+        let mut leases = self.leases.list.lock();
+        if let Some(i) = leases.entries.iter().position(|l| l.file == file) {
+            sys.remove(leases.entries.remove(i).slot);
+            self.leases.note(&leases);
+            leases.wake(&mut sys, owner);
         }
     }
 
     /// Applies lease-break deadlines that have passed (`time_out_leases`):
     /// a lease past its downgrade time becomes a read lease, one past its
     /// break time goes.
-    fn time_out_leases(&self, sys: &mut Sys<'_>, lists: &mut Lists) {
+    fn time_out_leases(&self, sys: &mut Sys<'_>, leases: &mut Kind<LeaseEntry>) {
         let now = Instant::now();
         let mut i = 0;
-        while i < lists.leases.len() {
-            let lease = &mut lists.leases[i];
+        while i < leases.entries.len() {
+            let lease = &mut leases.entries[i];
             let file = lease.file;
             if lease.unlock.is_some_and(|t| t <= now) {
-                sys.remove(lists.leases.remove(i).slot);
-                Self::wake(lists, sys, Owner::File(file));
+                sys.remove(leases.entries.remove(i).slot);
+                leases.wake(sys, Owner::File(file));
                 continue;
             }
             if lease.downgrade.is_some_and(|t| t <= now) {
@@ -375,13 +411,13 @@ impl FileLockContext {
                     lease.write = false;
                     let pid = lease.pid;
                     let slot = sys.insert(self.info(LockKind::Lease, false, pid, None));
-                    sys.remove(std::mem::replace(&mut lists.leases[i].slot, slot));
+                    sys.remove(std::mem::replace(&mut leases.entries[i].slot, slot));
                 }
-                Self::wake(lists, sys, Owner::File(file));
+                leases.wake(sys, Owner::File(file));
             }
             i += 1;
         }
-        self.has_leases.store(!lists.leases.is_empty(), Ordering::SeqCst);
+        self.leases.note(leases);
     }
 
     /// `F_SETLEASE`; `conflicting_open(write)` says whether the file is
@@ -395,24 +431,24 @@ impl FileLockContext {
         conflicting_open: &dyn Fn(bool) -> bool,
     ) -> VfsResult<()> {
         let mut sys = self.mgr.enter();
-        let mut lists = self.lists.lock();
-        self.time_out_leases(&mut sys, &mut lists);
-        let mine = lists.leases.iter().position(|l| l.file == file);
+        let mut leases = self.leases.list.lock();
+        self.time_out_leases(&mut sys, &mut leases);
+        let mine = leases.entries.iter().position(|l| l.file == file);
         let Some(write) = want else {
             let i = mine.ok_or(Errno::EAGAIN)?;
-            sys.remove(lists.leases.remove(i).slot);
-            self.has_leases.store(!lists.leases.is_empty(), Ordering::SeqCst);
-            Self::wake(&mut lists, &mut sys, Owner::File(file));
+            sys.remove(leases.entries.remove(i).slot);
+            self.leases.note(&leases);
+            leases.wake(&mut sys, Owner::File(file));
             return Ok(());
         };
         if conflicting_open(write) {
             return Err(Errno::EAGAIN);
         }
-        if lists.leases.iter().any(|l| l.file != file && (write || l.unlock.is_some())) {
+        if leases.entries.iter().any(|l| l.file != file && (write || l.unlock.is_some())) {
             return Err(Errno::EAGAIN);
         }
         if let Some(i) = mine {
-            let lease = &mut lists.leases[i];
+            let lease = &mut leases.entries[i];
             if !write {
                 lease.downgrade = None;
             }
@@ -424,18 +460,18 @@ impl FileLockContext {
                 let slot = sys.insert(self.info(LockKind::Lease, write, pid, None));
                 sys.remove(std::mem::replace(&mut lease.slot, slot));
             }
-            Self::wake(&mut lists, &mut sys, Owner::File(file));
+            leases.wake(&mut sys, Owner::File(file));
             return Ok(());
         }
         let slot = sys.insert(self.info(LockKind::Lease, write, pid, None));
-        lists.leases.push(LeaseEntry { file, pid, write, downgrade: None, unlock: None, notify, slot });
-        self.has_leases.store(true, Ordering::SeqCst);
+        leases.entries.push(LeaseEntry { file, pid, write, downgrade: None, unlock: None, notify, slot });
+        self.leases.note(&leases);
         // An open that counted itself before our store may have missed the
         // lease; look at the counts again (the other half of that pair).
         if conflicting_open(write) {
-            let lease = lists.leases.pop().expect("just pushed");
+            let lease = leases.entries.pop().expect("just pushed");
             sys.remove(lease.slot);
-            self.has_leases.store(!lists.leases.is_empty(), Ordering::SeqCst);
+            self.leases.note(&leases);
             return Err(Errno::EAGAIN);
         }
         Ok(())
@@ -444,9 +480,9 @@ impl FileLockContext {
     /// `F_GETLEASE`.
     pub(crate) fn getlease(&self, file: usize) -> i16 {
         let mut sys = self.mgr.enter();
-        let mut lists = self.lists.lock();
-        self.time_out_leases(&mut sys, &mut lists);
-        lists.leases.iter().find(|l| l.file == file).map_or(F_UNLCK, LeaseEntry::target)
+        let mut leases = self.leases.list.lock();
+        self.time_out_leases(&mut sys, &mut leases);
+        leases.entries.iter().find(|l| l.file == file).map_or(F_UNLCK, LeaseEntry::target)
     }
 
     /// An `open` (for writing if `writable`) breaks the leases it conflicts
@@ -454,21 +490,21 @@ impl FileLockContext {
     /// time passes; EWOULDBLOCK at once for `O_NONBLOCK`, after starting
     /// the break.
     pub(crate) fn break_lease(&self, writable: bool, nonblock: bool) -> VfsResult<()> {
-        if !self.has_leases.load(Ordering::SeqCst) {
+        if !self.leases.any.load(Ordering::SeqCst) {
             return Ok(());
         }
         let mut started = false;
         let break_time = self.mgr.lease_break_time();
-        self.retry(&Interrupt::never(), |sys, lists, notices| {
-            self.time_out_leases(sys, lists);
+        self.retry(&self.leases.list, &Interrupt::never(), |sys, leases, notices| {
+            self.time_out_leases(sys, leases);
             let conflicting = |l: &LeaseEntry| l.write || writable;
-            if !lists.leases.iter().any(conflicting) {
+            if !leases.entries.iter().any(conflicting) {
                 return Attempt::Done(Ok(()));
             }
             if !started {
                 started = true;
                 let deadline = Instant::now() + break_time;
-                for lease in lists.leases.iter_mut().filter(|l| conflicting(l)) {
+                for lease in leases.entries.iter_mut().filter(|l| conflicting(l)) {
                     let starts = if writable {
                         lease.unlock.is_none().then(|| lease.unlock = Some(deadline)).is_some()
                     } else {
@@ -484,7 +520,7 @@ impl FileLockContext {
             if nonblock {
                 return Attempt::Done(Err(Errno::EWOULDBLOCK));
             }
-            let first = lists.leases.iter().find(|l| conflicting(l)).expect("a conflicting lease");
+            let first = leases.entries.iter().find(|l| conflicting(l)).expect("a conflicting lease");
             Attempt::Wait { blocker: Owner::File(first.file), posix: None, deadline: first.unlock.or(first.downgrade) }
         })
     }
