@@ -23,7 +23,7 @@ mod report;
 mod sys;
 mod world;
 
-pub use expected::{KNOWN_CONFLICTS, LAYOUT_DEPENDENT};
+pub use expected::KNOWN_CONFLICTS;
 pub use measure::Plan;
 pub use outcome::{table, Commute};
 pub use report::write as write_report;
@@ -103,7 +103,7 @@ pub fn run(options: &Options, mut progress: impl FnMut(usize, &str, &str)) -> Re
         quick: options.quick,
         load_average,
     };
-    let summary = Summary::of(&results, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, conditions);
+    let summary = Summary::of(&results, KNOWN_CONFLICTS, conditions);
     Ok(Commute { pairs: results, summary })
 }
 

@@ -107,9 +107,6 @@ pub struct Summary {
     pub checker_exceptions: Vec<&'static str>,
     /// The known conflicts among the pairs run, with their reasons.
     pub known_conflicts: BTreeMap<&'static str, &'static str>,
-    /// The pairs run whose verdict depends on the allocator's layout, with
-    /// the reason.
-    pub layout_dependent: BTreeMap<&'static str, &'static str>,
     /// Pairs the host did not run, and why.
     pub host_skipped: BTreeMap<&'static str, String>,
     /// The goals.
@@ -141,9 +138,8 @@ pub struct Conditions {
 }
 
 impl Summary {
-    /// Totals and goals of `results`; `known` and `layout` are the lists of
-    /// known and layout-dependent conflicts.
-    pub fn of(results: &[PairResult], known: Notes, layout: Layouts, conditions: Conditions) -> Summary {
+    /// Totals and goals of `results`; `known` lists the known conflicts.
+    pub fn of(results: &[PairResult], known: Notes, conditions: Conditions) -> Summary {
         let n = results.len();
         let conflict_free = results.iter().filter(|r| r.conflict_free).count();
         let timed = conditions.timed;
@@ -189,7 +185,6 @@ impl Summary {
             host_scales,
             checker_exceptions,
             known_conflicts: among(results, known),
-            layout_dependent: among(results, &layout.iter().map(|&(name, _, why)| (name, why)).collect::<Vec<_>>()),
             host_skipped: results.iter().filter_map(|r| Some((r.name, r.host_skipped.clone()?))).collect(),
             goals,
             conditions,
@@ -199,22 +194,17 @@ impl Summary {
 }
 
 impl Summary {
-    /// For a conflicting pair, whether its conflict is known or depends on
-    /// the layout, and why.
-    pub fn note(&self, r: &PairResult) -> Option<(&'static str, &'static str)> {
+    /// For a conflicting pair, why its conflict is known.
+    pub fn note(&self, r: &PairResult) -> Option<&'static str> {
         if r.conflict_free {
             return None;
         }
-        let known = self.known_conflicts.get(r.name).map(|why| ("known", *why));
-        known.or_else(|| self.layout_dependent.get(r.name).map(|why| ("layout", *why)))
+        self.known_conflicts.get(r.name).copied()
     }
 }
 
 /// Pair names with a reason each.
 pub type Notes = &'static [(&'static str, &'static str)];
-
-/// Pair names with the files their conflicts touch and the reason.
-pub type Layouts = &'static [(&'static str, &'static [&'static str], &'static str)];
 
 /// The entries of `notes` that name a pair of `results`.
 fn among(results: &[PairResult], notes: &[(&'static str, &'static str)]) -> BTreeMap<&'static str, &'static str> {
@@ -254,8 +244,8 @@ pub fn table(run: &Commute) -> String {
             s2_cell(r.private.as_ref()),
             s2_cell(r.host.as_ref())
         );
-        if let Some((kind, reason)) = run.summary.note(r) {
-            let _ = writeln!(out, "{:width$}    {kind}: {reason}", "");
+        if let Some(reason) = run.summary.note(r) {
+            let _ = writeln!(out, "{:width$}    known: {reason}", "");
         }
         for sites in &r.conflicts {
             let _ = writeln!(out, "{:width$}    line: {}", "", sites.join(", "));

@@ -130,10 +130,10 @@ fn matrix(html: &mut String, run: &Commute) {
     html.push_str("</table>\n");
 }
 
-fn sites(r: &PairResult, note: Option<(&str, &str)>) -> String {
+fn sites(r: &PairResult, note: Option<&str>) -> String {
     let mut out = String::new();
-    if let Some((kind, reason)) = note {
-        let _ = write!(out, "<span class=\"why\">{kind}: {}</span>", escape(reason));
+    if let Some(reason) = note {
+        let _ = write!(out, "<span class=\"why\">known: {}</span>", escape(reason));
     }
     for (n, line) in r.conflicts.iter().enumerate() {
         let _ = write!(out, "<div class=\"sites\">{}. {}</div>", n + 1, escape(&line.join(", ")));

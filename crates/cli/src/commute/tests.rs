@@ -6,26 +6,20 @@ use outcome::{Conditions, PairResult, Summary};
 #[test]
 fn commutative_pairs_are_conflict_free() {
     let all = pairs::all();
-    let layout = |name: &str| LAYOUT_DEPENDENT.iter().find(|(pair, ..)| *pair == name);
-    for name in KNOWN_CONFLICTS.iter().map(|k| k.0).chain(LAYOUT_DEPENDENT.iter().map(|l| l.0)) {
-        assert!(all.iter().any(|p| p.name == name), "'{name}' is listed but names no pair");
-        assert!(!(KNOWN_CONFLICTS.iter().any(|k| k.0 == name) && layout(name).is_some()), "'{name}' listed twice");
+    for (i, (name, _)) in KNOWN_CONFLICTS.iter().enumerate() {
+        assert!(all.iter().any(|p| p.name == *name), "'{name}' is listed but names no pair");
+        assert!(!KNOWN_CONFLICTS[..i].iter().any(|k| k.0 == *name), "'{name}' listed twice");
     }
     let mut wrong = Vec::new();
     for pair in all {
         let verdict = check(pair).unwrap_or_else(|e| panic!("{e}"));
         let lines: Vec<String> = verdict.conflicts.iter().map(|c| c.sites.join(", ")).collect();
         let known = KNOWN_CONFLICTS.iter().find(|(name, _)| *name == pair.name);
-        match (verdict.conflict_free(), known, layout(pair.name)) {
-            (true, Some((_, reason)), _) => {
+        match (verdict.conflict_free(), known) {
+            (true, Some((_, reason))) => {
                 wrong.push(format!("{}: known to conflict ({reason}) but conflict-free now: remove it", pair.name))
             }
-            (false, None, Some((_, files, _))) => {
-                for line in lines.iter().filter(|line| !files.iter().any(|file| line.contains(file))) {
-                    wrong.push(format!("{}: a conflict outside {files:?}: {line}", pair.name));
-                }
-            }
-            (false, None, None) => {
+            (false, None) => {
                 wrong.push(format!("{}: conflicts on {} lines:\n  {}", pair.name, lines.len(), lines.join("\n  ")));
             }
             _ => {}
@@ -79,7 +73,7 @@ fn summary_counts_verdicts_scaling_and_goals() {
         result("create-one-dir", false, Some((1.0, 2.0, Some(1.0)))),
         result("kernfs-read-same", true, Some((2.0, 2.0, None))),
     ];
-    let s = Summary::of(&results, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, conditions(true));
+    let s = Summary::of(&results, KNOWN_CONFLICTS, conditions(true));
     assert_eq!(s.line, "vfscale conflict-free on 3 of 4, scales on 2 of 4; host scales on 1 of 4");
     // 1.7 < 0.9 x 2.0: the checker's promise failed for stat-diff-files.
     assert_eq!(s.checker_exceptions, ["stat-diff-files"]);
@@ -92,7 +86,7 @@ fn summary_counts_verdicts_scaling_and_goals() {
     assert!(s.goals[1].detail.contains("1 of 3") && s.goals[1].detail.contains("stat-diff-files"));
 
     let unmeasured: Vec<PairResult> = pairs::all().iter().map(|p| result(p.name, true, None)).collect();
-    let s = Summary::of(&unmeasured, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, conditions(false));
+    let s = Summary::of(&unmeasured, KNOWN_CONFLICTS, conditions(false));
     let n = pairs::all().len();
     assert_eq!(s.line, format!("vfscale conflict-free on {n} of {n}"));
     assert_eq!(s.goals.len(), 1, "without timing only the conflict-free goal is judged");
@@ -106,7 +100,7 @@ fn two_pair_run() -> Commute {
         result("stat-same-file", true, Some((1.9, 2.0, Some(1.0)))),
         result("create-one-dir", false, Some((1.0, 2.0, None))),
     ];
-    let summary = Summary::of(&pairs, KNOWN_CONFLICTS, LAYOUT_DEPENDENT, conditions(true));
+    let summary = Summary::of(&pairs, KNOWN_CONFLICTS, conditions(true));
     Commute { pairs, summary }
 }
 

@@ -64,7 +64,7 @@ pub(super) const PAIRS: &[Pair] = &[
 ];
 
 /// What one side does with its descriptor.
-trait LockOp: Fn(&dyn Sys, Fd) -> Result<(), String> + Copy + Send + Sync + 'static {}
+pub(super) trait LockOp: Fn(&dyn Sys, Fd) -> Result<(), String> + Copy + Send + Sync + 'static {}
 impl<F: Fn(&dyn Sys, Fd) -> Result<(), String> + Copy + Send + Sync + 'static> LockOp for F {}
 
 /// Side A locks d/a, side B d/b, each through its own process's
@@ -83,7 +83,7 @@ fn one_file(w: &World, flags: i32, op: impl LockOp) -> Result<Ops, String> {
 
 /// Side A runs `a`, side B `b`, on d/f, each through its own process's
 /// descriptor.
-fn one_file_each(w: &World, flags: i32, a: impl LockOp, b: impl LockOp) -> Result<Ops, String> {
+pub(super) fn one_file_each(w: &World, flags: i32, a: impl LockOp, b: impl LockOp) -> Result<Ops, String> {
     let (p, q) = (w.process(), w.process());
     let [f] = dir_with_files(&*p, "d", ["f"], 8192)?;
     let (fa, fb) = (p.open(&f, flags, 0)?, q.open(&f, flags, 0)?);
@@ -97,14 +97,14 @@ fn disjoint_ranges(w: &World, owner: Owner) -> Result<Ops, String> {
     one_file_each(w, libc::O_RDWR, range(0), range(4096))
 }
 
-fn flock(p: &dyn Sys, fd: Fd, how: i32) -> Result<(), String> {
+pub(super) fn flock(p: &dyn Sys, fd: Fd, how: i32) -> Result<(), String> {
     p.flock(fd, how)?;
     p.flock(fd, LOCK_UN)
 }
 
 /// A write lock of `len` bytes from `start` (0: to the end), then its
 /// release.
-fn record(p: &dyn Sys, fd: Fd, owner: Owner, start: i64, len: i64) -> Result<(), String> {
+pub(super) fn record(p: &dyn Sys, fd: Fd, owner: Owner, start: i64, len: i64) -> Result<(), String> {
     p.record_lock(fd, owner, F_WRLCK, start, len)?;
     p.record_lock(fd, owner, F_UNLCK, start, len)
 }

@@ -1,5 +1,6 @@
 //! The pair table: operations that commute under POSIX, by COMMUTER's
-//! classes (files, names, locks, pseudo file systems), each with one
+//! classes (files, names, locks, pairs of two different calls, pseudo
+//! file systems), each with one
 //! sentence on why, and the builder of its state.
 //!
 //! A builder makes the state in a fresh [`World`] (vfscale's or the
@@ -10,6 +11,7 @@
 
 mod files;
 mod locks;
+mod mixed;
 mod names;
 mod pseudo;
 
@@ -82,7 +84,7 @@ const fn tmpfs(
 
 /// Every pair, by class.
 pub fn all() -> Vec<&'static Pair> {
-    [files::PAIRS, names::PAIRS, locks::PAIRS, pseudo::PAIRS].into_iter().flatten().collect()
+    [files::PAIRS, names::PAIRS, locks::PAIRS, mixed::PAIRS, pseudo::PAIRS].into_iter().flatten().collect()
 }
 
 /// Instance paths: `rel` with `{i}` replaced by each instance number.

@@ -13,6 +13,12 @@ fn read_two(w: &World, rel: [&str; 2]) -> Result<Ops, String> {
     Ok(Ops::own(p, move |p, _| open_read_close(p, &a), q, move |q, _| open_read_close(q, &b)))
 }
 
+/// A name missing from the directory of the attribute `rel`.
+fn missing_beside(rel: &str) -> String {
+    let dir = rel.rsplit_once('/').map_or("", |(dir, _)| dir);
+    format!("{dir}/vfscale_missing")
+}
+
 /// `<pid>/status` of the `n`-th of [`pids`].
 fn status(n: usize) -> String {
     format!("{}/status", pids()[n])
@@ -42,10 +48,22 @@ pub(super) const PAIRS: &[Pair] = &[
         fs: Fs::Sysfs,
         build: |w, _| {
             let p = w.process();
-            let dir = CPU_ATTRIBUTES[0].rsplit_once('/').map_or("", |(dir, _)| dir);
-            let path: CString = p.path(&format!("{dir}/vfscale_missing"));
+            let path: CString = p.path(&missing_beside(CPU_ATTRIBUTES[0]));
             let same = path.clone();
             Ok(Ops::shared(p, move |p, _| p.missing(&path), move |p, _| p.missing(&same)))
+        },
+    },
+    Pair {
+        name: "kernfs-read-vs-missing",
+        ops: ["open+read+close(cpu0/topology/core_id)", "stat(cpu0/topology/vfscale_missing)"],
+        commutes_because: "Neither changes anything: the read returns the attribute's value and the look-up fails \
+                           with ENOENT in either order.",
+        fs: Fs::Sysfs,
+        build: |w, _| {
+            let (p, q) = (w.process(), w.process());
+            let attribute = p.path(CPU_ATTRIBUTES[0]);
+            let missing = q.path(&missing_beside(CPU_ATTRIBUTES[0]));
+            Ok(Ops::own(p, move |p, _| open_read_close(p, &attribute), q, move |q, _| q.missing(&missing)))
         },
     },
     Pair {
