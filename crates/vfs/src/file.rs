@@ -163,6 +163,8 @@ pub struct OpenFile {
     offset: Mutex<u64>,
     dir_pos: Mutex<DirPos>,
     max_file_size: u64,
+    /// Where its inode's flock list keeps this description's flock.
+    flock_home: crate::locks::FlockHome,
     _tail: LinePad,
 }
 
@@ -180,6 +182,10 @@ impl fmt::Debug for OpenFile {
 }
 
 impl OpenFile {
+    pub(crate) fn flock_home(&self) -> &crate::locks::FlockHome {
+        &self.flock_home
+    }
+
     pub(crate) fn new(
         inode: crate::opens::OpenRef,
         flags: OpenFlags,
@@ -198,6 +204,7 @@ impl OpenFile {
             offset: Mutex::new(0),
             dir_pos: Mutex::new(DirPos::Dot),
             max_file_size,
+            flock_home: crate::locks::FlockHome::default(),
             _tail: LinePad::new(),
         }
     }

@@ -218,6 +218,88 @@ fn exclusion_under_contention() {
     });
 }
 
+/// The flock list is split per CPU: shared flocks taken on two CPUs, an
+/// exclusive request on either, a lock dropped on another CPU than the one
+/// it was taken on, conversions, and waiters woken across shards.
+#[test]
+fn flock_shards_see_each_other_across_cpus() {
+    use vfscale_sync::cpu::with_virtual_cpu as on_cpu;
+    each_kind(|vfs| {
+        let p = vfs.process(Credentials::root());
+        let (a, b, c) = (rw(&p, "/f"), rw(&p, "/f"), rw(&p, "/f"));
+        on_cpu(0, || p.flock(a, LOCK_SH)).unwrap();
+        on_cpu(1, || p.flock(b, LOCK_SH)).unwrap();
+        assert_eq!(on_cpu(0, || p.flock(c, LOCK_EX | LOCK_NB)), Err(Errno::EWOULDBLOCK));
+        on_cpu(1, || p.flock(a, LOCK_SH)).unwrap();
+        assert_eq!(vfs.locks().list().len(), 2, "a second LOCK_SH of a description, on another CPU, is the same lock");
+        on_cpu(1, || p.flock(a, LOCK_UN)).unwrap();
+        assert_eq!(on_cpu(1, || p.flock(c, LOCK_EX | LOCK_NB)), Err(Errno::EWOULDBLOCK), "b still holds its lock");
+        on_cpu(0, || p.flock(b, LOCK_UN)).unwrap();
+        on_cpu(1, || p.flock(c, LOCK_EX | LOCK_NB)).unwrap();
+        for cpu in [0, 1] {
+            assert_eq!(on_cpu(cpu, || p.flock(a, LOCK_SH | LOCK_NB)), Err(Errno::EWOULDBLOCK), "cpu {cpu}");
+        }
+        on_cpu(0, || p.flock(c, LOCK_SH)).unwrap();
+        on_cpu(1, || p.flock(a, LOCK_SH | LOCK_NB)).unwrap();
+        assert_eq!(vfs.locks().list().iter().filter(|l| !l.write).count(), 2);
+        // An exclusive waiter behind a shared lock on one CPU, woken by its
+        // release on the other; a shared waiter behind an exclusive one.
+        std::thread::scope(|s| {
+            on_cpu(0, || p.flock(c, LOCK_UN)).unwrap();
+            let waiter = s.spawn(|| on_cpu(0, || p.flock(b, LOCK_EX)));
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(!waiter.is_finished());
+            on_cpu(0, || p.flock(a, LOCK_UN)).unwrap();
+            waiter.join().unwrap().unwrap();
+            let waiter = s.spawn(|| on_cpu(1, || p.flock(a, LOCK_SH)));
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(!waiter.is_finished());
+            on_cpu(1, || p.flock(b, LOCK_UN)).unwrap();
+            waiter.join().unwrap().unwrap();
+        });
+        p.close(a).unwrap();
+        assert!(vfs.locks().list().is_empty(), "the last close drops a flock taken on another CPU");
+        assert_eq!(on_cpu(1, || p.flock(b, LOCK_EX | LOCK_NB)), Ok(()));
+        p.close(b).unwrap();
+        p.close(c).unwrap();
+    });
+}
+
+/// Shared and exclusive flocks of four descriptions, each taken on one
+/// CPU and dropped on the other: an exclusive holder is alone, a shared
+/// one only beside shared ones.
+#[test]
+fn flock_shared_and_exclusive_exclude_across_cpus() {
+    use vfscale_sync::cpu::with_virtual_cpu as on_cpu;
+    let iters: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    each_kind(|vfs| {
+        const WRITER: usize = 1 << 16;
+        let inside = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let (vfs, inside) = (vfs.clone(), &inside);
+                s.spawn(move || {
+                    let p = vfs.process(Credentials::root());
+                    let fd = rw(&p, "/c");
+                    for i in 0..iters {
+                        let exclusive = (t + i) % 3 == 0;
+                        let (how, bit) = if exclusive { (LOCK_EX, WRITER) } else { (LOCK_SH, 1) };
+                        on_cpu(t + i, || p.flock(fd, how)).unwrap();
+                        let before = inside.fetch_add(bit, Ordering::SeqCst);
+                        match exclusive {
+                            true => assert_eq!(before, 0, "an exclusive flock beside another holder"),
+                            false => assert_eq!(before & !(WRITER - 1), 0, "a shared flock beside an exclusive one"),
+                        }
+                        inside.fetch_sub(bit, Ordering::SeqCst);
+                        on_cpu(t + i + 1, || p.flock(fd, LOCK_UN)).unwrap();
+                    }
+                });
+            }
+        });
+        assert!(vfs.locks().list().is_empty());
+    });
+}
+
 #[test]
 fn leases_break_on_conflicting_open() {
     let vfs = Vfs::default();

@@ -16,9 +16,8 @@ pub const KNOWN_CONFLICTS: &[(&str, &str)] = &[
         "both threads look the one descriptor up: its slot's spinlock and a count on the shared open file \
          (Linux's fget in a multithreaded process: f_count)",
     ),
-    ("flock-shared-one-file", ONE_LOCK_CONTEXT),
-    ("posix-disjoint-ranges", ONE_LOCK_CONTEXT),
-    ("ofd-disjoint-ranges", ONE_LOCK_CONTEXT),
+    ("posix-disjoint-ranges", ONE_RECORD_LIST),
+    ("ofd-disjoint-ranges", ONE_RECORD_LIST),
     (
         "lease-read-one-file",
         "F_SETLEASE counts the file's readers and writers exactly: both sides take the spinlock of the file's \
@@ -30,5 +29,5 @@ const ONE_DIRECTORY: &str = "both change one directory: each holds a counted ref
                              writing and updates its times (and link count) in its attribute seqlock (Linux: \
                              d_lockref, i_rwsem and the inode's times)";
 
-const ONE_LOCK_CONTEXT: &str = "the file's locks of one kind are one list under one spinlock, which both sides \
-                                take though their locks never conflict (Linux: flc_lock, one for all three kinds)";
+const ONE_RECORD_LIST: &str = "the file's record locks are one list under one spinlock, which both sides take \
+                                though their ranges never meet (Linux: flc_lock, one for all three kinds of lock)";

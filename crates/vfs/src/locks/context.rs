@@ -4,6 +4,14 @@
 //! three under one `flc_lock`; the kinds never conflict with each other,
 //! so here a flock and a record lock on one file share no line.
 //!
+//! The flock list is split further, per CPU, the way an lglock splits its
+//! lock: a shared flock is kept in, taken and dropped under the shard of
+//! the CPU that took it alone; an exclusive one takes every shard, in
+//! order, and marks each with its holder, so a shared request sees a
+//! conflict in its own shard. Two shared flocks of one file taken on two
+//! CPUs then share no line. A description's [`FlockHome`] names the shard
+//! that holds its flock.
+//!
 //! Invariant: every entry of the three lists has its own entry on the
 //! system-wide list (its `slot`); a queued waiter is on the queue of the
 //! kind it waits on and names the owner whose lock of that kind it waits
@@ -24,7 +32,8 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
-use vfscale_sync::audited::{AtomicBool, Ordering};
+use vfscale_sync::audited::{AtomicBool, AtomicUsize, Ordering};
+use vfscale_sync::lglock::LgPerCpu;
 use vfscale_sync::spin::{SpinLock, TasLock};
 
 /// Who owns a lock: a process (POSIX locks) or an open file description
@@ -38,7 +47,6 @@ pub(crate) enum Owner {
 #[derive(Debug)]
 struct FlockEntry {
     file: usize,
-    write: bool,
     slot: Slot,
 }
 
@@ -121,6 +129,72 @@ fn locked<E>() -> Locked<E> {
     CachePadded::new(SpinLock::new(Kind::default()))
 }
 
+/// One CPU's part of the flock list: the flocks taken on it (and the
+/// requests waiting for them), and the holder of the exclusive flock, if
+/// any, which every shard records.
+#[derive(Debug, Default)]
+struct FlockShard {
+    locks: Kind<FlockEntry>,
+    exclusive: Option<usize>,
+    /// Shard 0, before sharding: the description that took shared flocks.
+    shared_by: Option<usize>,
+}
+
+impl FlockShard {
+    /// A description whose flock here (or exclusive one anywhere)
+    /// conflicts with an exclusive request.
+    fn holder(&self) -> Option<usize> {
+        self.exclusive.or_else(|| self.locks.entries.first().map(|f| f.file))
+    }
+
+    /// Takes `file`'s flock out of the shard its home names; its slot.
+    fn remove(&mut self, file: usize) -> Slot {
+        let i = self.locks.entries.iter().position(|f| f.file == file).expect("the shard the home names");
+        self.locks.entries.swap_remove(i).slot
+    }
+}
+
+/// Which shard of its inode's flock list holds a description's flock, and
+/// whether it is exclusive: set and cleared only under that shard's lock,
+/// with the entry, by the description's own calls, so it lives on the
+/// description's lines ([`OpenFile`](crate::OpenFile)) and two
+/// descriptions never share it.
+#[derive(Debug, Default)]
+pub(crate) struct FlockHome(AtomicUsize);
+
+impl FlockHome {
+    /// The shard holding the flock and whether it is exclusive, if there
+    /// is one.
+    fn get(&self) -> Option<(usize, bool)> {
+        let home = self.0.load(Ordering::Acquire).checked_sub(1)?;
+        Some((home >> 1, home & 1 == 1))
+    }
+
+    /// Records `shard` unless another thread of the description already
+    /// took a flock (the caller then starts over).
+    fn claim(&self, shard: usize, exclusive: bool) -> bool {
+        let home = (shard << 1 | usize::from(exclusive)) + 1;
+        self.0.compare_exchange(0, home, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    fn clear(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+/// How a flock request went under the shard locks.
+enum Taken {
+    Done(VfsResult<()>),
+    /// Another thread of the description changed its flock meanwhile.
+    Raced,
+    /// Queued on `shard` behind a conflicting flock.
+    Parked {
+        shard: usize,
+        id: u64,
+        waiter: Arc<Waiter>,
+    },
+}
+
 /// The lease list and whether it is empty, which every `open` of the file
 /// reads without the lock: written only by lease changes.
 #[derive(Debug)]
@@ -154,7 +228,13 @@ type Notice = (LeaseNotifier, LeaseBreak);
 pub(crate) struct FileLockContext {
     mgr: Arc<LockManager>,
     ino: u64,
-    flocks: Locked<FlockEntry>,
+    flocks: LgPerCpu<TasLock, FlockShard>,
+    /// Whether shared flocks go to their CPU's shard: set (for good) when
+    /// a second description asks for a shared flock; until then every
+    /// flock is kept in shard 0 under its lock alone, so a file whose
+    /// flocks are exclusive, or shared by one description, pays one lock
+    /// per call.
+    flocks_sharded: AtomicBool,
     records: Locked<RecordEntry>,
     leases: CachePadded<Leases>,
 }
@@ -168,7 +248,14 @@ impl fmt::Debug for FileLockContext {
 impl FileLockContext {
     pub(crate) fn new(mgr: Arc<LockManager>, ino: u64) -> Self {
         let leases = Leases { list: SpinLock::new(Kind::default()), any: AtomicBool::new(false) };
-        FileLockContext { mgr, ino, flocks: locked(), records: locked(), leases: CachePadded::new(leases) }
+        FileLockContext {
+            mgr,
+            ino,
+            flocks: LgPerCpu::new(),
+            flocks_sharded: AtomicBool::new(false),
+            records: locked(),
+            leases: CachePadded::new(leases),
+        }
     }
 
     fn info(&self, kind: LockKind, write: bool, pid: i32, piece: Option<Piece>) -> LockInfo {
@@ -238,35 +325,187 @@ impl FileLockContext {
         }
     }
 
-    /// `flock`: `write` `None` unlocks; `wait` `None` is `LOCK_NB`.
+    /// `flock` by description `file` (whose shard `home` names): `write`
+    /// `None` unlocks; `wait` `None` is `LOCK_NB`. A lock of the other type
+    /// is dropped first (waking its waiters), as in Linux.
     pub(crate) fn flock(
         &self,
         file: usize,
+        home: &FlockHome,
         pid: i32,
         write: Option<bool>,
         wait: Option<&Interrupt<'_>>,
     ) -> VfsResult<()> {
         let intr = wait.copied().unwrap_or_default();
-        self.retry(&self.flocks, &intr, |sys, flocks, _| {
-            if let Some(i) = flocks.entries.iter().position(|f| f.file == file) {
-                if Some(flocks.entries[i].write) == write {
-                    return Attempt::Done(Ok(()));
+        loop {
+            let taken = {
+                let mut sys = self.mgr.enter();
+                match self.drop_flock(&mut sys, file, home, write) {
+                    Some(Taken::Done(result)) => return result,
+                    Some(_) => continue,
+                    None => {}
                 }
-                let old = flocks.entries.remove(i);
-                sys.remove(old.slot);
-                flocks.wake(sys, Owner::File(file));
-            }
-            let Some(write) = write else { return Attempt::Done(Ok(())) };
-            match flocks.entries.iter().find(|f| f.write || write) {
-                Some(_) if wait.is_none() => Attempt::Done(Err(Errno::EWOULDBLOCK)),
-                Some(held) => Attempt::Wait { blocker: Owner::File(held.file), posix: None, deadline: None },
-                None => {
-                    let slot = sys.insert(self.info(LockKind::Flock, write, pid, None));
-                    flocks.entries.push(FlockEntry { file, write, slot });
-                    Attempt::Done(Ok(()))
+                let Some(write) = write else { return Ok(()) };
+                match write {
+                    false => self.take_shared(&mut sys, file, home, pid, wait.is_some()),
+                    true => self.take_exclusive(&mut sys, file, home, pid, wait.is_some()),
+                }
+            };
+            match taken {
+                Taken::Done(result) => return result,
+                Taken::Raced => {}
+                Taken::Parked { shard, id, waiter } => {
+                    intr.sleep(&waiter, None);
+                    let mut shard = self.flocks.lock_cpu(shard);
+                    if let Some(pos) = shard.locks.queue.iter().position(|q| q.id == id) {
+                        shard.locks.queue.remove(pos);
+                    }
+                    drop(shard);
+                    if intr.fired() {
+                        return Err(Errno::EINTR);
+                    }
                 }
             }
-        })
+        }
+    }
+
+    /// Drops `file`'s flock unless it is already of type `write`
+    /// (`Done(Ok)`); `None` once it holds none, `Raced` to start over.
+    fn drop_flock(&self, sys: &mut Sys<'_>, file: usize, home: &FlockHome, write: Option<bool>) -> Option<Taken> {
+        let (at, exclusive) = home.get()?;
+        if Some(exclusive) == write {
+            return Some(Taken::Done(Ok(())));
+        }
+        let owner = Owner::File(file);
+        // An exclusive flock taken before sharding is marked in shard 0
+        // alone, and sharding waits until none is held.
+        if !exclusive || !self.flocks_sharded.load(Ordering::Acquire) {
+            let mut shard = self.flocks.lock_cpu(at);
+            if home.get() != Some((at, exclusive)) {
+                return Some(Taken::Raced);
+            }
+            sys.remove(shard.remove(file));
+            home.clear();
+            if exclusive {
+                shard.exclusive = None;
+            }
+            shard.locks.wake(sys, owner);
+            return None;
+        }
+        let mut all = self.flocks.global_lock();
+        if home.get() != Some((at, exclusive)) {
+            return Some(Taken::Raced);
+        }
+        sys.remove(all.get_mut(at).remove(file));
+        home.clear();
+        for cpu in 0..all.cpus() {
+            let shard = all.get_mut(cpu);
+            shard.exclusive = None;
+            shard.locks.wake(sys, owner);
+        }
+        None
+    }
+
+    /// A shared flock in this CPU's shard (shard 0 until sharding), which
+    /// knows of any exclusive one.
+    fn take_shared(&self, sys: &mut Sys<'_>, file: usize, home: &FlockHome, pid: i32, wait: bool) -> Taken {
+        let sharded = self.flocks_sharded.load(Ordering::Acquire);
+        let mut shard = if sharded { self.flocks.local_lock() } else { self.flocks.lock_cpu(0) };
+        if !sharded && self.flocks_sharded.load(Ordering::Acquire) {
+            return Taken::Raced;
+        }
+        let here = shard.cpu();
+        if let Some(holder) = shard.exclusive {
+            return self.park_flock(&mut shard.locks, here, holder, wait);
+        }
+        if !sharded && shard.shared_by.is_some_and(|by| by != file) {
+            drop(shard);
+            let all = self.flocks.global_lock();
+            if all.get(0).exclusive.is_none() {
+                self.flocks_sharded.store(true, Ordering::Release);
+            }
+            return Taken::Raced;
+        }
+        if !home.claim(here, false) {
+            return Taken::Raced;
+        }
+        shard.shared_by = Some(file);
+        let slot = sys.insert(self.info(LockKind::Flock, false, pid, None));
+        shard.locks.entries.push(FlockEntry { file, slot });
+        Taken::Done(Ok(()))
+    }
+
+    /// An exclusive flock: no shard may hold a flock (before sharding,
+    /// shard 0 holds them all).
+    fn take_exclusive(&self, sys: &mut Sys<'_>, file: usize, home: &FlockHome, pid: i32, wait: bool) -> Taken {
+        if !self.flocks_sharded.load(Ordering::Acquire) {
+            let mut shard = self.flocks.lock_cpu(0);
+            if self.flocks_sharded.load(Ordering::Acquire) {
+                return Taken::Raced;
+            }
+            if let Some(holder) = shard.holder() {
+                return self.park_flock_unless_own(&mut shard.locks, 0, holder, file, wait);
+            }
+            let Some(entry) = self.new_exclusive(sys, file, home, pid, 0) else { return Taken::Raced };
+            shard.locks.entries.push(entry);
+            shard.exclusive = Some(file);
+            return Taken::Done(Ok(()));
+        }
+        let mut all = self.flocks.global_lock();
+        let blocker = all.iter().enumerate().find_map(|(at, shard)| Some((at, shard.holder()?)));
+        if let Some((at, holder)) = blocker {
+            return self.park_flock_unless_own(&mut all.get_mut(at).locks, at, holder, file, wait);
+        }
+        let here = vfscale_sync::cpu::current_cpu() % all.cpus();
+        let Some(entry) = self.new_exclusive(sys, file, home, pid, here) else { return Taken::Raced };
+        all.get_mut(here).locks.entries.push(entry);
+        for cpu in 0..all.cpus() {
+            all.get_mut(cpu).exclusive = Some(file);
+        }
+        Taken::Done(Ok(()))
+    }
+
+    /// Claims `home` for an exclusive flock of `file` in shard `here` and
+    /// lists it system-wide; `None` if another thread of the description
+    /// took a flock meanwhile.
+    fn new_exclusive(
+        &self,
+        sys: &mut Sys<'_>,
+        file: usize,
+        home: &FlockHome,
+        pid: i32,
+        here: usize,
+    ) -> Option<FlockEntry> {
+        let claimed = home.claim(here, true);
+        claimed.then(|| FlockEntry { file, slot: sys.insert(self.info(LockKind::Flock, true, pid, None)) })
+    }
+
+    /// [`park_flock`](Self::park_flock), unless `holder` is the requester
+    /// itself (another of its threads took a flock meanwhile).
+    fn park_flock_unless_own(
+        &self,
+        locks: &mut Kind<FlockEntry>,
+        shard: usize,
+        holder: usize,
+        file: usize,
+        wait: bool,
+    ) -> Taken {
+        if holder == file {
+            return Taken::Raced;
+        }
+        self.park_flock(locks, shard, holder, wait)
+    }
+
+    /// Queues a request behind `holder`'s flock in `shard` (EWOULDBLOCK
+    /// unless it may `wait`): the holder's release locks that shard.
+    fn park_flock(&self, locks: &mut Kind<FlockEntry>, shard: usize, holder: usize, wait: bool) -> Taken {
+        if !wait {
+            return Taken::Done(Err(Errno::EWOULDBLOCK));
+        }
+        let id = self.mgr.next_waiter_id();
+        let waiter = Arc::new(Waiter::default());
+        locks.queue.push_back(Queued { id, blocker: Owner::File(holder), waiter: Arc::clone(&waiter) });
+        Taken::Parked { shard, id, waiter }
     }
 
     /// The first lock of another owner that conflicts with the request
@@ -373,15 +612,10 @@ impl FileLockContext {
 
     /// The last reference to description `file` went: its flock and OFD
     /// locks and its lease go.
-    pub(crate) fn release_file(&self, file: usize) {
+    pub(crate) fn release_file(&self, file: usize, home: &FlockHome) {
         let owner = Owner::File(file);
         let mut sys = self.mgr.enter();
-        let mut flocks = self.flocks.lock();
-        if let Some(i) = flocks.entries.iter().position(|f| f.file == file) {
-            sys.remove(flocks.entries.remove(i).slot);
-            flocks.wake(&mut sys, owner);
-        }
-        drop(flocks);
+        while self.drop_flock(&mut sys, file, home, None).is_some() {}
         self.remove_owner_locked(&mut sys, owner);
         let mut leases = self.leases.list.lock();
         if let Some(i) = leases.entries.iter().position(|l| l.file == file) {

@@ -3,7 +3,8 @@
 //! detection, and the system-wide lock list that `/proc/locks` reads.
 //!
 //! Invariant: every lock lives on exactly one inode's lists, changed only
-//! under that inode's context lock (`flc_lock`), and has exactly one entry
+//! under the lock of its kind's list there (Linux's `flc_lock`, split per
+//! kind, and per CPU for flocks: see `context`), and has exactly one entry
 //! on the system-wide list while it lives there. A POSIX owner (a process
 //! id) is on the wait-for graph (`blocked_hash`, under `blocked_lock`) only
 //! while it sleeps on a lock held by another owner, and no request is
@@ -17,8 +18,9 @@
 //! one list and conflict with each other; flock locks are separate.
 //!
 //! Lock order: the global lock (only in [`LockListKind::GlobalLock`], the
-//! "before" design, where it covers everything), then an inode's context
-//! lock, then the list lock or `blocked_lock`. Waiters sleep with no lock
+//! "before" design, where it covers everything), then an inode's list lock
+//! of one kind (for an exclusive flock every shard's, in shard order), then
+//! the system-wide list lock or `blocked_lock`. Waiters sleep with no lock
 //! held and wake in the order they queued, with no wake-up lost between
 //! queueing and sleeping.
 //!
@@ -63,6 +65,7 @@ pub use wait::{CancelToken, Interrupt};
 use crate::errno::{Errno, VfsResult};
 use crate::file::OpenFile;
 use crate::process::{Fd, Process};
+pub(crate) use context::FlockHome;
 use context::{FileLockContext, Owner};
 use list::{LgLockList, LockList, RwSemLockList, Slab, Slot};
 use std::fmt;
@@ -365,7 +368,7 @@ fn file_id(file: &OpenFile) -> usize {
 /// OFD locks and its lease go (`locks_remove_file`).
 pub(crate) fn file_released(file: &OpenFile) {
     if let Some(ctx) = file.inode().locks.ctx.get() {
-        ctx.release_file(file_id(file));
+        ctx.release_file(file_id(file), file.flock_home());
     }
 }
 
@@ -574,7 +577,7 @@ impl Process {
         };
         let nonblock = op & LOCK_NB != 0;
         let wait = (!nonblock).then_some(intr);
-        self.lock_context(&file).flock(file_id(&file), self.pid(), write, wait)
+        self.lock_context(&file).flock(file_id(&file), file.flock_home(), self.pid(), write, wait)
     }
 
     /// `fcntl(fd, F_SETLEASE, arg)` with `arg` `F_RDLCK`, `F_WRLCK` or
