@@ -13,6 +13,12 @@
 //!
 //! Throughput is all threads' operations over the run's wall time, and
 //! S2 is the median 2-thread throughput over the median 1-thread one.
+//! Whether vfscale scales is judged by rounds: vfscale's S2 over
+//! private's is its 2-thread throughput over private's (both share the
+//! 1-thread cell), so each round gives one such ratio from two runs made
+//! side by side, and the pair scales when their median is at least 0.9.
+//! That cancels the drift between rounds a shared machine shows, which
+//! a ratio of two medians does not.
 //! `private` is the ceiling: its 2-thread runs give each thread a state
 //! of its own (thread 0 runs A on one, thread 1 runs B on another); its
 //! 1-thread run would be one state with A and B in turn, which is exactly
@@ -47,9 +53,14 @@ enum Target {
 pub struct Scaling {
     /// Median 2-thread throughput over median 1-thread throughput.
     pub s2: f64,
-    /// For vfscale and host: whether `s2` is at least 0.9 times private's.
+    /// For vfscale and host: whether it scales like private (vfscale:
+    /// `vs_private` at least 0.9; host: `s2` at least 0.9 times private's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scales: Option<bool>,
+    /// For vfscale: the median over rounds of its 2-thread throughput over
+    /// private's in the same round (S2 over private's S2, by round).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_private: Option<f64>,
     /// Operations per thread per run.
     pub iterations: u64,
     /// Median operations per second, 1 thread.
@@ -69,6 +80,7 @@ impl Scaling {
         Scaling {
             s2: two.ops_per_sec.median / one.ops_per_sec.median,
             scales: None,
+            vs_private: None,
             iterations,
             ops_per_sec_1: one.ops_per_sec.median,
             ops_per_sec_2: two.ops_per_sec.median,
@@ -80,6 +92,16 @@ impl Scaling {
     /// This S2 judged against the ceiling's.
     pub(super) fn judged(mut self, ceiling: &Scaling) -> Scaling {
         self.scales = Some(scales(self.s2, ceiling.s2));
+        self
+    }
+
+    /// vfscale's S2 judged against the ceiling measured in the same rounds:
+    /// by the median of the rounds' 2-thread ratios.
+    pub(super) fn judged_by_round(mut self, ceiling: &Scaling) -> Scaling {
+        let by_round: Vec<f64> = self.runs_2.iter().zip(&ceiling.runs_2).map(|(ours, best)| ours / best).collect();
+        let vs_private = crate::stats::median(&by_round).unwrap_or(self.s2 / ceiling.s2);
+        self.vs_private = Some(vs_private);
+        self.scales = Some(vs_private >= 0.9);
         self
     }
 }
@@ -134,7 +156,7 @@ pub fn measure(pair: &Pair, plan: Plan, mut before_run: impl FnMut(usize, usize)
         subject.failure().map_or(Ok(()), |e| Err(format!("{}: {e}", pair.name)))?;
     }
     let private_s2 = Scaling::of(&runs[0], &runs[2]);
-    let vfscale_s2 = Scaling::of(&runs[0], &runs[1]).judged(&private_s2);
+    let vfscale_s2 = Scaling::of(&runs[0], &runs[1]).judged_by_round(&private_s2);
     let host = World::host(pair.fs).map(drop).and_then(|()| {
         let iterations = calibrate(pair, Target::Host, plan)?;
         let host = PairSubject::new(pair, Target::Host, iterations);

@@ -253,7 +253,10 @@ pub fn table(run: &Commute) -> String {
     }
     let s = &run.summary;
     if s.conditions.timed {
-        out.push_str("S2 = 2-thread / 1-thread throughput (medians); * = below 0.9 x private's S2\n");
+        out.push_str(
+            "S2 = 2-thread / 1-thread throughput (medians); * = below 0.9 x private's S2 (vfscale: the median of \
+             its rounds' 2-thread runs over private's)\n",
+        );
     }
     for (name, why) in &s.host_skipped {
         let _ = writeln!(out, "host skipped {name}: {why}");

@@ -44,6 +44,7 @@ fn result(name: &'static str, conflict_free: bool, s2: Option<(f64, f64, Option<
     let scaling = |s2: f64| measure::Scaling {
         s2,
         scales: None,
+        vs_private: None,
         iterations: 100,
         ops_per_sec_1: 1e6,
         ops_per_sec_2: s2 * 1e6,
@@ -53,12 +54,37 @@ fn result(name: &'static str, conflict_free: bool, s2: Option<(f64, f64, Option<
     let measured = s2.map(|(vfscale, private, host)| {
         let private = scaling(private);
         measure::Measured {
-            vfscale: scaling(vfscale).judged(&private),
+            vfscale: scaling(vfscale).judged_by_round(&private),
             host: host.map(|h| scaling(h).judged(&private)).ok_or_else(|| "no sysfs here".to_string()),
             private,
         }
     });
     PairResult::new(pair, &verdict, measured)
+}
+
+/// The machine slowed down in the last rounds, in both cells: the medians
+/// put vfscale's 2-thread runs below private's, round by round it matches.
+#[test]
+fn vfscale_is_judged_against_private_round_by_round() {
+    let cell = |runs_1: Vec<f64>, runs_2: Vec<f64>| measure::Scaling {
+        s2: crate::stats::median(&runs_2).unwrap() / crate::stats::median(&runs_1).unwrap(),
+        scales: None,
+        vs_private: None,
+        iterations: 100,
+        ops_per_sec_1: 0.0,
+        ops_per_sec_2: 0.0,
+        runs_1,
+        runs_2,
+    };
+    let one = vec![7.0, 7.9, 7.9, 7.3, 6.6];
+    let private = cell(one.clone(), vec![13.6, 14.0, 13.9, 9.8, 9.8]);
+    let drifted = cell(one.clone(), vec![15.7, 15.3, 9.9, 9.9, 9.8]);
+    assert!(drifted.s2 < 0.9 * private.s2, "the ratio of medians says it does not scale");
+    let judged = drifted.judged_by_round(&private);
+    assert_eq!(judged.scales, Some(true));
+    assert!((judged.vs_private.unwrap() - 9.9 / 9.8).abs() < 1e-9, "{:?}", judged.vs_private);
+    let slower = cell(one, vec![10.0, 10.5, 10.4, 7.0, 7.1]).judged_by_round(&private);
+    assert_eq!(slower.scales, Some(false), "0.72-0.75 of private in every round");
 }
 
 fn conditions(timed: bool) -> Conditions {
