@@ -182,39 +182,48 @@ fn waits_end_on_timeout_and_cancel_and_wake_in_order() {
     assert_eq!(order.load(Ordering::SeqCst), 4);
 }
 
-#[test]
-fn exclusion_under_contention() {
+/// Four threads, each its own process with its own descriptor of /c,
+/// each running `step(process, fd, thread, iteration, inside)` for the
+/// stress iterations, in every lock-list design; no lock is left after.
+fn contend(step: impl Fn(&Process, i32, usize, usize, &AtomicUsize) + Sync) {
     let iters: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     each_kind(|vfs| {
         let inside = AtomicUsize::new(0);
         std::thread::scope(|s| {
             for t in 0..4 {
-                let (vfs, inside) = (vfs.clone(), &inside);
+                let (vfs, inside, step) = (vfs.clone(), &inside, &step);
                 s.spawn(move || {
                     let p = vfs.process(Credentials::root());
                     let fd = rw(&p, "/c");
-                    for _ in 0..iters {
-                        if t % 2 == 0 {
-                            p.flock(fd, LOCK_EX).unwrap();
-                        } else {
-                            p.fcntl_setlkw(fd, &Flock::new(F_WRLCK, 0, 0), &Interrupt::never()).unwrap();
-                        }
-                        // flock and POSIX locks do not exclude each other, so
-                        // count each family separately.
-                        let bit = if t % 2 == 0 { 1 } else { 1 << 16 };
-                        let before = inside.fetch_add(bit, Ordering::SeqCst);
-                        assert_eq!(before & (0xffff * bit), 0, "two holders of one exclusive lock");
-                        inside.fetch_sub(bit, Ordering::SeqCst);
-                        if t % 2 == 0 {
-                            p.flock(fd, LOCK_UN).unwrap();
-                        } else {
-                            p.fcntl_setlk(fd, &Flock::new(F_UNLCK, 0, 0)).unwrap();
-                        }
+                    for i in 0..iters {
+                        step(&p, fd, t, i, inside);
                     }
                 });
             }
         });
         assert!(vfs.locks().list().is_empty());
+    });
+}
+
+#[test]
+fn exclusion_under_contention() {
+    contend(|p, fd, t, _, inside| {
+        if t % 2 == 0 {
+            p.flock(fd, LOCK_EX).unwrap();
+        } else {
+            p.fcntl_setlkw(fd, &Flock::new(F_WRLCK, 0, 0), &Interrupt::never()).unwrap();
+        }
+        // flock and POSIX locks do not exclude each other, so count each
+        // family separately.
+        let bit = if t % 2 == 0 { 1 } else { 1 << 16 };
+        let before = inside.fetch_add(bit, Ordering::SeqCst);
+        assert_eq!(before & (0xffff * bit), 0, "two holders of one exclusive lock");
+        inside.fetch_sub(bit, Ordering::SeqCst);
+        if t % 2 == 0 {
+            p.flock(fd, LOCK_UN).unwrap();
+        } else {
+            p.fcntl_setlk(fd, &Flock::new(F_UNLCK, 0, 0)).unwrap();
+        }
     });
 }
 
@@ -271,32 +280,18 @@ fn flock_shards_see_each_other_across_cpus() {
 #[test]
 fn flock_shared_and_exclusive_exclude_across_cpus() {
     use vfscale_sync::cpu::with_virtual_cpu as on_cpu;
-    let iters: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
-    each_kind(|vfs| {
-        const WRITER: usize = 1 << 16;
-        let inside = AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for t in 0..4 {
-                let (vfs, inside) = (vfs.clone(), &inside);
-                s.spawn(move || {
-                    let p = vfs.process(Credentials::root());
-                    let fd = rw(&p, "/c");
-                    for i in 0..iters {
-                        let exclusive = (t + i) % 3 == 0;
-                        let (how, bit) = if exclusive { (LOCK_EX, WRITER) } else { (LOCK_SH, 1) };
-                        on_cpu(t + i, || p.flock(fd, how)).unwrap();
-                        let before = inside.fetch_add(bit, Ordering::SeqCst);
-                        match exclusive {
-                            true => assert_eq!(before, 0, "an exclusive flock beside another holder"),
-                            false => assert_eq!(before & !(WRITER - 1), 0, "a shared flock beside an exclusive one"),
-                        }
-                        inside.fetch_sub(bit, Ordering::SeqCst);
-                        on_cpu(t + i + 1, || p.flock(fd, LOCK_UN)).unwrap();
-                    }
-                });
-            }
-        });
-        assert!(vfs.locks().list().is_empty());
+    const WRITER: usize = 1 << 16;
+    contend(|p, fd, t, i, inside| {
+        let exclusive = (t + i) % 3 == 0;
+        let (how, bit) = if exclusive { (LOCK_EX, WRITER) } else { (LOCK_SH, 1) };
+        on_cpu(t + i, || p.flock(fd, how)).unwrap();
+        let before = inside.fetch_add(bit, Ordering::SeqCst);
+        match exclusive {
+            true => assert_eq!(before, 0, "an exclusive flock beside another holder"),
+            false => assert_eq!(before & !(WRITER - 1), 0, "a shared flock beside an exclusive one"),
+        }
+        inside.fetch_sub(bit, Ordering::SeqCst);
+        on_cpu(t + i + 1, || p.flock(fd, LOCK_UN)).unwrap();
     });
 }
 
