@@ -10,7 +10,10 @@
 //! order, and marks each with its holder, so a shared request sees a
 //! conflict in its own shard. Two shared flocks of one file taken on two
 //! CPUs then share no line. A description's [`FlockHome`] names the shard
-//! that holds its flock.
+//! that holds its flock. Until a second description asks for a shared
+//! flock, shard 0 holds every flock, so exclusive flocks take one lock as
+//! before; the shards (one padded line pair per CPU) are made on a file's
+//! first flock.
 //!
 //! Invariant: every entry of the three lists has its own entry on the
 //! system-wide list (its `slot`); a queued waiter is on the queue of the
@@ -32,7 +35,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
-use vfscale_sync::audited::{AtomicBool, AtomicUsize, Ordering};
+use vfscale_sync::audited::{AtomicBool, AtomicUsize, OnceLock, Ordering};
 use vfscale_sync::lglock::LgPerCpu;
 use vfscale_sync::spin::{SpinLock, TasLock};
 
@@ -228,7 +231,9 @@ type Notice = (LeaseNotifier, LeaseBreak);
 pub(crate) struct FileLockContext {
     mgr: Arc<LockManager>,
     ino: u64,
-    flocks: LgPerCpu<TasLock, FlockShard>,
+    /// Made on the first flock of the file: a file only record-locked or
+    /// leased does not pay a line per CPU.
+    flocks: OnceLock<LgPerCpu<TasLock, FlockShard>>,
     /// Whether shared flocks go to their CPU's shard: set (for good) when
     /// a second description asks for a shared flock; until then every
     /// flock is kept in shard 0 under its lock alone, so a file whose
@@ -251,11 +256,15 @@ impl FileLockContext {
         FileLockContext {
             mgr,
             ino,
-            flocks: LgPerCpu::new(),
+            flocks: OnceLock::new(),
             flocks_sharded: AtomicBool::new(false),
             records: locked(),
             leases: CachePadded::new(leases),
         }
+    }
+
+    fn flocks(&self) -> &LgPerCpu<TasLock, FlockShard> {
+        self.flocks.get_or_init(LgPerCpu::new)
     }
 
     fn info(&self, kind: LockKind, write: bool, pid: i32, piece: Option<Piece>) -> LockInfo {
@@ -356,7 +365,7 @@ impl FileLockContext {
                 Taken::Raced => {}
                 Taken::Parked { shard, id, waiter } => {
                     intr.sleep(&waiter, None);
-                    let mut shard = self.flocks.lock_cpu(shard);
+                    let mut shard = self.flocks().lock_cpu(shard);
                     if let Some(pos) = shard.locks.queue.iter().position(|q| q.id == id) {
                         shard.locks.queue.remove(pos);
                     }
@@ -380,7 +389,7 @@ impl FileLockContext {
         // An exclusive flock taken before sharding is marked in shard 0
         // alone, and sharding waits until none is held.
         if !exclusive || !self.flocks_sharded.load(Ordering::Acquire) {
-            let mut shard = self.flocks.lock_cpu(at);
+            let mut shard = self.flocks().lock_cpu(at);
             if home.get() != Some((at, exclusive)) {
                 return Some(Taken::Raced);
             }
@@ -392,7 +401,7 @@ impl FileLockContext {
             shard.locks.wake(sys, owner);
             return None;
         }
-        let mut all = self.flocks.global_lock();
+        let mut all = self.flocks().global_lock();
         if home.get() != Some((at, exclusive)) {
             return Some(Taken::Raced);
         }
@@ -410,7 +419,7 @@ impl FileLockContext {
     /// knows of any exclusive one.
     fn take_shared(&self, sys: &mut Sys<'_>, file: usize, home: &FlockHome, pid: i32, wait: bool) -> Taken {
         let sharded = self.flocks_sharded.load(Ordering::Acquire);
-        let mut shard = if sharded { self.flocks.local_lock() } else { self.flocks.lock_cpu(0) };
+        let mut shard = if sharded { self.flocks().local_lock() } else { self.flocks().lock_cpu(0) };
         if !sharded && self.flocks_sharded.load(Ordering::Acquire) {
             return Taken::Raced;
         }
@@ -420,7 +429,7 @@ impl FileLockContext {
         }
         if !sharded && shard.shared_by.is_some_and(|by| by != file) {
             drop(shard);
-            let all = self.flocks.global_lock();
+            let all = self.flocks().global_lock();
             if all.get(0).exclusive.is_none() {
                 self.flocks_sharded.store(true, Ordering::Release);
             }
@@ -439,7 +448,7 @@ impl FileLockContext {
     /// shard 0 holds them all).
     fn take_exclusive(&self, sys: &mut Sys<'_>, file: usize, home: &FlockHome, pid: i32, wait: bool) -> Taken {
         if !self.flocks_sharded.load(Ordering::Acquire) {
-            let mut shard = self.flocks.lock_cpu(0);
+            let mut shard = self.flocks().lock_cpu(0);
             if self.flocks_sharded.load(Ordering::Acquire) {
                 return Taken::Raced;
             }
@@ -451,7 +460,7 @@ impl FileLockContext {
             shard.exclusive = Some(file);
             return Taken::Done(Ok(()));
         }
-        let mut all = self.flocks.global_lock();
+        let mut all = self.flocks().global_lock();
         let blocker = all.iter().enumerate().find_map(|(at, shard)| Some((at, shard.holder()?)));
         if let Some((at, holder)) = blocker {
             return self.park_flock_unless_own(&mut all.get_mut(at).locks, at, holder, file, wait);
