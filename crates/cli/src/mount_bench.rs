@@ -34,6 +34,7 @@ use clap::Args;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use vfscale_fuse::{MountOptions, Mounted, RecordLocks};
 
 /// Arguments of `vfscale mount-bench`.
@@ -315,11 +316,31 @@ fn per_op_us(report: &CellReport) -> f64 {
     report.stats.per_op_ns.median / 1e3
 }
 
+/// Set once a stop signal arrived: the run's files are going, and what
+/// fails for that is not the run's failure.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Whether a stop signal arrived; if so, never returns (the signal's
+/// watcher ends the process with the signal's exit code).
+fn wait_if_stopping() {
+    while STOPPING.load(Ordering::SeqCst) {
+        std::thread::park();
+    }
+}
+
 /// On SIGINT or SIGTERM, detaches this run's mounts (else a killed run
-/// would leave a tmpfs and a dead FUSE mount behind) and exits. Blocks the
-/// signals in the calling thread first, so every thread started after
-/// (the mount's) leaves them to the watcher.
+/// would leave a tmpfs and a dead FUSE mount behind) and exits with 128 +
+/// the signal. Blocks the signals in the calling thread first, so every
+/// thread started after (the mount's) leaves them to the watcher. A
+/// benchmark thread that fails once the files go (a panic, or an error
+/// the command returns) waits for that exit instead of ending the process
+/// with its own code first.
 fn unmount_on_signal(base: PathBuf) -> Result<(), String> {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        wait_if_stopping();
+        report(info)
+    }));
     // SAFETY: `set` is a local sigset_t initialised by sigemptyset before
     // use; pthread_sigmask only changes this thread's mask.
     let set = unsafe {
@@ -334,11 +355,17 @@ fn unmount_on_signal(base: PathBuf) -> Result<(), String> {
         let mut signal = 0;
         // SAFETY: `set` and `signal` are valid for the call.
         unsafe { libc::sigwait(&set, &mut signal) };
-        for dir in ["vfscale", "tmpfs"] {
+        STOPPING.store(true, Ordering::SeqCst);
+        // MNT_FORCE makes FUSE abort the connection first (umount_begin):
+        // a request this process's own benchmark threads have in flight
+        // on the mount then fails, where it would otherwise wait, in an
+        // uninterruptible sleep, for server threads that exit() kills, and
+        // hold the process (and the test that stopped it) for good.
+        for (dir, flags) in [("vfscale", libc::MNT_FORCE | libc::MNT_DETACH), ("tmpfs", libc::MNT_DETACH)] {
             if let Ok(path) = CString::new(base.join(dir).as_os_str().as_bytes()) {
                 // SAFETY: `path` is a NUL-terminated string that outlives
                 // the call.
-                unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+                unsafe { libc::umount2(path.as_ptr(), flags) };
             }
         }
         let _ = std::fs::remove_dir_all(&base);
@@ -351,6 +378,12 @@ fn unmount_on_signal(base: PathBuf) -> Result<(), String> {
 
 /// Runs `mount-bench`.
 pub fn mount_bench_command(args: MountBenchArgs) -> Result<(), String> {
+    let result = run(args);
+    wait_if_stopping();
+    result
+}
+
+fn run(args: MountBenchArgs) -> Result<(), String> {
     let runs = args.runs.unwrap_or(if args.quick { 3 } else { 5 });
     if runs == 0 {
         return Err("--runs must be at least 1".into());

@@ -86,9 +86,19 @@ fn a_stopped_mount_bench_leaves_no_mount() {
         assert!(std::time::Instant::now() < deadline, "mount-bench never mounted:\n{}", mounts());
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    // Into the benchmark, so its threads have requests in flight on the
+    // mount: the stop must abort those, not wait for them.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     // SAFETY: kill with a live child's pid and a valid signal.
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
-    let status = child.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "mount-bench did not end within 20 s of SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status:?}");
     assert!(!mounts().contains(&ours), "left behind:\n{}", mounts());
     assert!(!std::env::temp_dir().join(ours.trim_end_matches('/')).exists());
