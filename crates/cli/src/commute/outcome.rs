@@ -232,15 +232,19 @@ fn s2_cell(s: Option<&Scaling>) -> String {
 /// summary and the goals.
 pub fn table(run: &Commute) -> String {
     let width = run.pairs.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
-    let mut out = format!("{:<width$}  {:<13} {:>8} {:>8} {:>8}\n", "pair", "checker", "vfscale", "private", "host");
+    let mut out = format!(
+        "{:<width$}  {:<13} {:>8} {:>8} {:>8} {:>8}\n",
+        "pair", "checker", "vfscale", "rounds", "private", "host"
+    );
     for r in &run.pairs {
         let verdict =
             if r.conflict_free { "conflict-free".to_string() } else { format!("{} lines", r.conflicts.len()) };
         let _ = writeln!(
             out,
-            "{:<width$}  {verdict:<13} {:>8} {:>8} {:>8}",
+            "{:<width$}  {verdict:<13} {:>8} {:>8} {:>8} {:>8}",
             r.name,
             s2_cell(r.vfscale.as_ref()),
+            r.vfscale.as_ref().and_then(|s| s.vs_private).map_or("-".to_string(), |v| format!("{v:.2}")),
             s2_cell(r.private.as_ref()),
             s2_cell(r.host.as_ref())
         );
@@ -254,8 +258,9 @@ pub fn table(run: &Commute) -> String {
     let s = &run.summary;
     if s.conditions.timed {
         out.push_str(
-            "S2 = 2-thread / 1-thread throughput (medians); * = below 0.9 x private's S2 (vfscale: the median of \
-             its rounds' 2-thread runs over private's)\n",
+            "S2 = 2-thread / 1-thread throughput (medians); rounds = the median over rounds of vfscale's 2-thread \
+             throughput over private's (its S2 over private's, round by round); * = below 0.9 x private's S2 \
+             (vfscale: rounds below 0.9)\n",
         );
     }
     for (name, why) in &s.host_skipped {

@@ -155,6 +155,9 @@ fn json_has_the_issues_shape_and_the_table_one_line_per_pair() {
         .lines()
         .any(|l| l.starts_with("stat-same-file") && l.contains("conflict-free") && l.contains("1.00*")));
     assert!(table.lines().any(|l| l.starts_with("create-one-dir") && l.contains("1 lines")));
+    let header = table.lines().next().unwrap();
+    assert!(header.contains("vfscale") && header.contains("rounds") && header.contains("private"), "{header}");
+    assert!(table.lines().any(|l| l.starts_with("stat-same-file") && l.contains(" 0.95 ")), "1.9 / 2.0 by round");
     assert!(
         table.contains("known: both change one directory") && table.contains("line: crates/vfs/src/x.rs:1 (write)")
     );
