@@ -110,6 +110,19 @@ impl<E> Default for Kind<E> {
 }
 
 impl<E> Kind<E> {
+    /// Queues waiter `id`, blocked on `blocker`'s locks here.
+    fn park(&mut self, id: u64, blocker: Owner) -> Arc<Waiter> {
+        let waiter = Arc::new(Waiter::default());
+        self.queue.push_back(Queued { id, blocker, waiter: Arc::clone(&waiter) });
+        waiter
+    }
+
+    /// Takes waiter `id` off the queue; false if a waker already did.
+    fn unqueue(&mut self, id: u64) -> bool {
+        let at = self.queue.iter().position(|q| q.id == id);
+        at.map(|at| self.queue.remove(at)).is_some()
+    }
+
     /// Wakes, in queue order, everyone waiting on `owner`'s locks here.
     fn wake(&mut self, sys: &mut Sys<'_>, owner: Owner) {
         if self.queue.iter().all(|q| q.blocker != owner) {
@@ -301,9 +314,7 @@ impl FileLockContext {
                         if deadlock {
                             Err(Err(Errno::EDEADLK))
                         } else {
-                            let waiter = Arc::new(Waiter::default());
-                            lists.queue.push_back(Queued { id, blocker, waiter: Arc::clone(&waiter) });
-                            Ok((id, waiter, deadline))
+                            Ok((id, lists.park(id, blocker), deadline))
                         }
                     }
                 }
@@ -327,9 +338,7 @@ impl FileLockContext {
     /// waker already did.
     fn unqueue<E>(&self, kind: &SpinLock<TasLock, Kind<E>>, id: u64) {
         let mut sys = self.mgr.enter();
-        let mut lists = kind.lock();
-        if let Some(pos) = lists.queue.iter().position(|q| q.id == id) {
-            lists.queue.remove(pos);
+        if kind.lock().unqueue(id) {
             sys.blocked(|g| g.unblock(id));
         }
     }
@@ -365,11 +374,7 @@ impl FileLockContext {
                 Taken::Raced => {}
                 Taken::Parked { shard, id, waiter } => {
                     intr.sleep(&waiter, None);
-                    let mut shard = self.flocks().lock_cpu(shard);
-                    if let Some(pos) = shard.locks.queue.iter().position(|q| q.id == id) {
-                        shard.locks.queue.remove(pos);
-                    }
-                    drop(shard);
+                    self.flocks().lock_cpu(shard).locks.unqueue(id);
                     if intr.fired() {
                         return Err(Errno::EINTR);
                     }
@@ -425,7 +430,7 @@ impl FileLockContext {
         }
         let here = shard.cpu();
         if let Some(holder) = shard.exclusive {
-            return self.park_flock(&mut shard.locks, here, holder, wait);
+            return self.park_flock(&mut shard.locks, here, holder, file, wait);
         }
         if !sharded && shard.shared_by.is_some_and(|by| by != file) {
             drop(shard);
@@ -453,7 +458,7 @@ impl FileLockContext {
                 return Taken::Raced;
             }
             if let Some(holder) = shard.holder() {
-                return self.park_flock_unless_own(&mut shard.locks, 0, holder, file, wait);
+                return self.park_flock(&mut shard.locks, 0, holder, file, wait);
             }
             let Some(entry) = self.new_exclusive(sys, file, home, pid, 0) else { return Taken::Raced };
             shard.locks.entries.push(entry);
@@ -463,7 +468,7 @@ impl FileLockContext {
         let mut all = self.flocks().global_lock();
         let blocker = all.iter().enumerate().find_map(|(at, shard)| Some((at, shard.holder()?)));
         if let Some((at, holder)) = blocker {
-            return self.park_flock_unless_own(&mut all.get_mut(at).locks, at, holder, file, wait);
+            return self.park_flock(&mut all.get_mut(at).locks, at, holder, file, wait);
         }
         let here = vfscale_sync::cpu::current_cpu() % all.cpus();
         let Some(entry) = self.new_exclusive(sys, file, home, pid, here) else { return Taken::Raced };
@@ -489,32 +494,19 @@ impl FileLockContext {
         claimed.then(|| FlockEntry { file, slot: sys.insert(self.info(LockKind::Flock, true, pid, None)) })
     }
 
-    /// [`park_flock`](Self::park_flock), unless `holder` is the requester
-    /// itself (another of its threads took a flock meanwhile).
-    fn park_flock_unless_own(
-        &self,
-        locks: &mut Kind<FlockEntry>,
-        shard: usize,
-        holder: usize,
-        file: usize,
-        wait: bool,
-    ) -> Taken {
+    /// Queues a request of `file` behind `holder`'s flock in `shard`
+    /// (EWOULDBLOCK unless it may `wait`): the holder's release locks that
+    /// shard. `Raced` if the holder is `file` itself: another of its
+    /// threads took a flock meanwhile, which the retry converts.
+    fn park_flock(&self, locks: &mut Kind<FlockEntry>, shard: usize, holder: usize, file: usize, wait: bool) -> Taken {
         if holder == file {
             return Taken::Raced;
         }
-        self.park_flock(locks, shard, holder, wait)
-    }
-
-    /// Queues a request behind `holder`'s flock in `shard` (EWOULDBLOCK
-    /// unless it may `wait`): the holder's release locks that shard.
-    fn park_flock(&self, locks: &mut Kind<FlockEntry>, shard: usize, holder: usize, wait: bool) -> Taken {
         if !wait {
             return Taken::Done(Err(Errno::EWOULDBLOCK));
         }
         let id = self.mgr.next_waiter_id();
-        let waiter = Arc::new(Waiter::default());
-        locks.queue.push_back(Queued { id, blocker: Owner::File(holder), waiter: Arc::clone(&waiter) });
-        Taken::Parked { shard, id, waiter }
+        Taken::Parked { shard, id, waiter: locks.park(id, Owner::File(holder)) }
     }
 
     /// The first lock of another owner that conflicts with the request
