@@ -17,6 +17,7 @@
 //! | [`PercpuCounter`] | `percpu_counter` | [`percpu_counter`] |
 //! | [`PerCpuRwSem`] | `percpu_rw_semaphore` | [`percpu_rwsem`] |
 //! | [`RwSem`] with [`SpinPolicy`] | `rw_semaphore` + OSQ spinning | [`rwsem`] |
+//! | [`Srcu`] | `srcu_struct` (classic two-phase SRCU) | [`srcu`] |
 //!
 //! Every primitive is model-checked with loom: build with
 //! `RUSTFLAGS="--cfg loom"` and run `cargo test -p vfscale-sync --release --lib`.
@@ -43,6 +44,7 @@ pub mod percpu_rwsem;
 pub mod rwsem;
 pub mod seqcount;
 pub mod spin;
+pub mod srcu;
 #[cfg(all(test, not(loom)))]
 mod test_support;
 
@@ -54,3 +56,4 @@ pub use percpu_ref::PercpuRef;
 pub use percpu_rwsem::PerCpuRwSem;
 pub use rwsem::{RwSem, SpinPolicy};
 pub use seqcount::{SeqCount, SeqLock};
+pub use srcu::Srcu;

@@ -1,25 +1,33 @@
 //! A process's file descriptor table (Linux `files_struct`), read without
-//! a shared write: a look-up of one descriptor touches only that
-//! descriptor's own line and its file's count, so threads using different
-//! descriptors of one process do not conflict (kernel-notes §7).
+//! a shared write: a look-up is a read-side section of the table's
+//! [`Srcu`], which writes only the caller's CPU's slot, and reads the
+//! descriptor's own line. So threads of one process using one descriptor,
+//! or different ones, do not conflict (kernel-notes §7), where Linux's
+//! `fget` in a multithreaded process writes the open file's `f_count`.
 //!
-//! Invariant: the table is an array of slots, each slot on its own cache
-//! line with its own spinlock around the file it holds. A table is never
-//! freed before the process: growing publishes a larger copy (sharing the
-//! slots by `Arc`, so no file moves) and keeps the old one, so a reader
-//! needs no lock and no epoch pin to follow the table pointer, and one that
-//! loaded an old table still finds every descriptor in it (at most six
-//! tables, 16 to 1024 slots, under twice the final size in all).
-//! Allocation (lowest free first, as POSIX requires) and growth are
-//! serialized by `alloc`, which also keeps which slots are in use, so
-//! installing never reads the slots readers lock.
+//! Invariant: the table is an array of slots, each on its own cache line,
+//! each holding null or a pointer from `Arc::into_raw` that owns one count
+//! of its open file. A look-up loads a slot inside a read-side section and
+//! uses the file (or takes a count of its own) before the section ends;
+//! `remove` clears the slot and synchronizes before it hands the slot's
+//! count back, so the file outlives every section that could have loaded
+//! it, and a close still drops the last count (releasing the file's locks)
+//! before it returns. A table is never freed before the process: growing
+//! publishes a larger copy (sharing the slots by `Arc`, so no file moves)
+//! and keeps the old one, so a reader needs no pin to follow the table
+//! pointer, and one that loaded an old table still finds every descriptor
+//! in it (at most six tables, 16 to 1024 slots, under twice the final size
+//! in all). Allocation (lowest free first, as POSIX requires) and growth
+//! are serialized by `alloc`, which also keeps which slots are in use.
 
 use crate::errno::{Errno, VfsResult};
 use crate::file::OpenFile;
 use crossbeam_utils::CachePadded;
+use std::mem::ManuallyDrop;
+use std::ptr;
 use std::sync::Arc;
 use vfscale_sync::audited::{AtomicPtr, CountedArc, Mutex, Ordering};
-use vfscale_sync::spin::{SpinLock, TasLock};
+use vfscale_sync::Srcu;
 
 /// Most descriptors one process may hold open (`RLIMIT_NOFILE`'s usual
 /// soft limit).
@@ -28,11 +36,12 @@ pub const MAX_FDS: usize = 1024;
 /// Slots of a new table; it doubles when full.
 const FIRST_SIZE: usize = 16;
 
-type Slot = Arc<CachePadded<SpinLock<TasLock, Option<Arc<OpenFile>>>>>;
+/// Null, or a pointer from `Arc::into_raw` owning one count of its file.
+type Slot = Arc<CachePadded<AtomicPtr<OpenFile>>>;
 type Table = Box<Vec<Slot>>;
 
 fn new_slot() -> Slot {
-    Arc::new(CachePadded::new(SpinLock::new(None)))
+    Arc::new(CachePadded::new(AtomicPtr::new(ptr::null_mut())))
 }
 
 /// What only changes of the table touch.
@@ -47,6 +56,8 @@ struct Alloc {
 pub(crate) struct FdTable {
     /// The current table, from `Box::into_raw`; never null.
     slots: AtomicPtr<Vec<Slot>>,
+    /// Look-ups are its read-side sections; `remove` synchronizes.
+    lookups: Srcu,
     /// On a line of its own: every open and close writes it, while every
     /// look-up reads `slots` and the process's working directory.
     alloc: CachePadded<Mutex<Alloc>>,
@@ -57,6 +68,7 @@ impl FdTable {
         let first: Table = Box::new((0..FIRST_SIZE).map(|_| new_slot()).collect());
         FdTable {
             slots: AtomicPtr::new(Box::into_raw(first)),
+            lookups: Srcu::new(),
             alloc: CachePadded::new(Mutex::new(Alloc { used: Vec::new(), retired: Vec::new() })),
         }
     }
@@ -67,15 +79,29 @@ impl FdTable {
         unsafe { &*self.slots.load(Ordering::Acquire) }
     }
 
+    /// Runs `f` on the file `fd` names, inside a read-side section: no
+    /// count is taken, so `f` must not keep the file, nor wait long (a
+    /// close of any descriptor of this process waits for it); EBADF if
+    /// there is none.
+    pub fn with<R>(&self, fd: i32, f: impl FnOnce(&Arc<OpenFile>) -> R) -> VfsResult<R> {
+        let index = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
+        let _section = self.lookups.read_lock();
+        let slot = self.slots().get(index).ok_or(Errno::EBADF)?;
+        let file = slot.load(Ordering::Acquire);
+        if file.is_null() {
+            return Err(Errno::EBADF);
+        }
+        // SAFETY: a non-null slot owns a count of the file, and `remove`
+        // synchronizes with this section before it gives that count up, so
+        // the file lives until the section ends; `ManuallyDrop` keeps this
+        // borrowed `Arc` from dropping a count it does not own.
+        let file = ManuallyDrop::new(unsafe { Arc::from_raw(file) });
+        Ok(f(&file))
+    }
+
     /// The file `fd` names, counted (see [`CountedArc`]); EBADF if none.
     pub fn get(&self, fd: i32) -> VfsResult<CountedArc<OpenFile>> {
-        let index = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
-        let slot = self.slots().get(index).ok_or(Errno::EBADF)?;
-        let file = slot.lock();
-        match file.as_ref() {
-            Some(file) => Ok(CountedArc::new(file)),
-            None => Err(Errno::EBADF),
-        }
+        self.with(fd, CountedArc::new)
     }
 
     /// Installs `file` at the lowest free descriptor; EMFILE when all
@@ -96,7 +122,8 @@ impl FdTable {
             // published; kept (not freed) for readers that loaded it.
             alloc.retired.push(unsafe { Box::from_raw(old) });
         }
-        *self.slots()[index].lock() = Some(file);
+        let old = self.slots()[index].swap(Arc::into_raw(file).cast_mut(), Ordering::Release);
+        debug_assert!(old.is_null(), "installed into a used slot");
         if index == alloc.used.len() {
             alloc.used.push(true);
         } else {
@@ -112,21 +139,36 @@ impl FdTable {
         if !alloc.used.get(index).copied().unwrap_or(false) {
             return Err(Errno::EBADF);
         }
-        let file = self.slots()[index].lock().take().ok_or(Errno::EBADF)?;
+        let file = self.slots()[index].swap(ptr::null_mut(), Ordering::AcqRel);
         alloc.used[index] = false;
-        Ok(file)
+        drop(alloc);
+        // Every look-up that may have loaded the file has left after this.
+        self.lookups.synchronize();
+        // SAFETY: `used` said the slot held a file, and only holders of
+        // `alloc` change it; the pointer's count is ours now (module doc).
+        Ok(unsafe { Arc::from_raw(file) })
     }
 
     /// Empties every descriptor (exit), returning the files.
     pub fn take_all(&mut self) -> Vec<Arc<OpenFile>> {
-        let files = self.slots().iter().filter_map(|slot| slot.lock().take()).collect();
+        let files = self.slots().iter().filter_map(take).collect();
         self.alloc.get_mut().unwrap_or_else(|e| e.into_inner()).used.clear();
         files
     }
 }
 
+/// The file a slot holds, taken out; for callers with the table to
+/// themselves (no look-up can be running).
+fn take(slot: &Slot) -> Option<Arc<OpenFile>> {
+    let file = slot.swap(ptr::null_mut(), Ordering::Acquire);
+    // SAFETY: a non-null slot owns a count of its file (module doc), which
+    // the slot gives up here; with no look-up running, nobody borrows it.
+    (!file.is_null()).then(|| unsafe { Arc::from_raw(file) })
+}
+
 impl Drop for FdTable {
     fn drop(&mut self) {
+        drop(self.take_all());
         // SAFETY: from `Box::into_raw`, and `&mut self`: no reader is left.
         drop(unsafe { Box::from_raw(*self.slots.get_mut()) });
     }
@@ -166,6 +208,45 @@ mod tests {
                 }
                 assert_eq!(p.open("/f", OpenFlags::RDONLY, 0), Ok(1), "the lowest free descriptor");
                 done.store(true, Ordering::Relaxed);
+            });
+        }
+    }
+
+    /// A close while other threads of the process read through the same
+    /// descriptor waits for their look-ups and then drops the last count
+    /// itself: the description's flock is gone when close returns, and
+    /// the readers see EBADF from then on.
+    #[test]
+    fn close_under_borrowed_reads_releases_at_once() {
+        use crate::locks::{LOCK_EX, LOCK_NB};
+        let vfs = Vfs::default();
+        let other = vfs.process(Credentials::root());
+        let watch = other.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+        other.write(watch, b"data").unwrap();
+        for _ in 0..50 {
+            let p = vfs.process(Credentials::root());
+            let fd = p.open("/f", OpenFlags::RDONLY, 0).unwrap();
+            p.flock(fd, LOCK_EX).unwrap();
+            let reads = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        let mut buf = [0u8; 4];
+                        loop {
+                            match p.pread(fd, &mut buf, 0) {
+                                Ok(n) => assert_eq!(&buf[..n], b"data"),
+                                Err(e) => return assert_eq!(e, Errno::EBADF),
+                            }
+                            reads.store(true, Ordering::Relaxed);
+                        }
+                    });
+                }
+                while !reads.load(Ordering::Relaxed) {
+                    std::thread::yield_now();
+                }
+                p.close(fd).unwrap();
+                assert_eq!(other.flock(watch, LOCK_EX | LOCK_NB), Ok(()), "released by the close itself");
+                other.flock(watch, crate::locks::LOCK_UN).unwrap();
             });
         }
     }

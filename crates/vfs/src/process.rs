@@ -144,7 +144,9 @@ impl Process {
 
     /// The open file behind `fd`, counted: a write of its `Arc`'s count,
     /// shared with every thread using the same description (as Linux's
-    /// `f_count` in a multithreaded process).
+    /// `f_count` in a multithreaded process). Calls that neither keep the
+    /// file nor wait long (read, write, seek, fstat) borrow it instead,
+    /// through [`FdTable::with`].
     fn file(&self, fd: Fd) -> VfsResult<CountedArc<OpenFile>> {
         self.fds.get(fd)
     }
@@ -201,29 +203,29 @@ impl Process {
 
     /// `read(2)`.
     pub fn read(&self, fd: Fd, buf: &mut [u8]) -> VfsResult<usize> {
-        self.file(fd)?.read(buf)
+        self.fds.with(fd, |file| file.read(buf))?
     }
 
     /// `write(2)`.
     pub fn write(&self, fd: Fd, buf: &[u8]) -> VfsResult<usize> {
-        self.file(fd)?.write(buf, &self.cred)
+        self.fds.with(fd, |file| file.write(buf, &self.cred))?
     }
 
     /// `pread(2)`; EINVAL for a negative offset.
     pub fn pread(&self, fd: Fd, buf: &mut [u8], offset: i64) -> VfsResult<usize> {
         let offset = u64::try_from(offset).map_err(|_| Errno::EINVAL)?;
-        self.file(fd)?.pread(buf, offset)
+        self.fds.with(fd, |file| file.pread(buf, offset))?
     }
 
     /// `pwrite(2)`; EINVAL for a negative offset.
     pub fn pwrite(&self, fd: Fd, buf: &[u8], offset: i64) -> VfsResult<usize> {
         let offset = u64::try_from(offset).map_err(|_| Errno::EINVAL)?;
-        self.file(fd)?.pwrite(buf, offset, &self.cred)
+        self.fds.with(fd, |file| file.pwrite(buf, offset, &self.cred))?
     }
 
     /// `lseek(2)`.
     pub fn lseek(&self, fd: Fd, offset: i64, whence: Whence) -> VfsResult<u64> {
-        self.file(fd)?.lseek(offset, whence)
+        self.fds.with(fd, |file| file.lseek(offset, whence))?
     }
 
     /// `ftruncate(2)`; a negative length is EINVAL before the descriptor
@@ -237,7 +239,7 @@ impl Process {
 
     /// `fstat(2)`.
     pub fn fstat(&self, fd: Fd) -> VfsResult<Stat> {
-        Ok(self.file(fd)?.stat())
+        self.fds.with(fd, |file| file.stat())
     }
 
     /// Up to `max` more entries of the directory open as `fd` (`getdents`);

@@ -11,11 +11,6 @@ pub const KNOWN_CONFLICTS: &[(&str, &str)] = &[
     ("create-one-dir", ONE_DIRECTORY),
     ("unlink-one-dir", ONE_DIRECTORY),
     ("mkdir-one-dir", ONE_DIRECTORY),
-    (
-        "pread-shared-fd",
-        "both threads look the one descriptor up: its slot's spinlock and a count on the shared open file \
-         (Linux's fget in a multithreaded process: f_count)",
-    ),
     ("posix-disjoint-ranges", ONE_RECORD_LIST),
     ("ofd-disjoint-ranges", ONE_RECORD_LIST),
     (

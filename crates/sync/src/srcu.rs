@@ -1,0 +1,293 @@
+//! Sleepable read-copy update (Linux `srcu_struct`, its classic two-phase
+//! form): readers count themselves on their own CPU's slot and never wait;
+//! [`Srcu::synchronize`] waits until every reader that was inside when it
+//! was called has left.
+//!
+//! Invariant: a reader is counted, from [`Srcu::read_lock`] until its guard
+//! drops, on the slot of the phase and CPU it picked, so a slot at zero has
+//! no reader of that phase and CPU inside. The reader's increment and the
+//! updater's unpublishing store are each followed by a `SeqCst` fence
+//! before the reader loads what it protects and the updater reads the
+//! slots (a Dekker pair): either the updater sees the reader counted, or
+//! the reader sees the unpublished state.
+//!
+//! Use it where readers are many and short and an update must know when
+//! the old value is no longer in use, without readers writing a shared
+//! word (a descriptor table: a look-up writes only its CPU's slot, where a
+//! counted reference would write the open file's count, kernel-notes §7).
+//! An idle `synchronize` (no reader inside) reads every CPU's slots and
+//! returns; one that finds readers flips the phase, so new readers count
+//! on the other slots, waits for the old phase's slots to drain, and does
+//! it again for the other phase (a reader may have picked its phase just
+//! before an earlier flip). Updates are serialized.
+//!
+//! ```
+//! use vfscale_sync::srcu::Srcu;
+//!
+//! let srcu = Srcu::new();
+//! {
+//!     let _reader = srcu.read_lock();
+//!     // read what the updater may unpublish
+//! }
+//! srcu.synchronize(); // no reader of before this call is still inside
+//! ```
+
+use crate::rwsem::{RwSem, SpinPolicy};
+use crate::shim::{fence, seqcst_fence_for_loom, spin_wait, wake_spinners, yield_now, AtomicUsize, Ordering};
+use crossbeam_utils::CachePadded;
+use std::fmt;
+
+/// Rounds a draining updater spins on a slot before it yields the CPU to
+/// the reader it waits for (one under loom, where a spin parks).
+const SPINS_BEFORE_YIELD: u32 = if cfg!(loom) { 1 } else { 100 };
+
+/// Sleepable RCU (see the module doc).
+pub struct Srcu {
+    /// Readers count on phase `phase & 1`; written only by an updater that
+    /// found readers inside.
+    phase: CachePadded<AtomicUsize>,
+    /// Readers inside, per CPU and phase: a line per CPU, of this `Srcu`
+    /// alone (an updater reads every CPU's, so they must not share a line
+    /// with another object's, as the per-CPU arena's do).
+    readers: Box<[CachePadded<[AtomicUsize; 2]>]>,
+    /// Serializes updaters (they may wait long, so they sleep).
+    updaters: RwSem<()>,
+}
+
+impl fmt::Debug for Srcu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Srcu").field("phase", &(self.phase.load(Ordering::Relaxed) & 1)).finish_non_exhaustive()
+    }
+}
+
+impl Default for Srcu {
+    fn default() -> Self {
+        Srcu::new()
+    }
+}
+
+impl Srcu {
+    /// An `Srcu` with no reader inside.
+    pub fn new() -> Srcu {
+        Srcu {
+            phase: CachePadded::new(AtomicUsize::new(0)),
+            readers: (0..crate::cpu::possible_cpus())
+                .map(|_| CachePadded::new([AtomicUsize::new(0), AtomicUsize::new(0)]))
+                .collect(),
+            updaters: RwSem::new((), SpinPolicy::Block),
+        }
+    }
+
+    /// Enters a read-side section on the caller's CPU; it ends when the
+    /// guard drops. Never waits.
+    pub fn read_lock(&self) -> SrcuReadGuard<'_> {
+        self.read_lock_on(crate::cpu::current_cpu())
+    }
+
+    pub(crate) fn read_lock_on(&self, cpu: usize) -> SrcuReadGuard<'_> {
+        let phase = self.phase.load(Ordering::Relaxed) & 1;
+        let slot = &self.readers[cpu % self.readers.len()][phase];
+        slot.fetch_add(1, Ordering::SeqCst);
+        // The reader's half of the Dekker pair (module doc): what the
+        // section loads comes after the increment.
+        fence(Ordering::SeqCst);
+        SrcuReadGuard { slot }
+    }
+
+    /// Waits until every reader inside when this was called has left. Call
+    /// it after unpublishing what those readers may hold.
+    pub fn synchronize(&self) {
+        // The updater's half of the Dekker pair: the caller's unpublishing
+        // store comes before the slot loads.
+        fence(Ordering::SeqCst);
+        if self.idle() {
+            return;
+        }
+        let _serial = self.updaters.write();
+        for _ in 0..2 {
+            let old = self.phase.fetch_add(1, Ordering::SeqCst) & 1;
+            seqcst_fence_for_loom();
+            for cpu in self.readers.iter() {
+                drain(&cpu[old]);
+            }
+        }
+    }
+
+    /// Whether no reader of either phase is inside on any CPU right now.
+    fn idle(&self) -> bool {
+        self.readers.iter().flat_map(|cpu| cpu.iter()).all(|slot| slot.load(Ordering::Acquire) == 0)
+    }
+}
+
+/// Waits until `slot` has been seen at zero: every reader counted on it
+/// when this began has left (readers that pick this slot later may count
+/// on it meanwhile, but each such is one that read the phase before the
+/// flip, and there are at most as many as threads).
+fn drain(slot: &AtomicUsize) {
+    let mut spins = 0;
+    loop {
+        // Acquire pairs with the leaving reader's release decrement.
+        let seen = slot.load(Ordering::Acquire);
+        if seen == 0 {
+            return;
+        }
+        spins += 1;
+        if spins < SPINS_BEFORE_YIELD {
+            spin_wait(slot, seen);
+        } else {
+            spins = 0;
+            if cfg!(loom) {
+                spin_wait(slot, seen);
+            } else {
+                yield_now();
+            }
+        }
+    }
+}
+
+/// A read-side section of an [`Srcu`]; leaves when dropped.
+pub struct SrcuReadGuard<'a> {
+    /// The slot this reader counted on, whatever CPU it runs on later.
+    slot: &'a AtomicUsize,
+}
+
+impl Drop for SrcuReadGuard<'_> {
+    fn drop(&mut self) {
+        // Release: the updater's acquire load orders the section's reads
+        // before what it does once the slot drained.
+        let before = self.slot.fetch_sub(1, Ordering::Release);
+        debug_assert!(before > 0, "Srcu: reader count below zero");
+        wake_spinners(self.slot);
+    }
+}
+
+impl fmt::Debug for SrcuReadGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SrcuReadGuard").finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::audited::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn synchronize_waits_for_a_reader_inside() {
+        let srcu = Arc::new(Srcu::new());
+        let left = Arc::new(AtomicBool::new(false));
+        let reader = srcu.read_lock_on(1);
+        let updater = {
+            let (srcu, left) = (Arc::clone(&srcu), Arc::clone(&left));
+            std::thread::spawn(move || {
+                srcu.synchronize();
+                assert!(left.load(Ordering::SeqCst), "synchronize returned under a reader");
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        left.store(true, Ordering::SeqCst);
+        drop(reader);
+        updater.join().unwrap();
+        assert!(srcu.idle());
+    }
+
+    /// A steady stream of overlapping readers on one CPU never lets its
+    /// slot reach zero; the phase flip still lets `synchronize` finish.
+    #[test]
+    fn synchronize_ends_under_a_stream_of_readers() {
+        let srcu = Srcu::new();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    let mut held = srcu.read_lock_on(0);
+                    while !stop.load(Ordering::Relaxed) {
+                        let next = srcu.read_lock_on(0);
+                        drop(std::mem::replace(&mut held, next));
+                    }
+                });
+            }
+            for _ in 0..100 {
+                srcu.synchronize();
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+
+    #[cfg(feature = "audit")]
+    #[test]
+    fn readers_on_two_cpus_are_conflict_free() {
+        let srcu = Srcu::new();
+        let read = |_: usize| {
+            drop(srcu.read_lock());
+            Ok(())
+        };
+        let verdict = crate::conflict::check_pair(&read, &read).unwrap();
+        assert!(verdict.conflict_free(), "{:?}", verdict.conflicts);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::atomic::AtomicBool;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// A reader reads a published value while an updater unpublishes it,
+    /// synchronizes and then overwrites it (as a free would): loom reports
+    /// the read and the write as a data race unless `synchronize` waited.
+    #[test]
+    fn no_reader_sees_a_freed_value() {
+        loom::model(|| {
+            let srcu = Arc::new(Srcu::new());
+            let value = Arc::new(crate::shim::UnsafeCell::new(7usize));
+            let published = Arc::new(AtomicBool::new(true));
+            let reader = {
+                let (srcu, value, published) = (Arc::clone(&srcu), Arc::clone(&value), Arc::clone(&published));
+                thread::spawn(move || {
+                    let _guard = srcu.read_lock_on(1);
+                    if published.load(Ordering::Acquire) {
+                        // SAFETY: published, so the updater has not passed
+                        // synchronize yet (what the model checks).
+                        assert_eq!(value.with(|p| unsafe { *p }), 7);
+                    }
+                })
+            };
+            published.store(false, Ordering::Release);
+            srcu.synchronize();
+            // SAFETY: unpublished, and every reader that saw it published
+            // has left.
+            value.with_mut(|p| unsafe { *p = 0 });
+            reader.join().unwrap();
+        });
+    }
+
+    /// A reader that picked its phase before a flip keeps the next
+    /// updater waiting until it leaves.
+    #[test]
+    fn a_reader_of_the_old_phase_holds_the_next_update() {
+        loom::model(|| {
+            let srcu = Arc::new(Srcu::new());
+            let left = Arc::new(AtomicBool::new(false));
+            let guard = srcu.read_lock_on(0);
+            let updater = {
+                let (srcu, left) = (Arc::clone(&srcu), Arc::clone(&left));
+                thread::spawn(move || {
+                    srcu.synchronize();
+                    assert!(left.load(Ordering::SeqCst));
+                })
+            };
+            let reader = {
+                let srcu = Arc::clone(&srcu);
+                thread::spawn(move || drop(srcu.read_lock_on(1)))
+            };
+            left.store(true, Ordering::SeqCst);
+            drop(guard);
+            updater.join().unwrap();
+            reader.join().unwrap();
+        });
+    }
+}
