@@ -164,7 +164,8 @@ pub struct OpenFile {
     dir_pos: Mutex<DirPos>,
     max_file_size: u64,
     /// Where its inode's flock list keeps this description's flock.
-    flock_home: crate::locks::FlockHome,
+    flock_home: crate::locks::LockHome,
+    lease_home: crate::locks::LockHome,
     _tail: LinePad,
 }
 
@@ -182,8 +183,12 @@ impl fmt::Debug for OpenFile {
 }
 
 impl OpenFile {
-    pub(crate) fn flock_home(&self) -> &crate::locks::FlockHome {
+    pub(crate) fn flock_home(&self) -> &crate::locks::LockHome {
         &self.flock_home
+    }
+
+    pub(crate) fn lease_home(&self) -> &crate::locks::LockHome {
+        &self.lease_home
     }
 
     pub(crate) fn new(
@@ -204,7 +209,8 @@ impl OpenFile {
             offset: Mutex::new(0),
             dir_pos: Mutex::new(DirPos::Dot),
             max_file_size,
-            flock_home: crate::locks::FlockHome::default(),
+            flock_home: crate::locks::LockHome::default(),
+            lease_home: crate::locks::LockHome::default(),
             _tail: LinePad::new(),
         }
     }

@@ -12,9 +12,10 @@
 //!
 //! An open counts with a weight by access mode ([`READ`], [`WRITE`],
 //! [`OTHER`]), so the one count decodes into the reader and writer counts a
-//! lease needs; reading them switches the ref to atomic mode for good (a
-//! file that had a lease opens through the shared count, as every opener
-//! must then check for leases anyway). The open side counts first and then
+//! write lease needs; reading them switches the ref to atomic mode for good
+//! (a file that had a write lease opens through the shared count). Opens
+//! for writing are also counted in one shared count of their own, all a
+//! read lease needs, so read leases leave the per-CPU ref alone. The open side counts first and then
 //! checks for leases, the lease side publishes its lease and then reads the
 //! counts, all `SeqCst`, so one of them sees the other.
 
@@ -43,6 +44,10 @@ pub(crate) struct InodeOpens {
     percpu: OnceLock<PercpuRef>,
     /// Opens counted outside the per-CPU ref (after it was killed).
     slow: AtomicIsize,
+    /// Opens for writing, counted here as well (Linux `i_writecount`): a
+    /// read lease needs only this count, so it reads it without switching
+    /// the per-CPU ref, and read leases of one file share no written line.
+    writers: AtomicIsize,
 }
 
 /// Readers and writers decoded from a weighted count.
@@ -91,8 +96,14 @@ impl InodeOpens {
         }
     }
 
-    /// Exact reader and writer counts, for a lease (`SeqCst`, after the
-    /// lease is published).
+    /// Whether the inode is open for writing, exactly, for a read lease
+    /// (`SeqCst`, after the lease is published).
+    pub fn open_for_write(&self) -> bool {
+        self.writers.load(Ordering::SeqCst) > 0
+    }
+
+    /// Exact reader and writer counts, for a write lease (`SeqCst`, after
+    /// the lease is published).
     pub fn counts(&self) -> (u32, u32) {
         let percpu = self.percpu.get().map_or(0, |r| {
             r.switch_to_atomic();
@@ -126,6 +137,9 @@ impl OpenRef {
             (true, false) => READ,
             (false, false) => OTHER,
         };
+        if writable {
+            inode.opens.writers.fetch_add(1, Ordering::SeqCst);
+        }
         if !created && InodeOpens::percpu(inode, reclaim).tryget_live_many(weight) {
             // SAFETY: the live reference just taken keeps the ref's own
             // `Arc` (`keep`) until it is put, so the pointer stays valid and
@@ -147,6 +161,9 @@ impl Deref for OpenRef {
 
 impl Drop for OpenRef {
     fn drop(&mut self) {
+        if self.weight == WRITE {
+            self.inode.opens.writers.fetch_sub(1, Ordering::SeqCst);
+        }
         if self.percpu {
             let r = self.inode.opens.percpu.get().expect("a per-CPU reference has its ref");
             r.put_many(self.weight);

@@ -337,6 +337,66 @@ fn leases_break_on_conflicting_open() {
     assert_eq!(afd.and_then(|fd| alice.setlease(fd, F_RDLCK.into())), Err(Errno::EACCES));
 }
 
+/// The lease list is split per CPU: read leases taken on two CPUs, found
+/// and dropped from the other CPU, a write lease refused beside them, a
+/// break of one, which stops new leases on every CPU, a lease
+/// removed by its break time, and the last close dropping a lease.
+#[test]
+fn lease_shards_see_each_other_across_cpus() {
+    use vfscale_sync::cpu::with_virtual_cpu as on_cpu;
+    each_kind(|vfs| {
+        vfs.locks().set_lease_break_time(Duration::from_millis(50));
+        let p = vfs.process(Credentials::root());
+        drop(p.open("/l", OpenFlags::CREAT | OpenFlags::RDONLY, 0o644).unwrap());
+        let ro = || p.open("/l", OpenFlags::RDONLY, 0).unwrap();
+        let (a, b, c) = (ro(), ro(), ro());
+        on_cpu(0, || p.setlease(a, F_RDLCK.into())).unwrap();
+        on_cpu(1, || p.setlease(b, F_RDLCK.into())).unwrap();
+        assert_eq!(vfs.locks().list().len(), 2);
+        assert_eq!(on_cpu(1, || p.getlease(a)), Ok(F_RDLCK), "found from the other CPU");
+        for cpu in [0, 1] {
+            assert_eq!(on_cpu(cpu, || p.setlease(a, F_WRLCK.into())), Err(Errno::EAGAIN), "b's lease, cpu {cpu}");
+        }
+        on_cpu(1, || p.setlease(a, F_RDLCK.into())).unwrap();
+        assert_eq!(vfs.locks().list().len(), 2, "a second F_RDLCK on another CPU is the same lease");
+
+        // A break of b's lease (shard 1) alone: no new lease on either CPU.
+        let (tx, rx) = mpsc::channel();
+        let notify = Some(Arc::new(move |l: LeaseBreak| tx.send(l.target).unwrap()) as _);
+        on_cpu(1, || p.setlease_notify(b, F_RDLCK.into(), notify)).unwrap();
+        on_cpu(1, || p.setlease(a, F_UNLCK.into())).unwrap();
+        let writer = vfs.process(Credentials::root());
+        assert_eq!(writer.open("/l", OpenFlags::WRONLY | OpenFlags::NONBLOCK, 0), Err(Errno::EWOULDBLOCK));
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), [F_UNLCK], "the holder is told");
+        for cpu in [0, 1] {
+            assert_eq!(on_cpu(cpu, || p.setlease(c, F_RDLCK.into())), Err(Errno::EAGAIN), "a break is under way");
+            assert_eq!(on_cpu(cpu, || p.getlease(b)), Ok(F_UNLCK), "being broken");
+        }
+        on_cpu(0, || p.setlease(b, F_UNLCK.into())).unwrap();
+        let start = Instant::now();
+        let w = writer.open("/l", OpenFlags::WRONLY, 0).unwrap();
+        assert!(start.elapsed() < Duration::from_millis(40), "no lease left to wait for");
+        assert_eq!(p.setlease(c, F_RDLCK.into()), Err(Errno::EAGAIN), "open for writing");
+        writer.close(w).unwrap();
+        on_cpu(1, || p.setlease(c, F_RDLCK.into())).unwrap();
+
+        // Nobody answers: the break time removes c's lease, taken on CPU
+        // 1, and c can lease again, from CPU 0.
+        let start = Instant::now();
+        let w = on_cpu(0, || writer.open("/l", OpenFlags::WRONLY, 0)).unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(40), "{:?}", start.elapsed());
+        writer.close(w).unwrap();
+        assert_eq!(on_cpu(0, || p.getlease(c)), Ok(F_UNLCK));
+        assert_eq!(on_cpu(0, || p.setlease(c, F_UNLCK.into())), Err(Errno::EAGAIN), "no lease to remove");
+        on_cpu(0, || p.setlease(c, F_RDLCK.into())).unwrap();
+        on_cpu(1, || p.setlease(a, F_RDLCK.into())).unwrap();
+        p.close(c).unwrap();
+        p.close(a).unwrap();
+        assert!(vfs.locks().list().is_empty(), "the last close drops a lease taken on either CPU");
+        p.close(b).unwrap();
+    });
+}
+
 #[test]
 fn proc_locks_lists_every_kind() {
     each_kind(|vfs| {

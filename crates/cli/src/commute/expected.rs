@@ -13,11 +13,6 @@ pub const KNOWN_CONFLICTS: &[(&str, &str)] = &[
     ("mkdir-one-dir", ONE_DIRECTORY),
     ("posix-disjoint-ranges", ONE_RECORD_LIST),
     ("ofd-disjoint-ranges", ONE_RECORD_LIST),
-    (
-        "lease-read-one-file",
-        "F_SETLEASE counts the file's readers and writers exactly: both sides take the spinlock of the file's \
-         lease list and the switch lock of its per-CPU open counts, and write the lease list (Linux: flc_lock)",
-    ),
 ];
 
 const ONE_DIRECTORY: &str = "both change one directory: each holds a counted reference on it, takes its lock for \

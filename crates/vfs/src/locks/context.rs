@@ -9,11 +9,12 @@
 //! the CPU that took it alone; an exclusive one takes every shard, in
 //! order, and marks each with its holder, so a shared request sees a
 //! conflict in its own shard. Two shared flocks of one file taken on two
-//! CPUs then share no line. A description's [`FlockHome`] names the shard
+//! CPUs then share no line. A description's [`LockHome`] names the shard
 //! that holds its flock. Until a second description asks for a shared
 //! flock, shard 0 holds every flock, so exclusive flocks take one lock as
 //! before; the shards (one padded line pair per CPU) are made on a file's
-//! first flock.
+//! first flock. The lease list is split per CPU the same way (see
+//! [`lease`]): read leases of one file taken on two CPUs share no line.
 //!
 //! Invariant: every entry of the three lists has its own entry on the
 //! system-wide list (its `slot`); a queued waiter is on the queue of the
@@ -24,17 +25,18 @@
 //! together and sorted (see [`super::range`]), the order Linux keeps, so
 //! `F_GETLK` reports the same first conflict.
 
+mod lease;
+
+use lease::Leases;
+
 use super::range::{self, Piece, OFFSET_MAX};
 use super::wait::{Interrupt, Waiter};
-use super::{
-    BlockedEntry, LeaseBreak, LeaseNotifier, LockInfo, LockKind, LockManager, Slot, Sys, F_RDLCK, F_UNLCK, F_WRLCK,
-};
+use super::{BlockedEntry, LockInfo, LockKind, LockManager, Slot, Sys};
 use crate::errno::{Errno, VfsResult};
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
 use vfscale_sync::audited::{AtomicBool, AtomicUsize, OnceLock, Ordering};
 use vfscale_sync::lglock::LgPerCpu;
 use vfscale_sync::spin::{SpinLock, TasLock};
@@ -58,35 +60,6 @@ struct RecordEntry {
     owner: Owner,
     piece: Piece,
     slot: Slot,
-}
-
-struct LeaseEntry {
-    file: usize,
-    pid: i32,
-    write: bool,
-    /// When a read-only open asked for a downgrade, its deadline.
-    downgrade: Option<Instant>,
-    /// When a writing open asked for removal, its deadline.
-    unlock: Option<Instant>,
-    notify: Option<LeaseNotifier>,
-    slot: Slot,
-}
-
-impl LeaseEntry {
-    /// The type the lease is heading for (`target_leasetype`).
-    fn target(&self) -> i16 {
-        match (self.unlock, self.downgrade, self.write) {
-            (Some(_), _, _) => F_UNLCK,
-            (None, Some(_), _) | (None, None, false) => F_RDLCK,
-            (None, None, true) => F_WRLCK,
-        }
-    }
-}
-
-impl fmt::Debug for LeaseEntry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LeaseEntry").field("file", &self.file).field("target", &self.target()).finish_non_exhaustive()
-    }
 }
 
 #[derive(Debug)]
@@ -176,9 +149,9 @@ impl FlockShard {
 /// description's lines ([`OpenFile`](crate::OpenFile)) and two
 /// descriptions never share it.
 #[derive(Debug, Default)]
-pub(crate) struct FlockHome(AtomicUsize);
+pub(crate) struct LockHome(AtomicUsize);
 
-impl FlockHome {
+impl LockHome {
     /// The shard holding the flock and whether it is exclusive, if there
     /// is one.
     fn get(&self) -> Option<(usize, bool)> {
@@ -211,21 +184,6 @@ enum Taken {
     },
 }
 
-/// The lease list and whether it is empty, which every `open` of the file
-/// reads without the lock: written only by lease changes.
-#[derive(Debug)]
-struct Leases {
-    list: SpinLock<TasLock, Kind<LeaseEntry>>,
-    any: AtomicBool,
-}
-
-impl Leases {
-    /// Publishes whether `list` holds a lease.
-    fn note(&self, list: &Kind<LeaseEntry>) {
-        self.any.store(!list.entries.is_empty(), Ordering::SeqCst);
-    }
-}
-
 /// What one attempt at a request under the locks concluded.
 enum Attempt {
     Done(VfsResult<()>),
@@ -234,12 +192,8 @@ enum Attempt {
     Wait {
         blocker: Owner,
         posix: Option<i32>,
-        deadline: Option<Instant>,
     },
 }
-
-/// A lease holder to notify once the locks are dropped.
-type Notice = (LeaseNotifier, LeaseBreak);
 
 pub(crate) struct FileLockContext {
     mgr: Arc<LockManager>,
@@ -265,14 +219,13 @@ impl fmt::Debug for FileLockContext {
 
 impl FileLockContext {
     pub(crate) fn new(mgr: Arc<LockManager>, ino: u64) -> Self {
-        let leases = Leases { list: SpinLock::new(Kind::default()), any: AtomicBool::new(false) };
         FileLockContext {
             mgr,
             ino,
             flocks: OnceLock::new(),
             flocks_sharded: AtomicBool::new(false),
             records: locked(),
-            leases: CachePadded::new(leases),
+            leases: CachePadded::default(),
         }
     }
 
@@ -291,16 +244,15 @@ impl FileLockContext {
         &self,
         kind: &SpinLock<TasLock, Kind<E>>,
         intr: &Interrupt<'_>,
-        mut attempt: impl FnMut(&mut Sys<'_>, &mut Kind<E>, &mut Vec<Notice>) -> Attempt,
+        mut attempt: impl FnMut(&mut Sys<'_>, &mut Kind<E>) -> Attempt,
     ) -> VfsResult<()> {
         loop {
-            let mut notices = Vec::new();
             let outcome = {
                 let mut sys = self.mgr.enter();
                 let mut lists = kind.lock();
-                match attempt(&mut sys, &mut lists, &mut notices) {
+                match attempt(&mut sys, &mut lists) {
                     Attempt::Done(result) => Err(result),
-                    Attempt::Wait { blocker, posix, deadline } => {
+                    Attempt::Wait { blocker, posix } => {
                         let id = self.mgr.next_waiter_id();
                         let deadlock = posix.is_some_and(|pid| {
                             sys.blocked(|g| {
@@ -314,19 +266,16 @@ impl FileLockContext {
                         if deadlock {
                             Err(Err(Errno::EDEADLK))
                         } else {
-                            Ok((id, lists.park(id, blocker), deadline))
+                            Ok((id, lists.park(id, blocker)))
                         }
                     }
                 }
             };
-            for (notify, notice) in notices {
-                notify(notice);
-            }
-            let (id, waiter, deadline) = match outcome {
+            let (id, waiter) = match outcome {
                 Ok(wait) => wait,
                 Err(result) => return result,
             };
-            intr.sleep(&waiter, deadline);
+            intr.sleep(&waiter, None);
             self.unqueue(kind, id);
             if intr.fired() {
                 return Err(Errno::EINTR);
@@ -349,7 +298,7 @@ impl FileLockContext {
     pub(crate) fn flock(
         &self,
         file: usize,
-        home: &FlockHome,
+        home: &LockHome,
         pid: i32,
         write: Option<bool>,
         wait: Option<&Interrupt<'_>>,
@@ -385,7 +334,7 @@ impl FileLockContext {
 
     /// Drops `file`'s flock unless it is already of type `write`
     /// (`Done(Ok)`); `None` once it holds none, `Raced` to start over.
-    fn drop_flock(&self, sys: &mut Sys<'_>, file: usize, home: &FlockHome, write: Option<bool>) -> Option<Taken> {
+    fn drop_flock(&self, sys: &mut Sys<'_>, file: usize, home: &LockHome, write: Option<bool>) -> Option<Taken> {
         let (at, exclusive) = home.get()?;
         if Some(exclusive) == write {
             return Some(Taken::Done(Ok(())));
@@ -422,7 +371,7 @@ impl FileLockContext {
 
     /// A shared flock in this CPU's shard (shard 0 until sharding), which
     /// knows of any exclusive one.
-    fn take_shared(&self, sys: &mut Sys<'_>, file: usize, home: &FlockHome, pid: i32, wait: bool) -> Taken {
+    fn take_shared(&self, sys: &mut Sys<'_>, file: usize, home: &LockHome, pid: i32, wait: bool) -> Taken {
         let sharded = self.flocks_sharded.load(Ordering::Acquire);
         let mut shard = if sharded { self.flocks().local_lock() } else { self.flocks().lock_cpu(0) };
         if !sharded && self.flocks_sharded.load(Ordering::Acquire) {
@@ -451,7 +400,7 @@ impl FileLockContext {
 
     /// An exclusive flock: no shard may hold a flock (before sharding,
     /// shard 0 holds them all).
-    fn take_exclusive(&self, sys: &mut Sys<'_>, file: usize, home: &FlockHome, pid: i32, wait: bool) -> Taken {
+    fn take_exclusive(&self, sys: &mut Sys<'_>, file: usize, home: &LockHome, pid: i32, wait: bool) -> Taken {
         if !self.flocks_sharded.load(Ordering::Acquire) {
             let mut shard = self.flocks().lock_cpu(0);
             if self.flocks_sharded.load(Ordering::Acquire) {
@@ -486,7 +435,7 @@ impl FileLockContext {
         &self,
         sys: &mut Sys<'_>,
         file: usize,
-        home: &FlockHome,
+        home: &LockHome,
         pid: i32,
         here: usize,
     ) -> Option<FlockEntry> {
@@ -540,7 +489,7 @@ impl FileLockContext {
         wait: Option<&Interrupt<'_>>,
     ) -> VfsResult<()> {
         let intr = wait.copied().unwrap_or_default();
-        self.retry(&self.records, &intr, |sys, records, _| {
+        self.retry(&self.records, &intr, |sys, records| {
             if let Some(write) = write {
                 if let Some(held) = records.entries.iter().find(|r| conflicts(r, owner, write, start, end)) {
                     if wait.is_none() {
@@ -550,7 +499,7 @@ impl FileLockContext {
                         Owner::Pid(pid) => Some(pid),
                         Owner::File(_) => None,
                     };
-                    return Attempt::Wait { blocker: held.owner, posix, deadline: None };
+                    return Attempt::Wait { blocker: held.owner, posix };
                 }
             }
             self.apply_record(sys, records, owner, pid, write, start, end);
@@ -613,151 +562,12 @@ impl FileLockContext {
 
     /// The last reference to description `file` went: its flock and OFD
     /// locks and its lease go.
-    pub(crate) fn release_file(&self, file: usize, home: &FlockHome) {
+    pub(crate) fn release_file(&self, file: usize, home: &LockHome, lease_home: &LockHome) {
         let owner = Owner::File(file);
         let mut sys = self.mgr.enter();
         while self.drop_flock(&mut sys, file, home, None).is_some() {}
         self.remove_owner_locked(&mut sys, owner);
-        let mut leases = self.leases.list.lock();
-        if let Some(i) = leases.entries.iter().position(|l| l.file == file) {
-            sys.remove(leases.entries.remove(i).slot);
-            self.leases.note(&leases);
-            leases.wake(&mut sys, owner);
-        }
-    }
-
-    /// Applies lease-break deadlines that have passed (`time_out_leases`):
-    /// a lease past its downgrade time becomes a read lease, one past its
-    /// break time goes.
-    fn time_out_leases(&self, sys: &mut Sys<'_>, leases: &mut Kind<LeaseEntry>) {
-        let now = Instant::now();
-        let mut i = 0;
-        while i < leases.entries.len() {
-            let lease = &mut leases.entries[i];
-            let file = lease.file;
-            if lease.unlock.is_some_and(|t| t <= now) {
-                sys.remove(leases.entries.remove(i).slot);
-                leases.wake(sys, Owner::File(file));
-                continue;
-            }
-            if lease.downgrade.is_some_and(|t| t <= now) {
-                lease.downgrade = None;
-                if lease.write {
-                    lease.write = false;
-                    let pid = lease.pid;
-                    let slot = sys.insert(self.info(LockKind::Lease, false, pid, None));
-                    sys.remove(std::mem::replace(&mut leases.entries[i].slot, slot));
-                }
-                leases.wake(sys, Owner::File(file));
-            }
-            i += 1;
-        }
-        self.leases.note(leases);
-    }
-
-    /// `F_SETLEASE`; `conflicting_open(write)` says whether the file is
-    /// open in a way that forbids such a lease (`check_conflicting_open`).
-    pub(crate) fn setlease(
-        &self,
-        file: usize,
-        pid: i32,
-        want: Option<bool>,
-        notify: Option<LeaseNotifier>,
-        conflicting_open: &dyn Fn(bool) -> bool,
-    ) -> VfsResult<()> {
-        let mut sys = self.mgr.enter();
-        let mut leases = self.leases.list.lock();
-        self.time_out_leases(&mut sys, &mut leases);
-        let mine = leases.entries.iter().position(|l| l.file == file);
-        let Some(write) = want else {
-            let i = mine.ok_or(Errno::EAGAIN)?;
-            sys.remove(leases.entries.remove(i).slot);
-            self.leases.note(&leases);
-            leases.wake(&mut sys, Owner::File(file));
-            return Ok(());
-        };
-        if conflicting_open(write) {
-            return Err(Errno::EAGAIN);
-        }
-        if leases.entries.iter().any(|l| l.file != file && (write || l.unlock.is_some())) {
-            return Err(Errno::EAGAIN);
-        }
-        if let Some(i) = mine {
-            let lease = &mut leases.entries[i];
-            if !write {
-                lease.downgrade = None;
-            }
-            if notify.is_some() {
-                lease.notify = notify;
-            }
-            if lease.write != write {
-                lease.write = write;
-                let slot = sys.insert(self.info(LockKind::Lease, write, pid, None));
-                sys.remove(std::mem::replace(&mut lease.slot, slot));
-            }
-            leases.wake(&mut sys, Owner::File(file));
-            return Ok(());
-        }
-        let slot = sys.insert(self.info(LockKind::Lease, write, pid, None));
-        leases.entries.push(LeaseEntry { file, pid, write, downgrade: None, unlock: None, notify, slot });
-        self.leases.note(&leases);
-        // An open that counted itself before our store may have missed the
-        // lease; look at the counts again (the other half of that pair).
-        if conflicting_open(write) {
-            let lease = leases.entries.pop().expect("just pushed");
-            sys.remove(lease.slot);
-            self.leases.note(&leases);
-            return Err(Errno::EAGAIN);
-        }
-        Ok(())
-    }
-
-    /// `F_GETLEASE`.
-    pub(crate) fn getlease(&self, file: usize) -> i16 {
-        let mut sys = self.mgr.enter();
-        let mut leases = self.leases.list.lock();
-        self.time_out_leases(&mut sys, &mut leases);
-        leases.entries.iter().find(|l| l.file == file).map_or(F_UNLCK, LeaseEntry::target)
-    }
-
-    /// An `open` (for writing if `writable`) breaks the leases it conflicts
-    /// with and waits until they are gone or downgraded, or their break
-    /// time passes; EWOULDBLOCK at once for `O_NONBLOCK`, after starting
-    /// the break.
-    pub(crate) fn break_lease(&self, writable: bool, nonblock: bool) -> VfsResult<()> {
-        if !self.leases.any.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        let mut started = false;
-        let break_time = self.mgr.lease_break_time();
-        self.retry(&self.leases.list, &Interrupt::never(), |sys, leases, notices| {
-            self.time_out_leases(sys, leases);
-            let conflicting = |l: &LeaseEntry| l.write || writable;
-            if !leases.entries.iter().any(conflicting) {
-                return Attempt::Done(Ok(()));
-            }
-            if !started {
-                started = true;
-                let deadline = Instant::now() + break_time;
-                for lease in leases.entries.iter_mut().filter(|l| conflicting(l)) {
-                    let starts = if writable {
-                        lease.unlock.is_none().then(|| lease.unlock = Some(deadline)).is_some()
-                    } else {
-                        (lease.unlock.is_none() && lease.downgrade.is_none())
-                            .then(|| lease.downgrade = Some(deadline))
-                            .is_some()
-                    };
-                    if let (true, Some(notify)) = (starts, &lease.notify) {
-                        notices.push((Arc::clone(notify), LeaseBreak { ino: self.ino, target: lease.target() }));
-                    }
-                }
-            }
-            if nonblock {
-                return Attempt::Done(Err(Errno::EWOULDBLOCK));
-            }
-            let first = leases.entries.iter().find(|l| conflicting(l)).expect("a conflicting lease");
-            Attempt::Wait { blocker: Owner::File(first.file), posix: None, deadline: first.unlock.or(first.downgrade) }
-        })
+        self.release_lease(&mut sys, file, lease_home);
     }
 }
 

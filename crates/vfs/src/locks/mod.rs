@@ -4,7 +4,7 @@
 //!
 //! Invariant: every lock lives on exactly one inode's lists, changed only
 //! under the lock of its kind's list there (Linux's `flc_lock`, split per
-//! kind, and per CPU for flocks: see `context`), and has exactly one entry
+//! kind, and per CPU for flocks and leases: see `context`), and has exactly one entry
 //! on the system-wide list while it lives there. A POSIX owner (a process
 //! id) is on the wait-for graph (`blocked_hash`, under `blocked_lock`) only
 //! while it sleeps on a lock held by another owner, and no request is
@@ -19,7 +19,8 @@
 //!
 //! Lock order: the global lock (only in [`LockListKind::GlobalLock`], the
 //! "before" design, where it covers everything), then an inode's list lock
-//! of one kind (for an exclusive flock every shard's, in shard order), then
+//! of one kind (for an exclusive flock, a write lease or a lease break,
+//! every shard's, in shard order), then
 //! the system-wide list lock or `blocked_lock`. Waiters sleep with no lock
 //! held and wake in the order they queued, with no wake-up lost between
 //! queueing and sleeping.
@@ -65,7 +66,7 @@ pub use wait::{CancelToken, Interrupt};
 use crate::errno::{Errno, VfsResult};
 use crate::file::OpenFile;
 use crate::process::{Fd, Process};
-pub(crate) use context::FlockHome;
+pub(crate) use context::LockHome;
 use context::{FileLockContext, Owner};
 use list::{LgLockList, LockList, RwSemLockList, Slab, Slot};
 use std::fmt;
@@ -368,7 +369,7 @@ fn file_id(file: &OpenFile) -> usize {
 /// OFD locks and its lease go (`locks_remove_file`).
 pub(crate) fn file_released(file: &OpenFile) {
     if let Some(ctx) = file.inode().locks.ctx.get() {
-        ctx.release_file(file_id(file), file.flock_home());
+        ctx.release_file(file_id(file), file.flock_home(), file.lease_home());
     }
 }
 
@@ -612,14 +613,15 @@ impl Process {
         let self_w = u32::from(file.is_writable());
         let self_r = u32::from(!file.is_writable() && file.is_readable());
         let conflicting_open = move |write: bool| {
-            let (r, w) = opens.counts();
             if write {
+                let (r, w) = opens.counts();
                 w != self_w || r != self_r
             } else {
-                w > 0
+                opens.open_for_write()
             }
         };
-        self.lock_context(&file).setlease(file_id(&file), self.pid(), want, notify, &conflicting_open)
+        let ctx = self.lock_context(&file);
+        ctx.setlease(file_id(&file), file.lease_home(), self.pid(), want, notify, &conflicting_open)
     }
 
     /// `fcntl(fd, F_GETLEASE)`: the lease this description holds —
@@ -628,7 +630,7 @@ impl Process {
     pub fn getlease(&self, fd: Fd) -> VfsResult<i16> {
         let file = self.open_file(fd)?;
         Ok(match file.inode().locks.ctx.get() {
-            Some(ctx) => ctx.getlease(file_id(&file)),
+            Some(ctx) => ctx.getlease(file_id(&file), file.lease_home()),
             None => F_UNLCK,
         })
     }
