@@ -277,11 +277,12 @@ pub struct Inode {
     attrs: SeqLock<Attrs>,
     /// File locks (`i_flctx`).
     pub(crate) locks: crate::locks::InodeLocks,
-    /// Open counts (`i_readcount`, `i_writecount`) and the references
-    /// open files hold.
-    pub(crate) opens: crate::opens::InodeOpens,
     /// Extended attributes.
     pub(crate) xattrs: crate::xattr::Xattrs,
+    /// Open counts (`i_readcount`, `i_writecount`) and the references
+    /// open files hold; last, so its count of writers (on a line apart)
+    /// is followed by the tail pad alone.
+    pub(crate) opens: crate::opens::InodeOpens,
     _tail: LinePad,
 }
 

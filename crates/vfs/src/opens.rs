@@ -27,6 +27,7 @@ use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
 use vfscale_sync::audited::{fence, AtomicIsize, Ordering};
 use vfscale_sync::audited::{Mutex, OnceLock};
+use vfscale_sync::pad::LinePad;
 use vfscale_sync::PercpuRef;
 
 /// Weight of an open for reading only (bit 0 is the initial reference).
@@ -37,13 +38,17 @@ const WRITE: isize = 1 << 20;
 const OTHER: isize = 1 << 40;
 const CLASS_MASK: isize = WRITE - 1;
 
-/// The open counts of one inode.
+/// The open counts of one inode; the last field of its [`Inode`].
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(crate) struct InodeOpens {
     /// Made on the first open, so inodes never opened pay nothing.
     percpu: OnceLock<PercpuRef>,
     /// Opens counted outside the per-CPU ref (after it was killed).
     slow: AtomicIsize,
+    /// Keeps `writers` off the lines of the fields every open and `stat`
+    /// read (this struct's others, the inode's attributes).
+    _apart: LinePad,
     /// Opens for writing, counted here as well (Linux `i_writecount`): a
     /// read lease needs only this count, so it reads it without switching
     /// the per-CPU ref, and read leases of one file share no written line.

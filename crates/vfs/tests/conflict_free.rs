@@ -137,6 +137,13 @@ fn hot_paths_do_no_shared_writes() {
     assert!(v.conflict_free(), "a read of the file's data: {:#?}", v.conflicts);
     let v = verdict(|| assert_eq!(a.fstat(fa).unwrap().size, 5), || assert_eq!(b.fstat(fb).unwrap().size, 5));
     assert!(v.conflict_free(), "fstat: {:#?}", v.conflicts);
+    // Opening for writing counts a writer (for read leases) on a line no
+    // open for reading or stat of the file reads.
+    let open_close = |p: &Process, flags| p.close(p.open(DEEP, flags, 0).unwrap()).unwrap();
+    let v = verdict(|| open_close(&a, OpenFlags::WRONLY), || assert_eq!(b.stat(DEEP).unwrap().size, 5));
+    assert!(v.conflict_free(), "open for writing beside stat: {:#?}", v.conflicts);
+    let v = verdict(|| open_close(&a, OpenFlags::WRONLY), || open_close(&b, OpenFlags::RDONLY));
+    assert!(v.conflict_free(), "open for writing beside open for reading: {:#?}", v.conflicts);
 
     let sys = Kernfs::new(KernfsConfig::rcu());
     let cpu = sys.create_dir(&sys.root(), "cpu", 0o755).unwrap();
