@@ -347,7 +347,7 @@ fn lease_shards_see_each_other_across_cpus() {
     each_kind(|vfs| {
         vfs.locks().set_lease_break_time(Duration::from_millis(50));
         let p = vfs.process(Credentials::root());
-        drop(p.open("/l", OpenFlags::CREAT | OpenFlags::RDONLY, 0o644).unwrap());
+        p.close(p.open("/l", OpenFlags::CREAT | OpenFlags::RDONLY, 0o644).unwrap()).unwrap();
         let ro = || p.open("/l", OpenFlags::RDONLY, 0).unwrap();
         let (a, b, c) = (ro(), ro(), ro());
         on_cpu(0, || p.setlease(a, F_RDLCK.into())).unwrap();
