@@ -79,11 +79,28 @@ impl FdTable {
         unsafe { &*self.slots.load(Ordering::Acquire) }
     }
 
-    /// Runs `f` on the file `fd` names, inside a read-side section: no
-    /// count is taken, so `f` must not keep the file, nor wait long (a
-    /// close of any descriptor of this process waits for it); EBADF if
-    /// there is none.
-    pub fn with<R>(&self, fd: i32, f: impl FnOnce(&Arc<OpenFile>) -> R) -> VfsResult<R> {
+    /// Runs `f` on the file `fd` names; EBADF if there is none. A file of
+    /// this VFS's own memory is borrowed inside a read-side section, with
+    /// no count taken, so `f` must not keep it nor wait long (a close of
+    /// any descriptor of this process waits for the section). A file a
+    /// backend serves (a kernfs attribute's `show`/`store` may block on
+    /// anything) is counted instead, and `f` runs outside the section.
+    pub fn with<R>(&self, fd: i32, f: impl FnOnce(&OpenFile) -> R) -> VfsResult<R> {
+        let mut f = Some(f);
+        let borrowed = self.in_section(fd, |file| match file.is_backed() {
+            false => Ok(f.take().expect("called once")(file)),
+            true => Err(CountedArc::new(file)),
+        })?;
+        Ok(borrowed.unwrap_or_else(|counted| f.take().expect("not called in the section")(&counted)))
+    }
+
+    /// The file `fd` names, counted (see [`CountedArc`]); EBADF if none.
+    pub fn get(&self, fd: i32) -> VfsResult<CountedArc<OpenFile>> {
+        self.in_section(fd, CountedArc::new)
+    }
+
+    /// Runs `f` on the file `fd` names inside a read-side section.
+    fn in_section<R>(&self, fd: i32, f: impl FnOnce(&Arc<OpenFile>) -> R) -> VfsResult<R> {
         let index = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
         let _section = self.lookups.read_lock();
         let slot = self.slots().get(index).ok_or(Errno::EBADF)?;
@@ -97,11 +114,6 @@ impl FdTable {
         // borrowed `Arc` from dropping a count it does not own.
         let file = ManuallyDrop::new(unsafe { Arc::from_raw(file) });
         Ok(f(&file))
-    }
-
-    /// The file `fd` names, counted (see [`CountedArc`]); EBADF if none.
-    pub fn get(&self, fd: i32) -> VfsResult<CountedArc<OpenFile>> {
-        self.with(fd, CountedArc::new)
     }
 
     /// Installs `file` at the lowest free descriptor; EMFILE when all

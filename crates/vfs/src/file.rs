@@ -187,6 +187,12 @@ impl OpenFile {
         &self.flock_home
     }
 
+    /// Whether a backend serves the file (its reads and writes run the
+    /// backend's code, which may block).
+    pub(crate) fn is_backed(&self) -> bool {
+        self.backed.is_some()
+    }
+
     pub(crate) fn lease_home(&self) -> &crate::locks::LockHome {
         &self.lease_home
     }

@@ -144,6 +144,11 @@ impl OpenRef {
         };
         if writable {
             inode.opens.writers.fetch_add(1, Ordering::SeqCst);
+            // The open's half of the pair with a new read lease: the count
+            // comes before every load of the lease check, whatever their
+            // ordering (the lock context's and lease shards' `OnceLock`s
+            // are only acquire loads).
+            fence(Ordering::SeqCst);
         }
         if !created && InodeOpens::percpu(inode, reclaim).tryget_live_many(weight) {
             // SAFETY: the live reference just taken keeps the ref's own

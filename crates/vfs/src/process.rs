@@ -146,7 +146,7 @@ impl Process {
     /// shared with every thread using the same description (as Linux's
     /// `f_count` in a multithreaded process). Calls that neither keep the
     /// file nor wait long (read, write, seek, fstat) borrow it instead,
-    /// through [`FdTable::with`].
+    /// through `FdTable::with`.
     fn file(&self, fd: Fd) -> VfsResult<CountedArc<OpenFile>> {
         self.fds.get(fd)
     }

@@ -238,3 +238,48 @@ fn walkers_race_tree_changes() {
         assert_eq!(names, [b".".to_vec(), b"..".to_vec()]);
     }
 }
+
+/// A `show` that blocks does not hold up a close in its process: a read
+/// of an attribute counts its open file rather than borrowing it inside
+/// the descriptor table's read-side section, which every close waits for.
+#[test]
+fn a_blocked_show_does_not_hold_up_a_close() {
+    let sys = Kernfs::new(KernfsConfig::rcu());
+    let (entered, release) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let show = {
+        let (entered, release) = (Arc::clone(&entered), Arc::clone(&release));
+        move || {
+            entered.store(true, Ordering::SeqCst);
+            while !release.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(1));
+            }
+            Ok(b"late\n".to_vec())
+        }
+    };
+    sys.create_file(&sys.root(), "slow", 0o444, show, None::<fn(&[u8]) -> vfscale::VfsResult<()>>).unwrap();
+    sys.create_file(&sys.root(), "quick", 0o444, || Ok(b"now\n".to_vec()), None::<fn(&[u8]) -> vfscale::VfsResult<()>>)
+        .unwrap();
+    let p = Arc::new(sys.vfs().process(Credentials::root()));
+    let (slow, quick) =
+        (p.open("/slow", OpenFlags::RDONLY, 0).unwrap(), p.open("/quick", OpenFlags::RDONLY, 0).unwrap());
+    let reader = {
+        let p = Arc::clone(&p);
+        thread::spawn(move || {
+            let mut buf = [0u8; 16];
+            p.read(slow, &mut buf).map(|n| buf[..n].to_vec())
+        })
+    };
+    while !entered.load(Ordering::SeqCst) {
+        thread::yield_now();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let closer = {
+        let p = Arc::clone(&p);
+        thread::spawn(move || tx.send(p.close(quick)).unwrap())
+    };
+    let closed = rx.recv_timeout(Duration::from_secs(10));
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(closed, Ok(Ok(())), "the close waited for the blocked show");
+    closer.join().unwrap();
+    assert_eq!(reader.join().unwrap().unwrap(), b"late\n");
+}

@@ -323,6 +323,7 @@ impl FileLockContext {
                 Taken::Raced => {}
                 Taken::Parked { shard, id, waiter } => {
                     intr.sleep(&waiter, None);
+                    let _sys = self.mgr.enter();
                     self.flocks().lock_cpu(shard).locks.unqueue(id);
                     if intr.fired() {
                         return Err(Errno::EINTR);

@@ -14,7 +14,9 @@
 //! `held` flag says whether it holds a lease, stored (`SeqCst`) under its
 //! lock after every change; an `open` counts itself and then reads the
 //! flags, a new lease is stored and then the open counts are read again,
-//! so one of the two sees the other. A lease removed by a time-out leaves
+//! so one of the two sees the other; an open for reading also reads
+//! `write_leased`, set the same way before a write lease is stored, and
+//! looks no further while it is clear. A lease removed by a time-out leaves
 //! its description's home naming a shard without it: the description's
 //! next call finds none there and clears the home.
 
@@ -78,9 +80,13 @@ impl Shards {
     }
 
     /// Publishes whether shard `at` (whose lock the caller holds) holds a
-    /// lease.
+    /// lease; stores only a change, so a pass over every shard writes no
+    /// line that did not change.
     fn note(&self, at: usize, shard: &Kind<LeaseEntry>) {
-        self.held[at].store(!shard.entries.is_empty(), Ordering::SeqCst);
+        let held = !shard.entries.is_empty();
+        if self.held[at].load(Ordering::Relaxed) != held {
+            self.held[at].store(held, Ordering::SeqCst);
+        }
     }
 }
 
@@ -89,6 +95,11 @@ impl Shards {
 pub(super) struct Leases {
     shards: OnceLock<Shards>,
     breaking: AtomicBool,
+    /// Set (`SeqCst`, under every shard's lock) before a write lease is
+    /// stored, cleared by a pass over every shard that finds none: an
+    /// open for reading, which conflicts with write leases alone, skips
+    /// the shards while it is clear.
+    write_leased: AtomicBool,
 }
 
 impl fmt::Debug for Leases {
@@ -200,6 +211,9 @@ impl FileLockContext {
                 lease.notify = notify.take();
             }
             if lease.write != write {
+                if write {
+                    self.leases.write_leased.store(true, Ordering::SeqCst);
+                }
                 lease.write = write;
                 let slot = sys.insert(self.info(LockKind::Lease, write, pid, None));
                 sys.remove(std::mem::replace(&mut lease.slot, slot));
@@ -209,6 +223,9 @@ impl FileLockContext {
         }
         if !home.claim(here, write) {
             return None;
+        }
+        if write {
+            self.leases.write_leased.store(true, Ordering::SeqCst);
         }
         let (at, shard) = view.iter_mut().find(|(at, _)| *at == here).expect("the view holds shard `here`");
         let slot = sys.insert(self.info(LockKind::Lease, write, pid, None));
@@ -289,9 +306,12 @@ impl FileLockContext {
             }
             shards.note(*at, shard);
         }
-        let broken = view.iter().flat_map(|(_, shard)| shard.entries.iter()).any(LeaseEntry::being_broken);
-        if !broken {
+        let mut leases = view.iter().flat_map(|(_, shard)| shard.entries.iter());
+        if !leases.clone().any(LeaseEntry::being_broken) {
             self.leases.breaking.store(false, Ordering::Release);
+        }
+        if !leases.any(|l| l.write) {
+            self.leases.write_leased.store(false, Ordering::Release);
         }
     }
 
@@ -302,6 +322,9 @@ impl FileLockContext {
     pub(crate) fn break_lease(&self, writable: bool, nonblock: bool) -> VfsResult<()> {
         let Some(shards) = self.leases.shards.get() else { return Ok(()) };
         if !shards.held.iter().any(|held| held.load(Ordering::SeqCst)) {
+            return Ok(());
+        }
+        if !writable && !self.leases.write_leased.load(Ordering::SeqCst) {
             return Ok(());
         }
         let conflicting = |l: &LeaseEntry| l.write || writable;
@@ -352,6 +375,7 @@ impl FileLockContext {
             }
             let (at, id, waiter, deadline) = outcome?;
             Interrupt::never().sleep(&waiter, deadline);
+            let _sys = self.mgr.enter();
             shards.lists.lock_cpu(at).unqueue(id);
         }
     }
