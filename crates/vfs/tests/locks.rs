@@ -295,6 +295,59 @@ fn flock_shared_and_exclusive_exclude_across_cpus() {
     });
 }
 
+/// Read leases taken and dropped on two CPUs while two other processes
+/// open the file for writing: a lease granted is gone by the time a
+/// writer is seen inside, and every open that waits for a lease is woken
+/// when the lease goes (the break time is far longer than any wait).
+#[test]
+fn read_leases_and_writing_opens_under_contention() {
+    use vfscale_sync::cpu::with_virtual_cpu as on_cpu;
+    let iters: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    each_kind(|vfs| {
+        vfs.locks().set_lease_break_time(Duration::from_secs(30));
+        let setup = vfs.process(Credentials::root());
+        setup.close(rw(&setup, "/c")).unwrap();
+        let inside = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for t in 0..2 {
+                let (vfs, inside) = (vfs.clone(), &inside);
+                s.spawn(move || {
+                    let p = vfs.process(Credentials::root());
+                    let fd = p.open("/c", OpenFlags::RDONLY, 0).unwrap();
+                    for _ in 0..iters {
+                        match on_cpu(t, || p.setlease(fd, F_RDLCK.into())) {
+                            Ok(()) => {
+                                if inside.load(Ordering::SeqCst) > 0 {
+                                    assert_eq!(p.getlease(fd), Ok(F_UNLCK), "a lease beside an open writer");
+                                }
+                                let _ = on_cpu(t + 1, || p.setlease(fd, F_UNLCK.into()));
+                            }
+                            Err(e) => assert_eq!(e, Errno::EAGAIN),
+                        }
+                    }
+                    p.close(fd).unwrap();
+                });
+            }
+            for t in 0..2 {
+                let (vfs, inside) = (vfs.clone(), &inside);
+                s.spawn(move || {
+                    let p = vfs.process(Credentials::root());
+                    for _ in 0..iters / 4 {
+                        let start = Instant::now();
+                        let fd = on_cpu(t, || p.open("/c", OpenFlags::WRONLY, 0)).unwrap();
+                        assert!(start.elapsed() < Duration::from_secs(10), "a writer slept past the lease's release");
+                        inside.fetch_add(1, Ordering::SeqCst);
+                        std::thread::yield_now();
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        p.close(fd).unwrap();
+                    }
+                });
+            }
+        });
+        assert!(vfs.locks().list().is_empty());
+    });
+}
+
 #[test]
 fn leases_break_on_conflicting_open() {
     let vfs = Vfs::default();
