@@ -38,8 +38,8 @@ use crossbeam_utils::CachePadded;
 use std::fmt;
 
 /// Rounds a draining updater spins on a slot before it yields the CPU to
-/// the reader it waits for (one under loom, where a spin parks).
-const SPINS_BEFORE_YIELD: u32 = if cfg!(loom) { 1 } else { 100 };
+/// the reader it waits for (under loom every round spins, which parks).
+const SPINS_BEFORE_YIELD: u32 = 100;
 
 /// Sleepable RCU (see the module doc).
 pub struct Srcu {
@@ -132,15 +132,11 @@ fn drain(slot: &AtomicUsize) {
             return;
         }
         spins += 1;
-        if spins < SPINS_BEFORE_YIELD {
+        if spins < SPINS_BEFORE_YIELD || cfg!(loom) {
             spin_wait(slot, seen);
         } else {
             spins = 0;
-            if cfg!(loom) {
-                spin_wait(slot, seen);
-            } else {
-                yield_now();
-            }
+            yield_now();
         }
     }
 }

@@ -165,6 +165,7 @@ pub struct OpenFile {
     max_file_size: u64,
     /// Where its inode's flock list keeps this description's flock.
     flock_home: crate::locks::LockHome,
+    /// Where its inode's lease list keeps this description's lease.
     lease_home: crate::locks::LockHome,
     _tail: LinePad,
 }

@@ -15,9 +15,10 @@
 //! write lease needs; reading them switches the ref to atomic mode for good
 //! (a file that had a write lease opens through the shared count). Opens
 //! for writing are also counted in one shared count of their own, all a
-//! read lease needs, so read leases leave the per-CPU ref alone. The open side counts first and then
-//! checks for leases, the lease side publishes its lease and then reads the
-//! counts, all `SeqCst`, so one of them sees the other.
+//! read lease needs, so read leases leave the per-CPU ref alone. The open
+//! side counts first and then checks for leases, the lease side publishes
+//! its lease and then reads the counts, all `SeqCst`, so one of them sees
+//! the other.
 
 use crate::inode::Inode;
 use crate::reclaim::Reclaim;

@@ -197,8 +197,8 @@ impl FileLockContext {
         if conflicting_open(write) {
             return Some(Err(Errno::EAGAIN));
         }
-        let others = view.iter().flat_map(|(_, shard)| shard.entries.iter()).filter(|l| l.file != file);
-        if others.clone().any(|l| write || l.unlock.is_some()) {
+        let mut others = view.iter().flat_map(|(_, shard)| shard.entries.iter()).filter(|l| l.file != file);
+        if others.any(|l| write || l.unlock.is_some()) {
             return Some(Err(Errno::EAGAIN));
         }
         if let Some((v, i)) = mine {
@@ -215,8 +215,7 @@ impl FileLockContext {
                     self.leases.write_leased.store(true, Ordering::SeqCst);
                 }
                 lease.write = write;
-                let slot = sys.insert(self.info(LockKind::Lease, write, pid, None));
-                sys.remove(std::mem::replace(&mut lease.slot, slot));
+                self.relist_lease(sys, lease);
             }
             shard.wake(sys, Owner::File(file));
             return Some(Ok(()));
@@ -275,6 +274,13 @@ impl FileLockContext {
         home.clear();
     }
 
+    /// Gives `lease`, whose type changed, a system-wide entry of its new
+    /// type in place of its old one.
+    fn relist_lease(&self, sys: &mut Sys<'_>, lease: &mut LeaseEntry) {
+        let slot = sys.insert(self.info(LockKind::Lease, lease.write, lease.pid, None));
+        sys.remove(std::mem::replace(&mut lease.slot, slot));
+    }
+
     /// Applies lease-break deadlines that have passed (`time_out_leases`)
     /// on every shard (the caller holds them all): a lease past its
     /// downgrade time becomes a read lease, one past its break time goes.
@@ -296,9 +302,7 @@ impl FileLockContext {
                     lease.downgrade = None;
                     if lease.write {
                         lease.write = false;
-                        let pid = lease.pid;
-                        let slot = sys.insert(self.info(LockKind::Lease, false, pid, None));
-                        sys.remove(std::mem::replace(&mut shard.entries[i].slot, slot));
+                        self.relist_lease(sys, lease);
                     }
                     shard.wake(sys, Owner::File(file));
                 }
