@@ -7,18 +7,24 @@
 //! (~2 ns); if that fails too, a stable per-thread index.
 
 /// Number of per-CPU slots to allocate: every CPU the kernel may report.
+/// Asked of the kernel once (glibc's `sysconf` reads `/sys` for it, some
+/// microseconds a call) and kept: objects with per-CPU parts, a process's
+/// descriptor table among them, are made on hot paths.
 pub fn possible_cpus() -> usize {
     #[cfg(loom)]
     return 2;
     #[cfg(not(loom))]
     {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-        if configured > 0 {
-            configured as usize
-        } else {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        }
+        static CPUS: crate::audited::OnceLock<usize> = crate::audited::OnceLock::new();
+        *CPUS.get_or_init(|| {
+            // SAFETY: sysconf has no memory-safety preconditions.
+            let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+            if configured > 0 {
+                configured as usize
+            } else {
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            }
+        })
     }
 }
 
