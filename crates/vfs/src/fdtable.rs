@@ -19,6 +19,10 @@
 //! in it (at most six tables, 16 to 1024 slots, under twice the final size
 //! in all). Allocation (lowest free first, as POSIX requires) and growth
 //! are serialized by `alloc`, which also keeps which slots are in use.
+//!
+//! The table, its [`Srcu`] and its slots are made at the first install:
+//! a process that never holds a descriptor (the FUSE server makes one per
+//! request) allocates none of them.
 
 use crate::errno::{Errno, VfsResult};
 use crate::file::OpenFile;
@@ -26,7 +30,7 @@ use crossbeam_utils::CachePadded;
 use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::Arc;
-use vfscale_sync::audited::{AtomicPtr, CountedArc, Mutex, Ordering};
+use vfscale_sync::audited::{AtomicPtr, CountedArc, Mutex, OnceLock, Ordering};
 use vfscale_sync::Srcu;
 
 /// Most descriptors one process may hold open (`RLIMIT_NOFILE`'s usual
@@ -52,8 +56,46 @@ struct Alloc {
     retired: Vec<Table>,
 }
 
-/// The descriptor table (see the module doc).
-pub(crate) struct FdTable {
+/// The descriptor table (see the module doc): empty until the first
+/// install makes its [`Descriptors`].
+#[derive(Default)]
+pub(crate) struct FdTable(OnceLock<Descriptors>);
+
+impl FdTable {
+    pub fn new() -> FdTable {
+        FdTable::default()
+    }
+
+    /// Runs `f` on the file `fd` names; EBADF if there is none. See
+    /// [`Descriptors::with`].
+    pub fn with<R>(&self, fd: i32, f: impl FnOnce(&OpenFile) -> R) -> VfsResult<R> {
+        self.0.get().ok_or(Errno::EBADF)?.with(fd, f)
+    }
+
+    /// The file `fd` names, counted (see [`CountedArc`]); EBADF if none.
+    pub fn get(&self, fd: i32) -> VfsResult<CountedArc<OpenFile>> {
+        self.0.get().ok_or(Errno::EBADF)?.in_section(fd, CountedArc::new)
+    }
+
+    /// Installs `file` at the lowest free descriptor; EMFILE when all
+    /// [`MAX_FDS`] are taken.
+    pub fn install(&self, file: Arc<OpenFile>) -> VfsResult<i32> {
+        self.0.get_or_init(Descriptors::new).install(file)
+    }
+
+    /// Empties descriptor `fd` and returns its file; EBADF if none.
+    pub fn remove(&self, fd: i32) -> VfsResult<Arc<OpenFile>> {
+        self.0.get().ok_or(Errno::EBADF)?.remove(fd)
+    }
+
+    /// Empties every descriptor (exit), returning the files.
+    pub fn take_all(&mut self) -> Vec<Arc<OpenFile>> {
+        self.0.get_mut().map(Descriptors::take_all).unwrap_or_default()
+    }
+}
+
+/// A table with slots (see the module doc).
+struct Descriptors {
     /// The current table, from `Box::into_raw`; never null.
     slots: AtomicPtr<Vec<Slot>>,
     /// Look-ups are its read-side sections; `remove` synchronizes.
@@ -63,10 +105,10 @@ pub(crate) struct FdTable {
     alloc: CachePadded<Mutex<Alloc>>,
 }
 
-impl FdTable {
-    pub fn new() -> FdTable {
+impl Descriptors {
+    fn new() -> Descriptors {
         let first: Table = Box::new((0..FIRST_SIZE).map(|_| new_slot()).collect());
-        FdTable {
+        Descriptors {
             slots: AtomicPtr::new(Box::into_raw(first)),
             lookups: Srcu::new(),
             alloc: CachePadded::new(Mutex::new(Alloc { used: Vec::new(), retired: Vec::new() })),
@@ -85,18 +127,13 @@ impl FdTable {
     /// any descriptor of this process waits for the section). A file a
     /// backend serves (a kernfs attribute's `show`/`store` may block on
     /// anything) is counted instead, and `f` runs outside the section.
-    pub fn with<R>(&self, fd: i32, f: impl FnOnce(&OpenFile) -> R) -> VfsResult<R> {
+    fn with<R>(&self, fd: i32, f: impl FnOnce(&OpenFile) -> R) -> VfsResult<R> {
         let mut f = Some(f);
         let borrowed = self.in_section(fd, |file| match file.is_backed() {
             false => Ok(f.take().expect("called once")(file)),
             true => Err(CountedArc::new(file)),
         })?;
         Ok(borrowed.unwrap_or_else(|counted| f.take().expect("not called in the section")(&counted)))
-    }
-
-    /// The file `fd` names, counted (see [`CountedArc`]); EBADF if none.
-    pub fn get(&self, fd: i32) -> VfsResult<CountedArc<OpenFile>> {
-        self.in_section(fd, CountedArc::new)
     }
 
     /// Runs `f` on the file `fd` names inside a read-side section.
@@ -116,9 +153,7 @@ impl FdTable {
         Ok(f(&file))
     }
 
-    /// Installs `file` at the lowest free descriptor; EMFILE when all
-    /// [`MAX_FDS`] are taken.
-    pub fn install(&self, file: Arc<OpenFile>) -> VfsResult<i32> {
+    fn install(&self, file: Arc<OpenFile>) -> VfsResult<i32> {
         let mut alloc = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
         let index = match alloc.used.iter().position(|u| !u) {
             Some(index) => index,
@@ -144,8 +179,7 @@ impl FdTable {
         Ok(index as i32)
     }
 
-    /// Empties descriptor `fd` and returns its file; EBADF if none.
-    pub fn remove(&self, fd: i32) -> VfsResult<Arc<OpenFile>> {
+    fn remove(&self, fd: i32) -> VfsResult<Arc<OpenFile>> {
         let index = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
         let mut alloc = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
         if !alloc.used.get(index).copied().unwrap_or(false) {
@@ -161,8 +195,7 @@ impl FdTable {
         Ok(unsafe { Arc::from_raw(file) })
     }
 
-    /// Empties every descriptor (exit), returning the files.
-    pub fn take_all(&mut self) -> Vec<Arc<OpenFile>> {
+    fn take_all(&mut self) -> Vec<Arc<OpenFile>> {
         let files = self.slots().iter().filter_map(take).collect();
         self.alloc.get_mut().unwrap_or_else(|e| e.into_inner()).used.clear();
         files
@@ -178,7 +211,7 @@ fn take(slot: &Slot) -> Option<Arc<OpenFile>> {
     (!file.is_null()).then(|| unsafe { Arc::from_raw(file) })
 }
 
-impl Drop for FdTable {
+impl Drop for Descriptors {
     fn drop(&mut self) {
         drop(self.take_all());
         // SAFETY: from `Box::into_raw`, and `&mut self`: no reader is left.
@@ -191,6 +224,25 @@ mod tests {
     use super::*;
     use crate::{Credentials, OpenFlags, Vfs};
     use vfscale_sync::audited::AtomicBool;
+
+    /// A table allocates nothing until its first install; before that,
+    /// every look-up and close is EBADF.
+    #[test]
+    fn a_table_is_made_at_its_first_install() {
+        let vfs = Vfs::default();
+        let file = vfs.process(Credentials::root()).open_description("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644);
+        let mut table = FdTable::new();
+        assert!(table.0.get().is_none());
+        assert_eq!(table.get(0).err(), Some(Errno::EBADF));
+        assert_eq!(table.with(0, |_| ()).err(), Some(Errno::EBADF));
+        assert_eq!(table.remove(0).err(), Some(Errno::EBADF));
+        assert!(table.take_all().is_empty());
+        assert!(table.0.get().is_none(), "look-ups made nothing");
+        assert_eq!(table.install(file.unwrap()), Ok(0));
+        assert!(table.0.get().is_some());
+        assert!(table.remove(0).is_ok());
+        assert_eq!(table.get(0).err(), Some(Errno::EBADF));
+    }
 
     /// Readers of one descriptor never miss it while another thread grows
     /// the table and closes other descriptors; descriptors are reused
