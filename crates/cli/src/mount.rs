@@ -35,6 +35,10 @@ pub struct MountArgs {
     /// manager decides them; every open and close asks the server).
     #[arg(long, default_value_t = RecordLocks::Kernel)]
     locks: RecordLocks,
+    /// Microseconds a request thread that has replied polls for the next
+    /// request before blocking again, while that pays; 0 never.
+    #[arg(long, default_value_t = vfscale_fuse::LINGER.as_micros() as u64)]
+    linger_us: u64,
 }
 
 /// Arguments of `vfscale umount`.
@@ -53,6 +57,7 @@ pub fn mount_command(args: MountArgs) -> Result<(), String> {
         size_limit: args.size,
         inode_limit: args.inodes.unwrap_or_else(vfscale_fuse::capacity::default_inodes),
         locks: args.locks,
+        linger: std::time::Duration::from_micros(args.linger_us),
     };
     vfscale_fuse::serve(&args.dir, &options).map_err(|e| e.to_string())
 }

@@ -58,6 +58,10 @@ pub struct MountBenchArgs {
     /// Only the goals (parts 1 and 2), not the seed workloads.
     #[arg(long)]
     goals_only: bool,
+    /// Microseconds a server thread lingers after a reply (as `vfscale
+    /// mount --linger-us`); 0 never.
+    #[arg(long, default_value_t = vfscale_fuse::LINGER.as_micros() as u64)]
+    linger_us: u64,
 }
 
 /// One goal: the mount's figure against a bound.
@@ -391,16 +395,18 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
     unmount_on_signal(scene_base())?;
     let scale = if args.quick { 5 } else { 1 };
     let threads = args.server_threads.unwrap_or_else(vfscale_fuse::cpus);
-    let options = MountOptions { demo: args.demo, threads, locks: args.locks, ..MountOptions::default() };
+    let linger = std::time::Duration::from_micros(args.linger_us);
+    let options = MountOptions { demo: args.demo, threads, locks: args.locks, linger, ..MountOptions::default() };
     let scene = Scene::new(&options)?;
     let machine = Machine::this();
     println!(
-        "vfscale mount-bench on {}, {} CPUs: a fresh `vfscale mount{}{}` ({threads} server threads, record locks in \
-         the {}) beside {}; {runs} runs per cell after a warm-up, runs interleaved",
+        "vfscale mount-bench on {}, {} CPUs: a fresh `vfscale mount{}{}` ({threads} server threads lingering {} us, \
+         record locks in the {}) beside {}; {runs} runs per cell after a warm-up, runs interleaved",
         machine.kernel,
         machine.cpus,
         if args.demo { " --demo" } else { "" },
         if args.locks == RecordLocks::Vfs { " --locks vfs" } else { "" },
+        args.linger_us,
         args.locks,
         if scene.tmpfs_mounted { "a fresh tmpfs".to_string() } else { format!("tmpfs ({})", scene.tmpfs.display()) },
     );

@@ -43,6 +43,7 @@
 //! threads as the session has.
 
 use crate::demo::Demo;
+use crate::linger::Linger;
 use crate::locks::Locks;
 use crate::nodes::{Nodes, ROOT};
 use crate::requests::{Counters, Opcode};
@@ -169,6 +170,7 @@ pub(crate) struct VfsFs {
     topology: RwLock<()>,
     caching: Caching,
     requests: Arc<Counters>,
+    linger: Arc<Linger>,
     /// Keeps the demo trees' instances followed while the mount lives.
     demo: Option<Demo>,
 }
@@ -311,7 +313,7 @@ fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
 impl VfsFs {
     /// Serves `vfs`; with `demo`, also the demo trees under `sys/` and
     /// `proc/`.
-    pub fn new(vfs: Vfs, demo: bool, caching: Caching) -> VfsResult<VfsFs> {
+    pub fn new(vfs: Vfs, demo: bool, caching: Caching, linger: Duration) -> VfsResult<VfsFs> {
         let demo = if demo { Some(Demo::new(&vfs)?) } else { None };
         let mut mounts = vec![Mount::new(vfs, None, TTL)];
         for (on, tree) in demo.iter().flat_map(Demo::mounts) {
@@ -324,6 +326,7 @@ impl VfsFs {
             topology: RwLock::new(()),
             caching,
             requests: Arc::new(Counters::default()),
+            linger: Arc::new(Linger::new(linger)),
             demo,
         })
     }
@@ -333,8 +336,16 @@ impl VfsFs {
         Arc::clone(&self.requests)
     }
 
-    fn count(&self, op: Opcode) {
+    /// What decides lingering after replies, to attach the device to.
+    pub fn linger(&self) -> Arc<Linger> {
+        Arc::clone(&self.linger)
+    }
+
+    /// Counts a request; the guard lingers when the handler is done (see
+    /// the `linger` module).
+    fn serve(&self, op: Opcode) -> Served<'_> {
         self.requests.count(op);
+        Served(&self.linger)
     }
 
     /// The instance of node id `id`, its index and the id within it.
@@ -627,6 +638,16 @@ impl VfsFs {
     }
 }
 
+/// A request being served: lingers (see the `linger` module) when the
+/// handler, which has replied by then, returns.
+struct Served<'a>(&'a Linger);
+
+impl Drop for Served<'_> {
+    fn drop(&mut self) {
+        self.0.after_reply();
+    }
+}
+
 /// Sends an entry reply.
 fn reply_entry(result: VfsResult<(Duration, FileAttr)>, reply: ReplyEntry) {
     match result {
@@ -681,7 +702,7 @@ impl Filesystem for VfsFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.count(Opcode::Lookup);
+        let _served = self.serve(Opcode::Lookup);
         let name = name.as_bytes();
         let result = self
             .at(credentials(req), parent.0)
@@ -701,7 +722,7 @@ impl Filesystem for VfsFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.count(Opcode::Forget);
+        let _served = self.serve(Opcode::Forget);
         if let Ok((_, m, local)) = self.split(ino.0) {
             if m.nodes.forget(local, nlookup) {
                 // What the node held (an unlinked file's inode, its own
@@ -712,7 +733,7 @@ impl Filesystem for VfsFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.count(Opcode::Getattr);
+        let _served = self.serve(Opcode::Getattr);
         let result = self.split(ino.0).and_then(|(_, m, _)| Ok((m.ttl, file_attr(ino.0, &self.inode(ino.0)?.stat()))));
         match result {
             Ok((ttl, attr)) => reply.attr(&ttl, &attr),
@@ -738,7 +759,7 @@ impl Filesystem for VfsFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.count(Opcode::Setattr);
+        let _served = self.serve(Opcode::Setattr);
         let size = match size.map(i64::try_from).transpose() {
             Ok(size) => size,
             Err(_) => return reply.error(errno(Errno::EFBIG)),
@@ -752,7 +773,7 @@ impl Filesystem for VfsFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         match self.inode(ino.0).and_then(|i| i.symlink_target().map(<[u8]>::to_vec).ok_or(Errno::EINVAL)) {
             Ok(target) => reply.data(&target),
             Err(e) => reply.error(errno(e)),
@@ -771,7 +792,7 @@ impl Filesystem for VfsFs {
     ) {
         // The kernel does FIFO, socket and device I/O itself: the VFS keeps
         // the node.
-        self.count(Opcode::Namespace);
+        let _served = self.serve(Opcode::Namespace);
         let name = name.as_bytes();
         let result = self.at(credentials(req), parent.0).and_then(|p| {
             p.mknod(name, mode, u64::from(rdev))?;
@@ -782,7 +803,7 @@ impl Filesystem for VfsFs {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        self.count(Opcode::Namespace);
+        let _served = self.serve(Opcode::Namespace);
         let name = name.as_bytes();
         let result = self.at(credentials(req), parent.0).and_then(|p| {
             p.mkdir(name, mode & 0o7777)?;
@@ -793,19 +814,19 @@ impl Filesystem for VfsFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.count(Opcode::Unlink);
+        let _served = self.serve(Opcode::Unlink);
         reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), false), reply);
         self.hand_on_releases(parent.0);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.count(Opcode::Unlink);
+        let _served = self.serve(Opcode::Unlink);
         reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), true), reply);
         self.hand_on_releases(parent.0);
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        self.count(Opcode::Namespace);
+        let _served = self.serve(Opcode::Namespace);
         let name = link_name.as_bytes();
         let result = self.at(credentials(req), parent.0).and_then(|p| {
             p.symlink(target.as_os_str().as_bytes(), name)?;
@@ -825,20 +846,20 @@ impl Filesystem for VfsFs {
         flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.count(Opcode::Namespace);
+        let _served = self.serve(Opcode::Namespace);
         let result = self.do_rename(req, parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), flags.bits());
         reply_empty(result, reply);
         self.hand_on_releases(parent.0);
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
-        self.count(Opcode::Namespace);
+        let _served = self.serve(Opcode::Namespace);
         reply_entry(self.do_link(req, ino.0, newparent.0, newname.as_bytes()), reply);
         self.hand_on_releases(newparent.0);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
-        self.count(Opcode::Open);
+        let _served = self.serve(Opcode::Open);
         if self.caching.no_open {
             // The kernel opens this and every later file without asking;
             // it checked the caller's access itself (default_permissions).
@@ -861,7 +882,7 @@ impl Filesystem for VfsFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.count(Opcode::Read);
+        let _served = self.serve(Opcode::Read);
         let result = self.data_file(ino.0, fh).and_then(|file| {
             let mut buf = vec![0; size as usize];
             let n = file.pread(&mut buf, offset)?;
@@ -886,7 +907,7 @@ impl Filesystem for VfsFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.count(Opcode::Write);
+        let _served = self.serve(Opcode::Write);
         match self.data_file(ino.0, fh).and_then(|file| file.pwrite(data, offset, &credentials(req))) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(e)),
@@ -903,7 +924,7 @@ impl Filesystem for VfsFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         let result = self.data_file(ino.0, fh).and_then(|file| {
             let offset = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
             let length = i64::try_from(length).map_err(|_| Errno::EINVAL)?;
@@ -915,7 +936,7 @@ impl Filesystem for VfsFs {
     /// The kernel asks only for `SEEK_DATA` and `SEEK_HOLE`; it keeps the
     /// file position itself.
     fn lseek(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         let whence = match whence {
             libc::SEEK_SET => vfscale::Whence::Set,
             libc::SEEK_CUR => vfscale::Whence::Cur,
@@ -931,7 +952,7 @@ impl Filesystem for VfsFs {
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
-        self.count(Opcode::Flush);
+        let _served = self.serve(Opcode::Flush);
         if !self.caching.vfs_locks {
             // Nothing to do at a close without the VFS's locks: ENOSYS
             // tells the kernel to stop sending FLUSH (files opened without
@@ -957,7 +978,7 @@ impl Filesystem for VfsFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.count(Opcode::Release);
+        let _served = self.serve(Opcode::Release);
         // The kernel names the open file's lock owner when it released
         // locks of the open file; what the owner still holds goes with it.
         if let Ok((locks, file)) = self.lock_file(fh) {
@@ -971,12 +992,12 @@ impl Filesystem for VfsFs {
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         reply.ok();
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
-        self.count(Opcode::Dir);
+        let _served = self.serve(Opcode::Dir);
         match self.do_opendir(req, ino.0, flags.0) {
             Ok((fh, flags)) => reply.opened(fh, flags),
             Err(e) => reply.error(errno(e)),
@@ -984,7 +1005,7 @@ impl Filesystem for VfsFs {
     }
 
     fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        self.count(Opcode::Dir);
+        let _served = self.serve(Opcode::Dir);
         let handle = match self.handle(fh) {
             Ok(h) => h,
             Err(e) => return reply.error(errno(e)),
@@ -1006,18 +1027,18 @@ impl Filesystem for VfsFs {
     }
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: fuser::OpenFlags, reply: ReplyEmpty) {
-        self.count(Opcode::Dir);
+        let _served = self.serve(Opcode::Dir);
         self.drop_handle(fh);
         reply.ok();
     }
 
     fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         // As tmpfs: the limits (0 where there is none), so `df` shows the
         // `--size` and `--inodes` a mount was given.
         let vfs = &self.mounts[0].vfs;
@@ -1037,7 +1058,7 @@ impl Filesystem for VfsFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         let result = self
             .inode(ino.0)
             .and_then(|inode| self.process(req, ino.0)?.setxattr_inode(&inode, name.as_bytes(), value, flags));
@@ -1045,7 +1066,7 @@ impl Filesystem for VfsFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         let mut buf = vec![0; size as usize];
         let result = self
             .inode(ino.0)
@@ -1054,21 +1075,21 @@ impl Filesystem for VfsFs {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         let mut buf = vec![0; size as usize];
         let result = self.inode(ino.0).and_then(|inode| self.process(req, ino.0)?.listxattr_inode(&inode, &mut buf));
         reply_xattr(result, size, &buf, reply);
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         let result =
             self.inode(ino.0).and_then(|inode| self.process(req, ino.0)?.removexattr_inode(&inode, name.as_bytes()));
         reply_empty(result, reply);
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         let mut access = Access::empty();
         for (flag, a) in
             [(AccessFlags::R_OK, Access::READ), (AccessFlags::W_OK, Access::WRITE), (AccessFlags::X_OK, Access::EXEC)]
@@ -1094,7 +1115,7 @@ impl Filesystem for VfsFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        self.count(Opcode::Create);
+        let _served = self.serve(Opcode::Create);
         let name = name.as_bytes();
         let flags = OpenFlags(flags | libc::O_CREAT);
         let result = self.split(parent.0).and_then(|(mount, m, _)| {
@@ -1134,7 +1155,7 @@ impl Filesystem for VfsFs {
         _pid: u32,
         reply: ReplyLock,
     ) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         match self.lock_file(fh).and_then(|(locks, file)| locks.getlk(&file, lock_owner.0, start, end, typ)) {
             Ok(Some((typ, start, end, pid))) => reply.locked(start, end, typ, pid),
             Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
@@ -1155,7 +1176,7 @@ impl Filesystem for VfsFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        self.count(Opcode::Other);
+        let _served = self.serve(Opcode::Other);
         let (locks, file) = match self.lock_file(fh) {
             Ok(found) => found,
             Err(e) => return reply.error(errno(e)),
@@ -1207,9 +1228,13 @@ mod tests {
 
     #[test]
     fn instances_keep_their_node_ids_apart() {
-        let fs =
-            VfsFs::new(Vfs::default(), true, Caching::new(&MountOptions { demo: true, ..MountOptions::default() }))
-                .unwrap();
+        let fs = VfsFs::new(
+            Vfs::default(),
+            true,
+            Caching::new(&MountOptions { demo: true, ..MountOptions::default() }),
+            Duration::ZERO,
+        )
+        .unwrap();
         assert_eq!(fs.mounts.len(), 3);
         assert_eq!(node_id(0, ROOT), ROOT);
         for mount in 0..3 {

@@ -1,0 +1,228 @@
+//! Lingering after a reply: a request thread that has answered polls
+//! `/dev/fuse` for a while before it goes back to its blocking read, so a
+//! client that sends its next request at once (a create, then the unlink)
+//! finds a thread already running instead of waking one. A wake-up, with
+//! the server's CPU coming out of idle, costs about as much as the rest
+//! of the round trip on a virtual machine.
+//!
+//! The policy is seed 002's lesson: spin only while it pays. One thread
+//! lingers at a time (the others go straight back to their reads), for at
+//! most [`Linger::budget`]; a linger that ends with no request counts as a
+//! miss, and after `n` misses in a row the next `2^n - 1` replies (up to
+//! [`MAX_SKIP`]) do not linger at all, so a mount whose clients pause
+//! between requests spends at most about one budget of CPU per miss and
+//! far less in all, while a busy one lingers after every reply.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The most replies in a row that skip lingering after misses (one less
+/// than a power of two).
+pub const MAX_SKIP: u32 = 63;
+
+/// Whether and how long request threads linger (see the module doc).
+#[derive(Debug)]
+pub(crate) struct Linger {
+    /// A duplicate of the session's `/dev/fuse` fd, to poll; set once the
+    /// session exists. Every clone of the fd reads the one queue of
+    /// requests, so any of them shows whether one is waiting.
+    device: OnceLock<OwnedFd>,
+    budget: Duration,
+    /// Some thread is lingering.
+    busy: AtomicBool,
+    /// Lingers in a row that ended with no request.
+    misses: AtomicU32,
+    /// Replies left that do not linger.
+    skip: AtomicU32,
+    /// Lingers that found a request, and that did not.
+    hits: AtomicU64,
+    misses_in_all: AtomicU64,
+}
+
+/// How lingering went on a mount so far (see [`crate::Mounted::lingers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lingers {
+    /// Lingers that found the next request waiting.
+    pub hits: u64,
+    /// Lingers whose budget ran out first.
+    pub misses: u64,
+}
+
+/// How a linger ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// A request is waiting.
+    Hit,
+    /// The budget ran out.
+    Miss,
+    /// Not tried: lingering is off, another thread lingers, or misses
+    /// said to skip this one.
+    Skipped,
+    /// The device reported an error or hang-up (unmounted).
+    Gone,
+}
+
+impl Linger {
+    /// Lingers of at most `budget` (zero: never linger).
+    pub fn new(budget: Duration) -> Linger {
+        Linger {
+            device: OnceLock::new(),
+            budget,
+            busy: AtomicBool::new(false),
+            misses: AtomicU32::new(0),
+            skip: AtomicU32::new(0),
+            hits: AtomicU64::new(0),
+            misses_in_all: AtomicU64::new(0),
+        }
+    }
+
+    /// Polls `device` from now on; a second call is ignored.
+    pub fn attach(&self, device: OwnedFd) {
+        let _already = self.device.set(device);
+    }
+
+    /// Called after a request was answered: lingers if the policy says so.
+    pub fn after_reply(&self) -> Outcome {
+        let Some(device) = self.device.get() else { return Outcome::Skipped };
+        if self.budget.is_zero() || self.skip_this_one() || self.busy.swap(true, Ordering::Acquire) {
+            return Outcome::Skipped;
+        }
+        let outcome = poll_until(device, self.budget);
+        // Only the lingering thread writes the counts.
+        match outcome {
+            Outcome::Hit => {
+                self.misses.store(0, Ordering::Relaxed);
+                self.hits.store(self.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            }
+            Outcome::Miss => {
+                self.misses_in_all.store(self.misses_in_all.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                let misses = (self.misses.load(Ordering::Relaxed) + 1).min(MAX_SKIP.count_ones());
+                self.misses.store(misses, Ordering::Relaxed);
+                self.skip.store((1 << misses) - 1, Ordering::Relaxed);
+            }
+            Outcome::Skipped | Outcome::Gone => {}
+        }
+        self.busy.store(false, Ordering::Release);
+        outcome
+    }
+
+    /// The lingers so far.
+    pub fn counts(&self) -> Lingers {
+        Lingers { hits: self.hits.load(Ordering::Relaxed), misses: self.misses_in_all.load(Ordering::Relaxed) }
+    }
+
+    fn skip_this_one(&self) -> bool {
+        self.skip.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+    }
+}
+
+/// Polls `device` without blocking until a request waits or `budget`
+/// passes.
+fn poll_until(device: &OwnedFd, budget: Duration) -> Outcome {
+    let start = Instant::now();
+    loop {
+        let mut fd = libc::pollfd { fd: device.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd, timeout 0 (never blocks).
+        let n = unsafe { libc::poll(&mut fd, 1, 0) };
+        if n > 0 {
+            return if fd.revents & libc::POLLIN != 0 { Outcome::Hit } else { Outcome::Gone };
+        }
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Outcome::Gone;
+        }
+        if start.elapsed() >= budget {
+            return Outcome::Miss;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::FromRawFd;
+
+    /// A pipe: the read end stands in for the device, the write end sends
+    /// "requests".
+    fn pipe() -> (OwnedFd, std::fs::File) {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe(2) returns.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: both descriptors are fresh and owned by nothing else.
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) }
+    }
+
+    fn lingering_on(budget: Duration) -> (Linger, std::fs::File) {
+        let (device, requests) = pipe();
+        let linger = Linger::new(budget);
+        linger.attach(device);
+        (linger, requests)
+    }
+
+    #[test]
+    fn a_waiting_request_ends_the_linger_at_once() {
+        use std::io::Write;
+        let (linger, mut requests) = lingering_on(Duration::from_secs(3600));
+        requests.write_all(b"r").unwrap();
+        assert_eq!(linger.after_reply(), Outcome::Hit);
+        assert_eq!(linger.after_reply(), Outcome::Hit, "a hit lets the next reply linger too");
+        assert_eq!(linger.counts(), Lingers { hits: 2, misses: 0 });
+    }
+
+    /// After n misses in a row the next 2^n - 1 replies skip lingering, up
+    /// to MAX_SKIP; a hit starts the count again.
+    #[test]
+    fn misses_make_the_next_replies_skip_more_and_more() {
+        use std::io::Write;
+        let (linger, mut requests) = lingering_on(Duration::from_micros(1));
+        let mut outcomes = Vec::new();
+        for _ in 0..(1 + 1 + 1 + 3 + 1 + 7) {
+            outcomes.push(linger.after_reply());
+        }
+        let (miss, skip) = (Outcome::Miss, Outcome::Skipped);
+        let expected = [vec![miss, skip, miss], vec![skip; 3], vec![miss], vec![skip; 7]].concat();
+        assert_eq!(outcomes, expected);
+        assert_eq!(linger.counts(), Lingers { hits: 0, misses: 3 });
+        for _ in 0..10 {
+            while linger.after_reply() == Outcome::Skipped {}
+        }
+        assert_eq!(linger.skip.load(Ordering::Relaxed), MAX_SKIP, "the skip stops growing");
+        while linger.after_reply() == Outcome::Skipped {}
+        requests.write_all(b"r").unwrap();
+        while linger.after_reply() == Outcome::Skipped {}
+        assert_eq!(linger.after_reply(), Outcome::Hit, "a hit resets the misses");
+        assert_eq!(linger.skip.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn one_thread_lingers_at_a_time() {
+        use std::io::Write;
+        let (linger, mut requests) = lingering_on(Duration::from_secs(3600));
+        std::thread::scope(|s| {
+            let first = s.spawn(|| linger.after_reply());
+            while !linger.busy.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            assert_eq!(linger.after_reply(), Outcome::Skipped, "the second thread goes back to its read");
+            requests.write_all(b"r").unwrap();
+            assert_eq!(first.join().unwrap(), Outcome::Hit);
+        });
+        assert!(!linger.busy.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn a_hung_up_device_ends_the_linger() {
+        let (linger, requests) = lingering_on(Duration::from_secs(3600));
+        drop(requests);
+        assert_eq!(linger.after_reply(), Outcome::Gone);
+    }
+
+    #[test]
+    fn no_device_or_no_budget_never_lingers() {
+        assert_eq!(Linger::new(Duration::from_secs(1)).after_reply(), Outcome::Skipped);
+        let (linger, _requests) = lingering_on(Duration::ZERO);
+        assert_eq!(linger.after_reply(), Outcome::Skipped);
+    }
+}
