@@ -472,6 +472,14 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
     if !args.goals_only {
         seed_workloads(&scene, runs, scale)?;
     }
+    let lingers = scene.mounted().lingers();
+    let lingered = lingers.hits + lingers.misses;
+    if lingered > 0 {
+        println!(
+            "\nserver threads lingered after {lingered} replies; {:.1}% found the next request waiting",
+            100.0 * lingers.hits as f64 / lingered as f64
+        );
+    }
     Ok(())
 }
 
