@@ -37,7 +37,7 @@ pub struct MountArgs {
     locks: RecordLocks,
     /// Microseconds a request thread that has replied polls for the next
     /// request before blocking again, while that pays; 0 never.
-    #[arg(long, default_value_t = vfscale_fuse::LINGER.as_micros() as u64)]
+    #[arg(long, default_value_t = vfscale_fuse::LINGER_US)]
     linger_us: u64,
 }
 

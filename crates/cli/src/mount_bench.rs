@@ -60,7 +60,7 @@ pub struct MountBenchArgs {
     goals_only: bool,
     /// Microseconds a server thread lingers after a reply (as `vfscale
     /// mount --linger-us`); 0 never.
-    #[arg(long, default_value_t = vfscale_fuse::LINGER.as_micros() as u64)]
+    #[arg(long, default_value_t = vfscale_fuse::LINGER_US)]
     linger_us: u64,
 }
 
@@ -473,11 +473,15 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
         seed_workloads(&scene, runs, scale)?;
     }
     let lingers = scene.mounted().lingers();
-    let lingered = lingers.hits + lingers.misses;
+    let lingered = lingers.hits + lingers.misses + lingers.lost;
     if lingered > 0 {
+        let share = |n: u64| 100.0 * n as f64 / lingered as f64;
         println!(
-            "\nserver threads lingered after {lingered} replies; {:.1}% found the next request waiting",
-            100.0 * lingers.hits as f64 / lingered as f64
+            "\nserver threads lingered after {lingered} replies: {:.1}% found the next request waiting, {:.1}% \
+             ended as another thread took one, {:.1}% found none",
+            share(lingers.hits),
+            share(lingers.lost),
+            share(lingers.misses)
         );
     }
     Ok(())

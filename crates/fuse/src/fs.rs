@@ -345,6 +345,7 @@ impl VfsFs {
     /// the `linger` module).
     fn serve(&self, op: Opcode) -> Served<'_> {
         self.requests.count(op);
+        self.linger.begin();
         Served(&self.linger)
     }
 
@@ -371,6 +372,17 @@ impl VfsFs {
     fn hand_on_releases(&self, id: u64) {
         if let Ok((_, m, _)) = self.split(id) {
             m.vfs.reclaim(Duration::ZERO);
+        }
+    }
+
+    /// The kernel dropped `nlookup` of its references to node `ino`.
+    fn forget_node(&self, ino: INodeNo, nlookup: u64) {
+        if let Ok((_, m, local)) = self.split(ino.0) {
+            if m.nodes.forget(local, nlookup) {
+                // What the node held (an unlinked file's inode, its own
+                // description) is freed by whichever thread collects next.
+                self.hand_on_releases(ino.0);
+            }
         }
     }
 
@@ -639,7 +651,10 @@ impl VfsFs {
 }
 
 /// A request being served: lingers (see the `linger` module) when the
-/// handler, which has replied by then, returns.
+/// handler returns. Every handler takes it first, so it drops last, after
+/// the reply went (or, for a blocked lock, was handed to the thread that
+/// sends it; a `FORGET` has none).
+#[must_use = "a guard dropped at once lingers before the request is served"]
 struct Served<'a>(&'a Linger);
 
 impl Drop for Served<'_> {
@@ -721,15 +736,20 @@ impl Filesystem for VfsFs {
         self.hand_on_releases(parent.0);
     }
 
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        let _served = self.serve(Opcode::Forget);
-        if let Ok((_, m, local)) = self.split(ino.0) {
-            if m.nodes.forget(local, nlookup) {
-                // What the node held (an unlinked file's inode, its own
-                // description) is freed by whichever thread collects next.
-                self.hand_on_releases(ino.0);
+    fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
+        // fuser serves a BATCH_FORGET (whose node type it keeps private)
+        // as one call per node, all with the request's id: only the first
+        // lingers, so a batch of a thousand nodes lingers once.
+        thread_local!(static LAST_FORGET: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
+        let first_of_request = LAST_FORGET.with(|last| last.replace(req.unique().0)) != req.unique().0;
+        let _served = match first_of_request {
+            true => Some(self.serve(Opcode::Forget)),
+            false => {
+                self.requests.count(Opcode::Forget);
+                None
             }
-        }
+        };
+        self.forget_node(ino, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {

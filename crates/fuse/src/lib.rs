@@ -97,12 +97,15 @@ pub struct MountOptions {
     pub linger: Duration,
 }
 
+/// [`LINGER`] in microseconds, as the command line takes it.
+pub const LINGER_US: u64 = 50;
+
 /// The default [`MountOptions::linger`]: several times the gap between a
 /// reply and a busy client's next request (a create + close + unlink loop
 /// here: a quarter of its requests were waiting already, most others came
 /// 4-10 us after the reply, under 0.1% after 50 us), and a small fraction
 /// of a scheduler tick.
-pub const LINGER: Duration = Duration::from_micros(50);
+pub const LINGER: Duration = Duration::from_micros(LINGER_US);
 
 impl Default for MountOptions {
     /// A thread per CPU, no demo trees, only the mounting user, no limits,
@@ -215,7 +218,7 @@ pub struct Mounted {
     session: Option<BackgroundSession>,
     dir: PathBuf,
     requests: Arc<requests::Counters>,
-    linger: Arc<linger::Linger>,
+    lingers: Arc<linger::Tally>,
 }
 
 impl Mounted {
@@ -231,7 +234,7 @@ impl Mounted {
 
     /// How request threads' lingers after replies went so far.
     pub fn lingers(&self) -> Lingers {
-        self.linger.counts()
+        self.lingers.snapshot()
     }
 
     /// Whether the session has ended (someone unmounted it).
@@ -291,6 +294,7 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
         .map_err(|e| MountError::Invalid(format!("cannot set up the demo trees: {e}")))?;
     let requests = fs.requests();
     let linger = fs.linger();
+    let lingers = linger.tally();
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName("vfscale".into()), MountOption::Subtype("vfscale".into())];
     // Device nodes open and set-user-ID programs run, as on tmpfs; only
@@ -317,7 +321,7 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
         linger.attach(device);
     }
     let session = session.spawn().map_err(|e| MountError::Os(dir.to_owned(), e))?;
-    Ok(Mounted { session: Some(session), dir: dir.to_owned(), requests, linger })
+    Ok(Mounted { session: Some(session), dir: dir.to_owned(), requests, lingers })
 }
 
 /// Mounts a fresh VFS (with the options' limits) on `dir` and serves it

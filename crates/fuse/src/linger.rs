@@ -1,47 +1,75 @@
 //! Lingering after a reply: a request thread that has answered polls
 //! `/dev/fuse` for a while before it goes back to its blocking read, so a
 //! client that sends its next request at once (a create, then the unlink)
-//! finds a thread already running instead of waking one. A wake-up, with
-//! the server's CPU coming out of idle, costs about as much as the rest
-//! of the round trip on a virtual machine.
+//! is served by a thread already running. With one request thread nothing
+//! else is woken; with more, the kernel still wakes a sleeping reader for
+//! each request, but the lingering thread gets there first, and the
+//! client does not wait for that reader's CPU to come out of idle, which
+//! on a virtual machine takes about as long as the rest of the round trip.
 //!
-//! The policy is seed 002's lesson: spin only while it pays, and never
-//! against someone who needs the CPU. One thread lingers at a time (the
-//! others go straight back to their reads), for at most the mount's
-//! budget, yielding the CPU between polls, so that any runnable task (the
-//! kernel's `need_resched`, seen from userspace) runs first. A linger
-//! that ends with no request is a miss, and after `n` misses in a row the
-//! next `2^n - 1` replies (up to [`MAX_SKIP`]) do not linger at all, so a
-//! mount whose clients pause between requests spends at most one budget
-//! of CPU per miss and far less in all, while a busy one lingers after
-//! every reply.
+//! The policy is seed 002's lesson: spin only while it pays, and not
+//! against whoever needs the CPU. One thread lingers at a time (the others
+//! go straight back to their reads), for at most the mount's budget,
+//! yielding the CPU between polls, so that a task waiting for this CPU (a
+//! client, another request thread) runs first: the kernel's
+//! `need_resched` test, seen from userspace. (It does not help a task on
+//! another CPU, nor another guest of the same host.) A linger also ends
+//! as soon as another thread begins a request (the kernel woke a sleeping
+//! reader for it, maybe on the client's own CPU, and it got there first):
+//! that thread lingers after its reply, where this one would poll in vain
+//! while it serves every request. A linger that ends
+//! with no request is a miss, and after `n` misses in a row the next
+//! `2^n - 1` replies that find no thread lingering (up to [`MAX_SKIP`]) do
+//! not linger, so a mount whose clients pause between requests spends at
+//! most one budget of CPU per miss and far less in all, while a busy one
+//! lingers after every reply.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The most replies in a row that skip lingering after misses (one less
-/// than a power of two).
-pub const MAX_SKIP: u32 = 63;
+/// The most replies in a row that skip lingering after misses.
+pub(crate) const MAX_SKIP: u32 = 63;
+// The backoff doubles up to it: one less than a power of two.
+const _: () = assert!((MAX_SKIP + 1).is_power_of_two());
 
 /// Whether and how long request threads linger (see the module doc).
 #[derive(Debug)]
 pub(crate) struct Linger {
     /// A duplicate of the session's `/dev/fuse` fd, to poll; set once the
     /// session exists. Every clone of the fd reads the one queue of
-    /// requests, so any of them shows whether one is waiting.
+    /// requests, so any of them shows whether one is waiting. It closes
+    /// with the session's file system, so it never keeps a connection
+    /// whose server is gone.
     device: OnceLock<OwnedFd>,
     budget: Duration,
-    /// Some thread is lingering.
+    /// Some thread is lingering; only it writes the fields below but
+    /// `skip`, and `tally`.
     busy: AtomicBool,
     /// Lingers in a row that ended with no request.
-    misses: AtomicU32,
+    miss_streak: AtomicU32,
     /// Replies left that do not linger.
     skip: AtomicU32,
-    /// Lingers that found a request, and that did not.
+    /// Requests begun on any thread.
+    begun: AtomicU64,
+    tally: Arc<Tally>,
+}
+
+/// The lingers of a mount so far, shared with its handle.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
     hits: AtomicU64,
-    misses_in_all: AtomicU64,
+    misses: AtomicU64,
+    lost: AtomicU64,
+}
+
+impl Tally {
+    /// The counts now.
+    pub fn snapshot(&self) -> Lingers {
+        let load = |count: &AtomicU64| count.load(Ordering::Relaxed);
+        Lingers { hits: load(&self.hits), misses: load(&self.misses), lost: load(&self.lost) }
+    }
 }
 
 /// How lingering went on a mount so far (see [`crate::Mounted::lingers`]).
@@ -51,6 +79,9 @@ pub struct Lingers {
     pub hits: u64,
     /// Lingers whose budget ran out first.
     pub misses: u64,
+    /// Lingers cut short because another thread began a request: it
+    /// lingers after its reply instead.
+    pub lost: u64,
 }
 
 /// How a linger ended.
@@ -60,6 +91,8 @@ pub(crate) enum Outcome {
     Hit,
     /// The budget ran out.
     Miss,
+    /// Another thread began a request.
+    Lost,
     /// Not tried: lingering is off, another thread lingers, or misses
     /// said to skip this one.
     Skipped,
@@ -74,10 +107,10 @@ impl Linger {
             device: OnceLock::new(),
             budget,
             busy: AtomicBool::new(false),
-            misses: AtomicU32::new(0),
+            miss_streak: AtomicU32::new(0),
             skip: AtomicU32::new(0),
-            hits: AtomicU64::new(0),
-            misses_in_all: AtomicU64::new(0),
+            begun: AtomicU64::new(0),
+            tally: Arc::default(),
         }
     }
 
@@ -86,24 +119,47 @@ impl Linger {
         let _already = self.device.set(device);
     }
 
+    /// The counts of lingers, for the mount's handle.
+    pub fn tally(&self) -> Arc<Tally> {
+        Arc::clone(&self.tally)
+    }
+
+    /// Called as a request begins.
+    pub fn begin(&self) {
+        self.begun.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Called after a request was answered: lingers if the policy says so.
     pub fn after_reply(&self) -> Outcome {
         let Some(device) = self.device.get() else { return Outcome::Skipped };
-        if self.budget.is_zero() || self.skip_this_one() || self.busy.swap(true, Ordering::Acquire) {
+        if self.budget.is_zero() || self.busy.swap(true, Ordering::Acquire) {
             return Outcome::Skipped;
         }
-        let outcome = poll_until(device, self.budget);
-        // Only the lingering thread writes the counts.
+        // Checked while lingering is ours, so a miss that has just ended
+        // is seen.
+        if self.skip_this_one() {
+            self.busy.store(false, Ordering::Release);
+            return Outcome::Skipped;
+        }
+        // Another thread that begins a request meanwhile (a sleeping reader
+        // woken for it, maybe on the client's CPU) ends the linger: that
+        // thread lingers after its reply, instead of this one polling in
+        // vain while it serves every request.
+        let begun = self.begun.load(Ordering::Relaxed);
+        let outcome = poll_until(device, self.budget, || self.begun.load(Ordering::Relaxed) != begun);
         match outcome {
             Outcome::Hit => {
-                self.misses.store(0, Ordering::Relaxed);
-                self.hits.store(self.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                self.miss_streak.store(0, Ordering::Relaxed);
+                self.tally.hits.fetch_add(1, Ordering::Relaxed);
             }
             Outcome::Miss => {
-                self.misses_in_all.store(self.misses_in_all.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                let misses = (self.misses.load(Ordering::Relaxed) + 1).min(MAX_SKIP.count_ones());
-                self.misses.store(misses, Ordering::Relaxed);
-                self.skip.store((1 << misses) - 1, Ordering::Relaxed);
+                self.tally.misses.fetch_add(1, Ordering::Relaxed);
+                let streak = (self.miss_streak.load(Ordering::Relaxed) + 1).min(MAX_SKIP.count_ones());
+                self.miss_streak.store(streak, Ordering::Relaxed);
+                self.skip.store((1 << streak) - 1, Ordering::Relaxed);
+            }
+            Outcome::Lost => {
+                self.tally.lost.fetch_add(1, Ordering::Relaxed);
             }
             Outcome::Skipped | Outcome::Gone => {}
         }
@@ -111,19 +167,14 @@ impl Linger {
         outcome
     }
 
-    /// The lingers so far.
-    pub fn counts(&self) -> Lingers {
-        Lingers { hits: self.hits.load(Ordering::Relaxed), misses: self.misses_in_all.load(Ordering::Relaxed) }
-    }
-
     fn skip_this_one(&self) -> bool {
         self.skip.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
     }
 }
 
-/// Polls `device` without blocking until a request waits or `budget`
-/// passes.
-fn poll_until(device: &OwnedFd, budget: Duration) -> Outcome {
+/// Polls `device` without blocking until a request waits, `budget`
+/// passes or `lost` says so.
+fn poll_until(device: &OwnedFd, budget: Duration, lost: impl Fn() -> bool) -> Outcome {
     let start = Instant::now();
     loop {
         let mut fd = libc::pollfd { fd: device.as_raw_fd(), events: libc::POLLIN, revents: 0 };
@@ -135,11 +186,14 @@ fn poll_until(device: &OwnedFd, budget: Duration) -> Outcome {
         if n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             return Outcome::Gone;
         }
+        if lost() {
+            return Outcome::Lost;
+        }
         if start.elapsed() >= budget {
             return Outcome::Miss;
         }
-        // A runnable task here (a client, another request thread) gets the
-        // CPU at once: lingering only takes time it would spend idle.
+        // A task waiting for this CPU (a client, another request thread)
+        // gets it at once.
         std::thread::yield_now();
     }
 }
@@ -169,11 +223,11 @@ mod tests {
     #[test]
     fn a_waiting_request_ends_the_linger_at_once() {
         use std::io::Write;
-        let (linger, mut requests) = lingering_on(Duration::from_secs(3600));
+        let (linger, mut requests) = lingering_on(Duration::from_secs(10));
         requests.write_all(b"r").unwrap();
         assert_eq!(linger.after_reply(), Outcome::Hit);
         assert_eq!(linger.after_reply(), Outcome::Hit, "a hit lets the next reply linger too");
-        assert_eq!(linger.counts(), Lingers { hits: 2, misses: 0 });
+        assert_eq!(linger.tally.snapshot(), Lingers { hits: 2, misses: 0, lost: 0 });
     }
 
     /// After n misses in a row the next 2^n - 1 replies skip lingering, up
@@ -189,7 +243,7 @@ mod tests {
         let (miss, skip) = (Outcome::Miss, Outcome::Skipped);
         let expected = [vec![miss, skip, miss], vec![skip; 3], vec![miss], vec![skip; 7]].concat();
         assert_eq!(outcomes, expected);
-        assert_eq!(linger.counts(), Lingers { hits: 0, misses: 3 });
+        assert_eq!(linger.tally.snapshot(), Lingers { hits: 0, misses: 3, lost: 0 });
         for _ in 0..10 {
             while linger.after_reply() == Outcome::Skipped {}
         }
@@ -204,7 +258,7 @@ mod tests {
     #[test]
     fn one_thread_lingers_at_a_time() {
         use std::io::Write;
-        let (linger, mut requests) = lingering_on(Duration::from_secs(3600));
+        let (linger, mut requests) = lingering_on(Duration::from_secs(10));
         std::thread::scope(|s| {
             let first = s.spawn(|| linger.after_reply());
             while !linger.busy.load(Ordering::Acquire) {
@@ -217,9 +271,26 @@ mod tests {
         assert!(!linger.busy.load(Ordering::Acquire));
     }
 
+    /// A request another thread begins ends the linger, which counts as
+    /// lost and changes no backoff: the next reply lingers again.
+    #[test]
+    fn a_request_begun_elsewhere_ends_the_linger() {
+        let (linger, _requests) = lingering_on(Duration::from_secs(10));
+        std::thread::scope(|s| {
+            let lingering = s.spawn(|| linger.after_reply());
+            while !linger.busy.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            linger.begin();
+            assert_eq!(lingering.join().unwrap(), Outcome::Lost);
+        });
+        assert_eq!(linger.tally.snapshot(), Lingers { hits: 0, misses: 0, lost: 1 });
+        assert_eq!(linger.skip.load(Ordering::Relaxed), 0);
+    }
+
     #[test]
     fn a_hung_up_device_ends_the_linger() {
-        let (linger, requests) = lingering_on(Duration::from_secs(3600));
+        let (linger, requests) = lingering_on(Duration::from_secs(10));
         drop(requests);
         assert_eq!(linger.after_reply(), Outcome::Gone);
     }
