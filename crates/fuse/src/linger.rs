@@ -17,12 +17,12 @@
 //! as soon as another thread begins a request (the kernel woke a sleeping
 //! reader for it, maybe on the client's own CPU, and it got there first):
 //! that thread lingers after its reply, where this one would poll in vain
-//! while it serves every request. A linger that ends
-//! with no request is a miss, and after `n` misses in a row the next
-//! `2^n - 1` replies that find no thread lingering (up to [`MAX_SKIP`]) do
-//! not linger, so a mount whose clients pause between requests spends at
-//! most one budget of CPU per miss and far less in all, while a busy one
-//! lingers after every reply.
+//! while it serves every request. A linger that ends with no request is a
+//! miss, and after `n` misses in a row the next `2^n - 1` replies that
+//! find no thread lingering (up to [`MAX_SKIP`]) do not linger, so a mount
+//! whose clients pause between requests spends at most one budget of CPU
+//! per miss and far less in all, while a busy one lingers after every
+//! reply.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -44,8 +44,8 @@ pub(crate) struct Linger {
     /// whose server is gone.
     device: OnceLock<OwnedFd>,
     budget: Duration,
-    /// Some thread is lingering; only it writes the fields below but
-    /// `skip`, and `tally`.
+    /// Some thread is lingering (or deciding not to): only that thread
+    /// touches `miss_streak`, `skip` and the tally.
     busy: AtomicBool,
     /// Lingers in a row that ended with no request.
     miss_streak: AtomicU32,
