@@ -92,8 +92,10 @@ pub struct MountOptions {
     pub locks: RecordLocks,
     /// How long a request thread that has replied polls for the next
     /// request before it blocks again ([`LINGER`] by default; zero: never).
-    /// It lingers only while that pays: after lingers that found nothing,
-    /// the next replies skip it.
+    /// One thread lingers at a time, yielding the CPU between polls, and
+    /// only while that pays: a linger ends when another thread begins a
+    /// request, and after lingers that found nothing the next replies
+    /// skip it.
     pub linger: Duration,
 }
 
