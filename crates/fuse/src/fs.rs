@@ -315,6 +315,7 @@ impl VfsFs {
     /// `proc/`.
     pub fn new(vfs: Vfs, demo: bool, caching: Caching, linger: Duration) -> VfsResult<VfsFs> {
         let demo = if demo { Some(Demo::new(&vfs)?) } else { None };
+        let requests = Arc::new(Counters::default());
         let mut mounts = vec![Mount::new(vfs, None, TTL)];
         for (on, tree) in demo.iter().flat_map(Demo::mounts) {
             mounts.push(Mount::new(tree, Some(on), NO_TTL));
@@ -325,8 +326,8 @@ impl VfsFs {
             next_handle: AtomicU64::new(1),
             topology: RwLock::new(()),
             caching,
-            requests: Arc::new(Counters::default()),
-            linger: Arc::new(Linger::new(linger)),
+            linger: Arc::new(Linger::new(linger, Arc::clone(&requests))),
+            requests,
             demo,
         })
     }
@@ -345,7 +346,6 @@ impl VfsFs {
     /// the `linger` module).
     fn serve(&self, op: Opcode) -> Served<'_> {
         self.requests.count(op);
-        self.linger.begin();
         Served(&self.linger)
     }
 
@@ -742,12 +742,11 @@ impl Filesystem for VfsFs {
         // lingers, so a batch of a thousand nodes lingers once.
         thread_local!(static LAST_FORGET: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
         let first_of_request = LAST_FORGET.with(|last| last.replace(req.unique().0)) != req.unique().0;
-        let _served = match first_of_request {
-            true => Some(self.serve(Opcode::Forget)),
-            false => {
-                self.requests.count(Opcode::Forget);
-                None
-            }
+        let _served = if first_of_request {
+            Some(self.serve(Opcode::Forget))
+        } else {
+            self.requests.count(Opcode::Forget);
+            None
         };
         self.forget_node(ino, nlookup);
     }

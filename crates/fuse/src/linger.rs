@@ -29,6 +29,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::requests::Counters;
+
 /// The most replies in a row that skip lingering after misses.
 pub(crate) const MAX_SKIP: u32 = 63;
 // The backoff doubles up to it: one less than a power of two.
@@ -51,8 +53,9 @@ pub(crate) struct Linger {
     miss_streak: AtomicU32,
     /// Replies left that do not linger.
     skip: AtomicU32,
-    /// Requests begun on any thread.
-    begun: AtomicU64,
+    /// The mount's request counts: one that changes while a thread
+    /// lingers means another thread began a request.
+    requests: Arc<Counters>,
     tally: Arc<Tally>,
 }
 
@@ -101,15 +104,16 @@ pub(crate) enum Outcome {
 }
 
 impl Linger {
-    /// Lingers of at most `budget` (zero: never linger).
-    pub fn new(budget: Duration) -> Linger {
+    /// Lingers of at most `budget` (zero: never linger) for a mount whose
+    /// requests `requests` counts.
+    pub fn new(budget: Duration, requests: Arc<Counters>) -> Linger {
         Linger {
             device: OnceLock::new(),
             budget,
             busy: AtomicBool::new(false),
             miss_streak: AtomicU32::new(0),
             skip: AtomicU32::new(0),
-            begun: AtomicU64::new(0),
+            requests,
             tally: Arc::default(),
         }
     }
@@ -122,11 +126,6 @@ impl Linger {
     /// The counts of lingers, for the mount's handle.
     pub fn tally(&self) -> Arc<Tally> {
         Arc::clone(&self.tally)
-    }
-
-    /// Called as a request begins.
-    pub fn begin(&self) {
-        self.begun.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Called after a request was answered: lingers if the policy says so.
@@ -145,8 +144,8 @@ impl Linger {
         // woken for it, maybe on the client's CPU) ends the linger: that
         // thread lingers after its reply, instead of this one polling in
         // vain while it serves every request.
-        let begun = self.begun.load(Ordering::Relaxed);
-        let outcome = poll_until(device, self.budget, || self.begun.load(Ordering::Relaxed) != begun);
+        let begun = self.requests.total();
+        let outcome = poll_until(device, self.budget, || self.requests.total() != begun);
         match outcome {
             Outcome::Hit => {
                 self.miss_streak.store(0, Ordering::Relaxed);
@@ -215,7 +214,7 @@ mod tests {
 
     fn lingering_on(budget: Duration) -> (Linger, std::fs::File) {
         let (device, requests) = pipe();
-        let linger = Linger::new(budget);
+        let linger = Linger::new(budget, Arc::default());
         linger.attach(device);
         (linger, requests)
     }
@@ -281,7 +280,7 @@ mod tests {
             while !linger.busy.load(Ordering::Acquire) {
                 std::thread::yield_now();
             }
-            linger.begin();
+            linger.requests.count(crate::Opcode::Lookup);
             assert_eq!(lingering.join().unwrap(), Outcome::Lost);
         });
         assert_eq!(linger.tally.snapshot(), Lingers { hits: 0, misses: 0, lost: 1 });
@@ -297,7 +296,7 @@ mod tests {
 
     #[test]
     fn no_device_or_no_budget_never_lingers() {
-        assert_eq!(Linger::new(Duration::from_secs(1)).after_reply(), Outcome::Skipped);
+        assert_eq!(Linger::new(Duration::from_secs(1), Arc::default()).after_reply(), Outcome::Skipped);
         let (linger, _requests) = lingering_on(Duration::ZERO);
         assert_eq!(linger.after_reply(), Outcome::Skipped);
     }

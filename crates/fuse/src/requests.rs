@@ -95,6 +95,11 @@ impl Counters {
         self.counts[op as usize].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Requests of every kind so far.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
     /// The counts now.
     pub fn snapshot(&self) -> RequestCounts {
         RequestCounts(std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed)))
