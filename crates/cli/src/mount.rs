@@ -39,6 +39,11 @@ pub struct MountArgs {
     /// request before blocking again, while that pays; 0 never.
     #[arg(long, default_value_t = vfscale_fuse::LINGER_US)]
     linger_us: u64,
+    /// Serve through FUSE over io_uring, a queue per CPU, where the kernel
+    /// offers it (`echo Y > /sys/module/fuse/parameters/enable_uring`) and
+    /// record locks are in the kernel; else through /dev/fuse reads.
+    #[arg(long)]
+    io_uring: bool,
 }
 
 /// Arguments of `vfscale umount`.
@@ -58,6 +63,7 @@ pub fn mount_command(args: MountArgs) -> Result<(), String> {
         inode_limit: args.inodes.unwrap_or_else(vfscale_fuse::capacity::default_inodes),
         locks: args.locks,
         linger: std::time::Duration::from_micros(args.linger_us),
+        io_uring: args.io_uring,
     };
     vfscale_fuse::serve(&args.dir, &options).map_err(|e| e.to_string())
 }

@@ -62,6 +62,10 @@ pub struct MountBenchArgs {
     /// mount --linger-us`); 0 never.
     #[arg(long, default_value_t = vfscale_fuse::LINGER_US)]
     linger_us: u64,
+    /// Serve the mount through FUSE over io_uring where the kernel offers
+    /// it (as `vfscale mount --io-uring`).
+    #[arg(long)]
+    io_uring: bool,
 }
 
 /// One goal: the mount's figure against a bound.
@@ -396,24 +400,36 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
     let scale = if args.quick { 5 } else { 1 };
     let threads = args.server_threads.unwrap_or_else(vfscale_fuse::cpus);
     let linger = std::time::Duration::from_micros(args.linger_us);
-    let options = MountOptions { demo: args.demo, threads, locks: args.locks, linger, ..MountOptions::default() };
+    let options = MountOptions {
+        demo: args.demo,
+        threads,
+        locks: args.locks,
+        linger,
+        io_uring: args.io_uring,
+        ..MountOptions::default()
+    };
     let scene = Scene::new(&options)?;
-    let machine = Machine::this();
-    println!(
-        "vfscale mount-bench on {}, {} CPUs: a fresh `vfscale mount{}{}` ({threads} server threads lingering {} us, \
-         record locks in the {}) beside {}; {runs} runs per cell after a warm-up, runs interleaved",
-        machine.kernel,
-        machine.cpus,
-        if args.demo { " --demo" } else { "" },
-        if args.locks == RecordLocks::Vfs { " --locks vfs" } else { "" },
-        args.linger_us,
-        args.locks,
-        if scene.tmpfs_mounted { "a fresh tmpfs".to_string() } else { format!("tmpfs ({})", scene.tmpfs.display()) },
-    );
     let bench_dirs = [scene.tmpfs.join("bench"), scene.mount_point.join("bench")];
     for dir in &bench_dirs {
         std::fs::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
+    // Known once the kernel's INIT was answered, which the mkdir waited for.
+    let serving = if scene.mounted().io_uring() {
+        format!("served by io_uring queues, one per CPU, and {threads} threads for FORGETs")
+    } else {
+        format!("{threads} server threads lingering {} us", args.linger_us)
+    };
+    let machine = Machine::this();
+    println!(
+        "vfscale mount-bench on {}, {} CPUs: a fresh `vfscale mount{}{}` ({serving}, record locks in the {}) beside \
+         {}; {runs} runs per cell after a warm-up, runs interleaved",
+        machine.kernel,
+        machine.cpus,
+        if args.demo { " --demo" } else { "" },
+        if args.locks == RecordLocks::Vfs { " --locks vfs" } else { "" },
+        args.locks,
+        if scene.tmpfs_mounted { "a fresh tmpfs".to_string() } else { format!("tmpfs ({})", scene.tmpfs.display()) },
+    );
     let files = [Files::new(&bench_dirs[0])?, Files::new(&bench_dirs[1])?];
     let mut met = 0;
     let mut goals = 0;

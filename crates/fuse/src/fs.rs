@@ -48,17 +48,10 @@ use crate::locks::Locks;
 use crate::nodes::{Nodes, ROOT};
 use crate::requests::{Counters, Opcode};
 use crate::{MountOptions, RecordLocks};
-use fuser::{
-    AccessFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
-};
+use fuser::{FileAttr, FileHandle, FopenFlags, INodeNo, TimeOrNow};
 use std::collections::HashMap;
-use std::ffi::OsStr;
 use std::fmt;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use vfscale::cred::Access;
@@ -169,6 +162,8 @@ pub(crate) struct VfsFs {
     next_handle: AtomicU64,
     topology: RwLock<()>,
     caching: Caching,
+    /// The kernel lacks `FUSE_NO_OPEN_SUPPORT`: every open asks.
+    no_open_refused: AtomicBool,
     requests: Arc<Counters>,
     linger: Arc<Linger>,
     /// Keeps the demo trees' instances followed while the mount lives.
@@ -183,10 +178,6 @@ impl fmt::Debug for VfsFs {
             .field("demo", &self.demo)
             .finish_non_exhaustive()
     }
-}
-
-fn errno(e: Errno) -> fuser::Errno {
-    fuser::Errno::from_i32(e.raw())
 }
 
 fn system_time(ts: Timespec) -> SystemTime {
@@ -293,11 +284,11 @@ fn groups_of(pid: u32) -> Vec<u32> {
 
 /// The credentials a request runs with. Root's groups decide nothing, so
 /// only other callers cost a read of `/proc`.
-fn credentials(req: &Request) -> Credentials {
-    if req.uid() == 0 {
-        Credentials::user(0, req.gid(), [])
+fn credentials(c: &Client) -> Credentials {
+    if c.uid == 0 {
+        Credentials::user(0, c.gid, [])
     } else {
-        Credentials::user(req.uid(), req.gid(), groups_of(req.pid()))
+        Credentials::user(c.uid, c.gid, groups_of(c.pid))
     }
 }
 
@@ -326,6 +317,7 @@ impl VfsFs {
             next_handle: AtomicU64::new(1),
             topology: RwLock::new(()),
             caching,
+            no_open_refused: AtomicBool::new(false),
             linger: Arc::new(Linger::new(linger, Arc::clone(&requests))),
             requests,
             demo,
@@ -340,13 +332,6 @@ impl VfsFs {
     /// What decides lingering after replies, to attach the device to.
     pub fn linger(&self) -> Arc<Linger> {
         Arc::clone(&self.linger)
-    }
-
-    /// Counts a request; the guard lingers when the handler is done (see
-    /// the `linger` module).
-    fn serve(&self, op: Opcode) -> Served<'_> {
-        self.requests.count(op);
-        Served(&self.linger)
     }
 
     /// The instance of node id `id`, its index and the id within it.
@@ -376,21 +361,21 @@ impl VfsFs {
     }
 
     /// The kernel dropped `nlookup` of its references to node `ino`.
-    fn forget_node(&self, ino: INodeNo, nlookup: u64) {
-        if let Ok((_, m, local)) = self.split(ino.0) {
+    pub(crate) fn forget_node(&self, ino: u64, nlookup: u64) {
+        if let Ok((_, m, local)) = self.split(ino) {
             if m.nodes.forget(local, nlookup) {
                 // What the node held (an unlinked file's inode, its own
                 // description) is freed by whichever thread collects next.
-                self.hand_on_releases(ino.0);
+                self.hand_on_releases(ino);
             }
         }
     }
 
     /// A process of node `id`'s instance with the caller's credentials, for
     /// calls that name the inode itself.
-    fn process(&self, req: &Request, id: u64) -> VfsResult<Process> {
+    fn process(&self, c: &Client, id: u64) -> VfsResult<Process> {
         let (_, m, _) = self.split(id)?;
-        Ok(m.vfs.process(credentials(req)))
+        Ok(m.vfs.process(credentials(c)))
     }
 
     /// The instance mounted on inode `ino` of instance `mount`, if any.
@@ -445,16 +430,6 @@ impl VfsFs {
         self.handles.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh.0);
     }
 
-    /// The open file description behind `fh` that locks apply to, and the
-    /// lock owners of its instance.
-    fn lock_file(&self, fh: FileHandle) -> VfsResult<(&Arc<Locks>, Arc<OpenFile>)> {
-        match &*self.handle(fh)? {
-            Handle::File { mount, file } | Handle::Dir { mount, file, .. } => {
-                Ok((&self.mounts[*mount].locks, Arc::clone(file)))
-            }
-        }
-    }
-
     /// Opens regular file `id` through a name the kernel reached it by (the
     /// VFS opens by path only), checking that the name still refers to it.
     fn open_by_name(&self, id: u64, inode: &Inode, cred: &Credentials, flags: OpenFlags) -> VfsResult<Arc<OpenFile>> {
@@ -469,19 +444,6 @@ impl VfsFs {
             }
         }
         Err(Errno::ESTALE)
-    }
-
-    fn do_open(&self, req: &Request, id: u64, flags: i32) -> VfsResult<(FileHandle, FopenFlags)> {
-        let cred = credentials(req);
-        let flags = OpenFlags(flags & !(libc::O_CREAT | libc::O_EXCL));
-        let (mount, m, _) = self.split(id)?;
-        let inode = self.inode(id)?;
-        let file = if inode.file_type() == FileType::Directory {
-            m.vfs.process_in(cred, Arc::clone(&inode))?.open_description(".", flags, 0)?
-        } else {
-            self.open_by_name(id, &inode, &cred, flags)?
-        };
-        Ok((self.add_handle(Handle::File { mount, file }), m.fopen(self.caching)))
     }
 
     /// The open file that reads, writes and truncates of handle `fh` on
@@ -511,7 +473,7 @@ impl VfsFs {
     /// those opens keep working after the name is gone (as an unlinked
     /// file's do).
     fn keep_reachable(&self, parent: u64, name: &[u8], victim: &Inode) {
-        if !self.caching.no_open || victim.file_type() != FileType::Regular || victim.stat().nlink > 1 {
+        if !self.opens_without_request() || victim.file_type() != FileType::Regular || victim.stat().nlink > 1 {
             return;
         }
         let Ok((_, m, _)) = self.split(parent) else { return };
@@ -523,14 +485,6 @@ impl VfsFs {
         if let Some(file) = own.ok().filter(|f| f.inode().ino() == victim.ino()) {
             m.nodes.keep_own_file(local, file);
         }
-    }
-
-    fn do_opendir(&self, req: &Request, id: u64, flags: i32) -> VfsResult<(FileHandle, FopenFlags)> {
-        let (mount, _, _) = self.split(id)?;
-        let p = self.at(credentials(req), id)?;
-        let file = p.open_description(".", OpenFlags(flags | libc::O_DIRECTORY), 0)?;
-        let handle = Handle::Dir { mount, file, entries: Mutex::new(Vec::new()) };
-        Ok((self.add_handle(handle), FopenFlags::empty()))
     }
 
     /// Re-reads a directory's entries into its handle (at offset 0).
@@ -547,10 +501,10 @@ impl VfsFs {
         Ok(out)
     }
 
-    fn do_setattr(&self, req: &Request, id: u64, attr: SetAttr, fh: Option<FileHandle>) -> VfsResult<FileAttr> {
+    fn do_setattr(&self, c: &Client, id: u64, attr: SetAttr, fh: Option<FileHandle>) -> VfsResult<FileAttr> {
         let (_, m, _) = self.split(id)?;
         let inode = self.inode(id)?;
-        let cred = credentials(req);
+        let cred = credentials(c);
         let mut rest = attr;
         if m.is_tree() && attr.size.is_some() {
             // sysfs ignores a size change (`echo 2 > attr` truncates
@@ -568,9 +522,11 @@ impl VfsFs {
         Ok(file_attr(id, &inode.stat()))
     }
 
-    fn do_rename(
+    /// `RENAME` and `RENAME2` (only `RENAME_NOREPLACE`), within an
+    /// instance.
+    pub(crate) fn rename_entry(
         &self,
-        req: &Request,
+        c: &Client,
         parent: u64,
         name: &[u8],
         newparent: u64,
@@ -586,7 +542,7 @@ impl VfsFs {
             return Err(Errno::EINVAL);
         }
         let _names = self.topology.write().unwrap_or_else(|e| e.into_inner());
-        let p = self.at(credentials(req), parent)?;
+        let p = self.at(credentials(c), parent)?;
         let moved = p.resolve(name, false)?;
         self.not_mount_point(mount, &moved)?;
         let target = if parent == newparent {
@@ -609,7 +565,14 @@ impl VfsFs {
         Ok(())
     }
 
-    fn do_link(&self, req: &Request, id: u64, newparent: u64, newname: &[u8]) -> VfsResult<(Duration, FileAttr)> {
+    /// `LINK`: node `id` gets the name `newname` in `newparent`.
+    pub(crate) fn link_entry(
+        &self,
+        c: &Client,
+        id: u64,
+        newparent: u64,
+        newname: &[u8],
+    ) -> VfsResult<(Duration, FileAttr)> {
         let (mount, m, local) = self.split(id)?;
         let (new_mount, _, new_local) = self.split(newparent)?;
         if mount != new_mount {
@@ -617,7 +580,7 @@ impl VfsFs {
         }
         let _names = self.topology.read().unwrap_or_else(|e| e.into_inner());
         let inode = self.inode(id)?;
-        let cred = credentials(req);
+        let cred = credentials(c);
         for (parent, name) in m.nodes.links(local).into_iter().rev() {
             let Ok(p) = self.at(cred.clone(), node_id(mount, parent)) else { continue };
             if p.resolve(&name, false).map(|i| i.ino()) != Ok(inode.ino()) {
@@ -633,10 +596,158 @@ impl VfsFs {
         }
         Err(Errno::ESTALE)
     }
+}
 
-    fn do_unlink(&self, req: &Request, parent: u64, name: &[u8], dir: bool) -> VfsResult<()> {
+/// Who sent a request: what credentials and lock owners are made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Client {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: u32,
+}
+
+/// An entry reply: how long the kernel may keep it, and the node.
+pub(crate) type Entry = (Duration, FileAttr);
+
+/// The changes a `SETATTR` asks for.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct AttrChanges {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeOrNow>,
+    pub mtime: Option<TimeOrNow>,
+}
+
+/// A `getxattr` or `listxattr` answer: the size when asked with 0, else
+/// the bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Xattr {
+    Size(u32),
+    Data(Vec<u8>),
+}
+
+/// A `STATFS` answer, in the kernel's `struct kstatfs` terms.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FsStats {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+    pub frsize: u32,
+}
+
+/// The handlers of the requests, whichever way they came (fuser's
+/// `/dev/fuse` reads, see the `dev` module, or the io_uring queues, see
+/// the `ring` module). Each returns what the reply carries; the front end
+/// counts the request, sends the reply, and then calls
+/// [`VfsFs::after_reply`] for requests that may have released nodes.
+impl VfsFs {
+    /// Counts a request of kind `op`.
+    pub(crate) fn count(&self, op: Opcode) {
+        self.requests.count(op);
+    }
+
+    /// Counts a request; the guard lingers when the handler is done (see
+    /// the `linger` module).
+    pub(crate) fn serve(&self, op: Opcode) -> Served<'_> {
+        self.count(op);
+        Served(&self.linger)
+    }
+
+    /// After the reply to a request on directory `id` that may have
+    /// removed names or dropped a cached negative dentry: see
+    /// [`VfsFs::hand_on_releases`].
+    pub(crate) fn after_reply(&self, id: u64) {
+        self.hand_on_releases(id);
+    }
+
+    /// Stops what waits for the mount (blocked record locks) at its end.
+    pub(crate) fn shut_down(&self) {
+        for m in &self.mounts {
+            m.locks.cancel_waits();
+        }
+    }
+
+    /// Whether the kernel opens regular files without a request: set up
+    /// so, and not refused at `INIT` (read-only after it).
+    pub(crate) fn opens_without_request(&self) -> bool {
+        self.caching.no_open && !self.no_open_refused.load(Ordering::Relaxed)
+    }
+
+    /// Whether the VFS decides record locks (`FUSE_POSIX_LOCKS`).
+    pub(crate) fn holds_record_locks(&self) -> bool {
+        self.caching.vfs_locks
+    }
+
+    /// The kernel cannot open without a request: every open asks.
+    pub(crate) fn open_with_requests(&self) {
+        self.no_open_refused.store(true, Ordering::Relaxed);
+    }
+
+    /// `LOOKUP`. A miss in the served VFS is a negative entry: the name
+    /// can only appear through this mount, whose create, mknod, mkdir,
+    /// symlink, link or rename replaces the kernel's entry.
+    pub(crate) fn look_up(&self, c: &Client, parent: u64, name: &[u8]) -> VfsResult<Entry> {
+        let result = self
+            .at(credentials(c), parent)
+            .and_then(|p| p.resolve(name, false))
+            .and_then(|inode| self.entry(parent, name, &inode));
+        match (result, self.split(parent)) {
+            (Err(Errno::ENOENT), Ok((_, m, _))) if !m.is_tree() => Ok((m.ttl, negative_attr())),
+            (result, _) => result,
+        }
+    }
+
+    /// `GETATTR`.
+    pub(crate) fn attributes(&self, id: u64) -> VfsResult<Entry> {
+        let (_, m, _) = self.split(id)?;
+        Ok((m.ttl, file_attr(id, &self.inode(id)?.stat())))
+    }
+
+    /// `SETATTR`.
+    pub(crate) fn set_attributes(
+        &self,
+        c: &Client,
+        id: u64,
+        changes: AttrChanges,
+        fh: Option<FileHandle>,
+    ) -> VfsResult<Entry> {
+        let size = changes.size.map(i64::try_from).transpose().map_err(|_| Errno::EFBIG)?;
+        let AttrChanges { mode, uid, gid, atime, mtime, .. } = changes;
+        let attr = SetAttr { mode, uid, gid, size, atime: set_time(atime), mtime: set_time(mtime) };
+        let (_, m, _) = self.split(id)?;
+        Ok((m.ttl, self.do_setattr(c, id, attr, fh)?))
+    }
+
+    /// `READLINK`.
+    pub(crate) fn link_target(&self, id: u64) -> VfsResult<Vec<u8>> {
+        self.inode(id)?.symlink_target().map(<[u8]>::to_vec).ok_or(Errno::EINVAL)
+    }
+
+    /// `MKNOD`: the kernel does FIFO, socket and device I/O itself; the
+    /// VFS keeps the node.
+    pub(crate) fn make_node(&self, c: &Client, parent: u64, name: &[u8], mode: u32, rdev: u32) -> VfsResult<Entry> {
+        let p = self.at(credentials(c), parent)?;
+        p.mknod(name, mode, u64::from(rdev))?;
+        self.entry(parent, name, &p.resolve(name, false)?)
+    }
+
+    /// `MKDIR`.
+    pub(crate) fn make_dir(&self, c: &Client, parent: u64, name: &[u8], mode: u32) -> VfsResult<Entry> {
+        let p = self.at(credentials(c), parent)?;
+        p.mkdir(name, mode & 0o7777)?;
+        self.entry(parent, name, &p.resolve(name, false)?)
+    }
+
+    /// `UNLINK`, or `RMDIR` with `dir`.
+    pub(crate) fn remove(&self, c: &Client, parent: u64, name: &[u8], dir: bool) -> VfsResult<()> {
         let (mount, m, local) = self.split(parent)?;
-        let p = self.at(credentials(req), parent)?;
+        let p = self.at(credentials(c), parent)?;
         let victim = p.resolve(name, false)?;
         self.not_mount_point(mount, &victim)?;
         self.keep_reachable(parent, name, &victim);
@@ -648,6 +759,249 @@ impl VfsFs {
         m.nodes.unlinked(m.nodes.node_id(victim.ino()), local, name);
         Ok(())
     }
+
+    /// `SYMLINK`: `name` in `parent`, pointing to `target`.
+    pub(crate) fn make_symlink(&self, c: &Client, parent: u64, name: &[u8], target: &[u8]) -> VfsResult<Entry> {
+        let p = self.at(credentials(c), parent)?;
+        p.symlink(target, name)?;
+        self.entry(parent, name, &p.resolve(name, false)?)
+    }
+
+    /// `OPEN` of a file. ENOSYS when the kernel opens files without
+    /// asking: it opens this and every later file that way, having
+    /// checked the caller's access itself (`default_permissions`).
+    pub(crate) fn open_file(&self, c: &Client, id: u64, flags: i32) -> VfsResult<(FileHandle, FopenFlags)> {
+        if self.opens_without_request() {
+            return Err(Errno::ENOSYS);
+        }
+        let cred = credentials(c);
+        let flags = OpenFlags(flags & !(libc::O_CREAT | libc::O_EXCL));
+        let (mount, m, _) = self.split(id)?;
+        let inode = self.inode(id)?;
+        let file = if inode.file_type() == FileType::Directory {
+            m.vfs.process_in(cred, Arc::clone(&inode))?.open_description(".", flags, 0)?
+        } else {
+            self.open_by_name(id, &inode, &cred, flags)?
+        };
+        Ok((self.add_handle(Handle::File { mount, file }), m.fopen(self.caching)))
+    }
+
+    /// `READ`.
+    pub(crate) fn read_file(&self, id: u64, fh: FileHandle, offset: u64, size: u32) -> VfsResult<Vec<u8>> {
+        let file = self.data_file(id, fh)?;
+        let mut buf = vec![0; size as usize];
+        let n = file.pread(&mut buf, offset)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// `WRITE`: the bytes written.
+    pub(crate) fn write_file(&self, c: &Client, id: u64, fh: FileHandle, offset: u64, data: &[u8]) -> VfsResult<u32> {
+        Ok(self.data_file(id, fh)?.pwrite(data, offset, &credentials(c))? as u32)
+    }
+
+    /// `FALLOCATE`.
+    pub(crate) fn allocate(
+        &self,
+        c: &Client,
+        id: u64,
+        fh: FileHandle,
+        (offset, length): (u64, u64),
+        mode: i32,
+    ) -> VfsResult<()> {
+        let file = self.data_file(id, fh)?;
+        let offset = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+        let length = i64::try_from(length).map_err(|_| Errno::EINVAL)?;
+        file.fallocate(mode, offset, length, &credentials(c))
+    }
+
+    /// `LSEEK`: the kernel asks only for `SEEK_DATA` and `SEEK_HOLE`; it
+    /// keeps the file position itself.
+    pub(crate) fn seek(&self, id: u64, fh: FileHandle, offset: i64, whence: i32) -> VfsResult<i64> {
+        let whence = match whence {
+            libc::SEEK_SET => vfscale::Whence::Set,
+            libc::SEEK_CUR => vfscale::Whence::Cur,
+            libc::SEEK_END => vfscale::Whence::End,
+            libc::SEEK_DATA => vfscale::Whence::Data,
+            libc::SEEK_HOLE => vfscale::Whence::Hole,
+            _ => return Err(Errno::EINVAL),
+        };
+        Ok(self.data_file(id, fh)?.lseek(offset, whence)? as i64)
+    }
+
+    /// `FLUSH`: a close. Without the VFS's locks there is nothing to do,
+    /// and ENOSYS tells the kernel to stop sending it (files opened
+    /// without a request have no `FOPEN_NOFLUSH` to say so). With them,
+    /// the closing file table's POSIX locks on the file go, and the
+    /// file's release may follow.
+    pub(crate) fn flush_file(&self, fh: FileHandle, lock_owner: u64) -> VfsResult<()> {
+        if !self.caching.vfs_locks {
+            return Err(Errno::ENOSYS);
+        }
+        if let Ok((locks, file)) = self.lock_file(fh) {
+            locks.close(&file, lock_owner);
+            locks.flushed(&file);
+        }
+        Ok(())
+    }
+
+    /// `RELEASE`: the last close of an open file. The kernel names the
+    /// open file's lock owner when it released locks of the open file;
+    /// what the owner still holds goes with it.
+    pub(crate) fn release_file(&self, fh: FileHandle, lock_owner: Option<u64>) {
+        if let Ok((locks, file)) = self.lock_file(fh) {
+            if let Some(owner) = lock_owner {
+                locks.close(&file, owner);
+            }
+            locks.release(&file);
+        }
+        self.drop_handle(fh);
+    }
+
+    /// `OPENDIR`.
+    pub(crate) fn open_dir(&self, c: &Client, id: u64, flags: i32) -> VfsResult<(FileHandle, FopenFlags)> {
+        let (mount, _, _) = self.split(id)?;
+        let p = self.at(credentials(c), id)?;
+        let file = p.open_description(".", OpenFlags(flags | libc::O_DIRECTORY), 0)?;
+        let handle = Handle::Dir { mount, file, entries: Mutex::new(Vec::new()) };
+        Ok((self.add_handle(handle), FopenFlags::empty()))
+    }
+
+    /// `READDIR` from `offset`: hands each entry (node id, the offset of
+    /// the next, type, name) to `add` until it says the reply is full.
+    pub(crate) fn read_dir(
+        &self,
+        fh: FileHandle,
+        offset: u64,
+        mut add: impl FnMut(u64, u64, fuser::FileType, &[u8]) -> bool,
+    ) -> VfsResult<()> {
+        let handle = self.handle(fh)?;
+        let Handle::Dir { mount, file, entries } = &*handle else { return Err(Errno::ENOTDIR) };
+        let mut entries = entries.lock().unwrap_or_else(|e| e.into_inner());
+        if offset == 0 {
+            *entries = self.snapshot(*mount, file)?;
+        }
+        for (i, (id, file_type, name)) in entries.iter().enumerate().skip(offset as usize) {
+            if add(*id, i as u64 + 1, kind(*file_type), name) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// `RELEASEDIR`.
+    pub(crate) fn release_dir(&self, fh: FileHandle) {
+        self.drop_handle(fh);
+    }
+
+    /// `STATFS`, as tmpfs: the limits (0 where there is none), so `df`
+    /// shows the `--size` and `--inodes` a mount was given.
+    pub(crate) fn fs_stats(&self) -> FsStats {
+        let vfs = &self.mounts[0].vfs;
+        vfs.reclaim(Duration::from_millis(100));
+        let s = vfs.statfs();
+        let bsize = s.block_size as u32;
+        FsStats {
+            blocks: s.blocks,
+            bfree: s.blocks_free,
+            bavail: s.blocks_free,
+            files: s.files,
+            ffree: s.files_free,
+            bsize,
+            namelen: 255,
+            frsize: bsize,
+        }
+    }
+
+    /// `SETXATTR`.
+    pub(crate) fn set_xattr(&self, c: &Client, id: u64, name: &[u8], value: &[u8], flags: i32) -> VfsResult<()> {
+        let inode = self.inode(id)?;
+        self.process(c, id)?.setxattr_inode(&inode, name, value, flags)
+    }
+
+    /// `GETXATTR`.
+    pub(crate) fn get_xattr(&self, c: &Client, id: u64, name: &[u8], size: u32) -> VfsResult<Xattr> {
+        let inode = self.inode(id)?;
+        let mut buf = vec![0; size as usize];
+        let n = self.process(c, id)?.getxattr_inode(&inode, name, &mut buf)?;
+        Ok(xattr(n, size, buf))
+    }
+
+    /// `LISTXATTR`.
+    pub(crate) fn list_xattr(&self, c: &Client, id: u64, size: u32) -> VfsResult<Xattr> {
+        let inode = self.inode(id)?;
+        let mut buf = vec![0; size as usize];
+        let n = self.process(c, id)?.listxattr_inode(&inode, &mut buf)?;
+        Ok(xattr(n, size, buf))
+    }
+
+    /// `REMOVEXATTR`.
+    pub(crate) fn remove_xattr(&self, c: &Client, id: u64, name: &[u8]) -> VfsResult<()> {
+        let inode = self.inode(id)?;
+        self.process(c, id)?.removexattr_inode(&inode, name)
+    }
+
+    /// `ACCESS` with `access(2)`'s mask (`R_OK`, `W_OK`, `X_OK`).
+    pub(crate) fn check_access(&self, c: &Client, id: u64, mask: i32) -> VfsResult<()> {
+        let mut access = Access::empty();
+        for (flag, a) in [(libc::R_OK, Access::READ), (libc::W_OK, Access::WRITE), (libc::X_OK, Access::EXEC)] {
+            if mask & flag != 0 {
+                access |= a;
+            }
+        }
+        let st = self.inode(id)?.stat();
+        vfscale::cred::permission(st.mode, st.uid, st.gid, &credentials(c), access)
+    }
+
+    /// `CREATE`: an open with `O_CREAT` that made the file.
+    pub(crate) fn create_file(
+        &self,
+        c: &Client,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        flags: i32,
+    ) -> VfsResult<(Entry, FileHandle, FopenFlags)> {
+        let (mount, m, _) = self.split(parent)?;
+        if m.is_tree() {
+            // Linux's vfs_create answers EACCES where a directory cannot
+            // hold new files, as a kernfs one cannot.
+            return Err(Errno::EACCES);
+        }
+        let flags = OpenFlags(flags | libc::O_CREAT);
+        let file = self.at(credentials(c), parent)?.open_description(name, flags, mode & 0o7777)?;
+        let entry = self.entry(parent, name, file.inode())?;
+        let fh = if self.opens_without_request() {
+            // Like the opens to come, which send nothing: handle 0, whose
+            // I/O goes through the node's own description, and no RELEASE
+            // to wait for.
+            FileHandle(0)
+        } else {
+            self.add_handle(Handle::File { mount, file })
+        };
+        Ok((entry, fh, m.fopen(self.caching)))
+    }
+
+    /// The open file description behind `fh` that locks apply to, and the
+    /// lock owners of its instance.
+    pub(crate) fn lock_file(&self, fh: FileHandle) -> VfsResult<(&Arc<Locks>, Arc<OpenFile>)> {
+        match &*self.handle(fh)? {
+            Handle::File { mount, file } | Handle::Dir { mount, file, .. } => {
+                Ok((&self.mounts[*mount].locks, Arc::clone(file)))
+            }
+        }
+    }
+}
+
+/// A `getxattr`/`listxattr` answer from `n` bytes of `buf`, asked with
+/// `size`.
+fn xattr(n: usize, size: u32, mut buf: Vec<u8>) -> Xattr {
+    if size == 0 {
+        Xattr::Size(n as u32)
+    } else {
+        buf.truncate(n);
+        Xattr::Data(buf)
+    }
 }
 
 /// A request being served: lingers (see the `linger` module) when the
@@ -655,558 +1009,11 @@ impl VfsFs {
 /// the reply went (or, for a blocked lock, was handed to the thread that
 /// sends it; a `FORGET` has none).
 #[must_use = "a guard dropped at once lingers before the request is served"]
-struct Served<'a>(&'a Linger);
+pub(crate) struct Served<'a>(&'a Linger);
 
 impl Drop for Served<'_> {
     fn drop(&mut self) {
         self.0.after_reply();
-    }
-}
-
-/// Sends an entry reply.
-fn reply_entry(result: VfsResult<(Duration, FileAttr)>, reply: ReplyEntry) {
-    match result {
-        Ok((ttl, attr)) => reply.entry(&ttl, &attr, Generation(0)),
-        Err(e) => reply.error(errno(e)),
-    }
-}
-
-/// Sends a `getxattr` or `listxattr` reply: the size when asked with 0,
-/// else the bytes.
-fn reply_xattr(result: VfsResult<usize>, size: u32, buf: &[u8], reply: ReplyXattr) {
-    match result {
-        Ok(n) if size == 0 => reply.size(n as u32),
-        Ok(n) => reply.data(&buf[..n]),
-        Err(e) => reply.error(errno(e)),
-    }
-}
-
-/// Sends an empty reply.
-fn reply_empty(result: VfsResult<()>, reply: ReplyEmpty) {
-    match result {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(errno(e)),
-    }
-}
-
-impl Filesystem for VfsFs {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // Lookups, creates and unlinks may run in parallel in one
-        // directory: the VFS locks what each changes.
-        let _unsupported = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
-        if self.caching.vfs_locks {
-            // Record locks go to the VFS's lock manager. flock locks stay
-            // with the kernel (no FUSE_FLOCK_LOCKS), on the mount's inodes
-            // as for a local filesystem: fuser 0.18 drops the FUSE_LK_FLOCK
-            // flag that would tell a forwarded flock from a record lock
-            // (see `locks`).
-            let _unsupported = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS);
-        }
-        if self.caching.no_open && config.add_capabilities(InitFlags::FUSE_NO_OPEN_SUPPORT).is_err() {
-            // A kernel that cannot open without a request would fail the
-            // opens OPEN's ENOSYS is meant to waive.
-            self.caching.no_open = false;
-        }
-        Ok(())
-    }
-
-    fn destroy(&mut self) {
-        for m in &self.mounts {
-            m.locks.cancel_waits();
-        }
-    }
-
-    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let _served = self.serve(Opcode::Lookup);
-        let name = name.as_bytes();
-        let result = self
-            .at(credentials(req), parent.0)
-            .and_then(|p| p.resolve(name, false))
-            .and_then(|inode| self.entry(parent.0, name, &inode));
-        match (result, self.split(parent.0)) {
-            // A miss in the served VFS is cached as a negative entry: the
-            // name can only appear through this mount, whose create, mknod,
-            // mkdir, symlink, link or rename replaces the kernel's entry.
-            (Err(Errno::ENOENT), Ok((_, m, _))) if !m.is_tree() => {
-                reply.entry(&m.ttl, &negative_attr(), Generation(0));
-            }
-            (result, _) => reply_entry(result, reply),
-        }
-        // A miss may have replaced a cached negative dentry.
-        self.hand_on_releases(parent.0);
-    }
-
-    fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
-        // fuser serves a BATCH_FORGET (whose node type it keeps private)
-        // as one call per node, all with the request's id: only the first
-        // lingers, so a batch of a thousand nodes lingers once.
-        thread_local!(static LAST_FORGET: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
-        let first_of_request = LAST_FORGET.with(|last| last.replace(req.unique().0)) != req.unique().0;
-        let _served = if first_of_request {
-            Some(self.serve(Opcode::Forget))
-        } else {
-            self.requests.count(Opcode::Forget);
-            None
-        };
-        self.forget_node(ino, nlookup);
-    }
-
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let _served = self.serve(Opcode::Getattr);
-        let result = self.split(ino.0).and_then(|(_, m, _)| Ok((m.ttl, file_attr(ino.0, &self.inode(ino.0)?.stat()))));
-        match result {
-            Ok((ttl, attr)) => reply.attr(&ttl, &attr),
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-
-    fn setattr(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<fuser::BsdFileFlags>,
-        reply: ReplyAttr,
-    ) {
-        let _served = self.serve(Opcode::Setattr);
-        let size = match size.map(i64::try_from).transpose() {
-            Ok(size) => size,
-            Err(_) => return reply.error(errno(Errno::EFBIG)),
-        };
-        let attr = SetAttr { mode, uid, gid, size, atime: set_time(atime), mtime: set_time(mtime) };
-        let result = self.split(ino.0).and_then(|(_, m, _)| Ok((m.ttl, self.do_setattr(req, ino.0, attr, fh)?)));
-        match result {
-            Ok((ttl, attr)) => reply.attr(&ttl, &attr),
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let _served = self.serve(Opcode::Other);
-        match self.inode(ino.0).and_then(|i| i.symlink_target().map(<[u8]>::to_vec).ok_or(Errno::EINVAL)) {
-            Ok(target) => reply.data(&target),
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        _umask: u32,
-        rdev: u32,
-        reply: ReplyEntry,
-    ) {
-        // The kernel does FIFO, socket and device I/O itself: the VFS keeps
-        // the node.
-        let _served = self.serve(Opcode::Namespace);
-        let name = name.as_bytes();
-        let result = self.at(credentials(req), parent.0).and_then(|p| {
-            p.mknod(name, mode, u64::from(rdev))?;
-            self.entry(parent.0, name, &p.resolve(name, false)?)
-        });
-        reply_entry(result, reply);
-        self.hand_on_releases(parent.0);
-    }
-
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        let _served = self.serve(Opcode::Namespace);
-        let name = name.as_bytes();
-        let result = self.at(credentials(req), parent.0).and_then(|p| {
-            p.mkdir(name, mode & 0o7777)?;
-            self.entry(parent.0, name, &p.resolve(name, false)?)
-        });
-        reply_entry(result, reply);
-        self.hand_on_releases(parent.0);
-    }
-
-    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _served = self.serve(Opcode::Unlink);
-        reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), false), reply);
-        self.hand_on_releases(parent.0);
-    }
-
-    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _served = self.serve(Opcode::Unlink);
-        reply_empty(self.do_unlink(req, parent.0, name.as_bytes(), true), reply);
-        self.hand_on_releases(parent.0);
-    }
-
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        let _served = self.serve(Opcode::Namespace);
-        let name = link_name.as_bytes();
-        let result = self.at(credentials(req), parent.0).and_then(|p| {
-            p.symlink(target.as_os_str().as_bytes(), name)?;
-            self.entry(parent.0, name, &p.resolve(name, false)?)
-        });
-        reply_entry(result, reply);
-        self.hand_on_releases(parent.0);
-    }
-
-    fn rename(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        newparent: INodeNo,
-        newname: &OsStr,
-        flags: fuser::RenameFlags,
-        reply: ReplyEmpty,
-    ) {
-        let _served = self.serve(Opcode::Namespace);
-        let result = self.do_rename(req, parent.0, name.as_bytes(), newparent.0, newname.as_bytes(), flags.bits());
-        reply_empty(result, reply);
-        self.hand_on_releases(parent.0);
-    }
-
-    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
-        let _served = self.serve(Opcode::Namespace);
-        reply_entry(self.do_link(req, ino.0, newparent.0, newname.as_bytes()), reply);
-        self.hand_on_releases(newparent.0);
-    }
-
-    fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
-        let _served = self.serve(Opcode::Open);
-        if self.caching.no_open {
-            // The kernel opens this and every later file without asking;
-            // it checked the caller's access itself (default_permissions).
-            return reply.error(errno(Errno::ENOSYS));
-        }
-        match self.do_open(req, ino.0, flags.0) {
-            Ok((fh, flags)) => reply.opened(fh, flags),
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-
-    fn read(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        size: u32,
-        _flags: fuser::OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyData,
-    ) {
-        let _served = self.serve(Opcode::Read);
-        let result = self.data_file(ino.0, fh).and_then(|file| {
-            let mut buf = vec![0; size as usize];
-            let n = file.pread(&mut buf, offset)?;
-            buf.truncate(n);
-            Ok(buf)
-        });
-        match result {
-            Ok(data) => reply.data(&data),
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-
-    fn write(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        _write_flags: WriteFlags,
-        _flags: fuser::OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyWrite,
-    ) {
-        let _served = self.serve(Opcode::Write);
-        match self.data_file(ino.0, fh).and_then(|file| file.pwrite(data, offset, &credentials(req))) {
-            Ok(n) => reply.written(n as u32),
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-
-    fn fallocate(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        length: u64,
-        mode: i32,
-        reply: ReplyEmpty,
-    ) {
-        let _served = self.serve(Opcode::Other);
-        let result = self.data_file(ino.0, fh).and_then(|file| {
-            let offset = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
-            let length = i64::try_from(length).map_err(|_| Errno::EINVAL)?;
-            file.fallocate(mode, offset, length, &credentials(req))
-        });
-        reply_empty(result, reply);
-    }
-
-    /// The kernel asks only for `SEEK_DATA` and `SEEK_HOLE`; it keeps the
-    /// file position itself.
-    fn lseek(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
-        let _served = self.serve(Opcode::Other);
-        let whence = match whence {
-            libc::SEEK_SET => vfscale::Whence::Set,
-            libc::SEEK_CUR => vfscale::Whence::Cur,
-            libc::SEEK_END => vfscale::Whence::End,
-            libc::SEEK_DATA => vfscale::Whence::Data,
-            libc::SEEK_HOLE => vfscale::Whence::Hole,
-            _ => return reply.error(errno(Errno::EINVAL)),
-        };
-        match self.data_file(ino.0, fh).and_then(|file| file.lseek(offset, whence)) {
-            Ok(at) => reply.offset(at as i64),
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-
-    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
-        let _served = self.serve(Opcode::Flush);
-        if !self.caching.vfs_locks {
-            // Nothing to do at a close without the VFS's locks: ENOSYS
-            // tells the kernel to stop sending FLUSH (files opened without
-            // a request have no FOPEN_NOFLUSH to say so).
-            return reply.error(errno(Errno::ENOSYS));
-        }
-        // A close: the closing file table's POSIX locks on the file go,
-        // and the file's release may follow.
-        if let Ok((locks, file)) = self.lock_file(fh) {
-            locks.close(&file, lock_owner.0);
-            locks.flushed(&file);
-        }
-        reply.ok();
-    }
-
-    fn release(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _flags: fuser::OpenFlags,
-        lock_owner: Option<LockOwner>,
-        _flush: bool,
-        reply: ReplyEmpty,
-    ) {
-        let _served = self.serve(Opcode::Release);
-        // The kernel names the open file's lock owner when it released
-        // locks of the open file; what the owner still holds goes with it.
-        if let Ok((locks, file)) = self.lock_file(fh) {
-            if let Some(owner) = lock_owner {
-                locks.close(&file, owner.0);
-            }
-            locks.release(&file);
-        }
-        self.drop_handle(fh);
-        reply.ok();
-    }
-
-    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        let _served = self.serve(Opcode::Other);
-        reply.ok();
-    }
-
-    fn opendir(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
-        let _served = self.serve(Opcode::Dir);
-        match self.do_opendir(req, ino.0, flags.0) {
-            Ok((fh, flags)) => reply.opened(fh, flags),
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-
-    fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let _served = self.serve(Opcode::Dir);
-        let handle = match self.handle(fh) {
-            Ok(h) => h,
-            Err(e) => return reply.error(errno(e)),
-        };
-        let Handle::Dir { mount, file, entries } = &*handle else { return reply.error(errno(Errno::ENOTDIR)) };
-        let mut entries = entries.lock().unwrap_or_else(|e| e.into_inner());
-        if offset == 0 {
-            match self.snapshot(*mount, file) {
-                Ok(fresh) => *entries = fresh,
-                Err(e) => return reply.error(errno(e)),
-            }
-        }
-        for (i, (id, file_type, name)) in entries.iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(*id), i as u64 + 1, kind(*file_type), OsStr::from_bytes(name)) {
-                break;
-            }
-        }
-        reply.ok();
-    }
-
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: fuser::OpenFlags, reply: ReplyEmpty) {
-        let _served = self.serve(Opcode::Dir);
-        self.drop_handle(fh);
-        reply.ok();
-    }
-
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        let _served = self.serve(Opcode::Other);
-        reply.ok();
-    }
-
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let _served = self.serve(Opcode::Other);
-        // As tmpfs: the limits (0 where there is none), so `df` shows the
-        // `--size` and `--inodes` a mount was given.
-        let vfs = &self.mounts[0].vfs;
-        vfs.reclaim(Duration::from_millis(100));
-        let s = vfs.statfs();
-        let bsize = s.block_size as u32;
-        reply.statfs(s.blocks, s.blocks_free, s.blocks_free, s.files, s.files_free, bsize, 255, bsize);
-    }
-
-    fn setxattr(
-        &self,
-        req: &Request,
-        ino: INodeNo,
-        name: &OsStr,
-        value: &[u8],
-        flags: i32,
-        _position: u32,
-        reply: ReplyEmpty,
-    ) {
-        let _served = self.serve(Opcode::Other);
-        let result = self
-            .inode(ino.0)
-            .and_then(|inode| self.process(req, ino.0)?.setxattr_inode(&inode, name.as_bytes(), value, flags));
-        reply_empty(result, reply);
-    }
-
-    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let _served = self.serve(Opcode::Other);
-        let mut buf = vec![0; size as usize];
-        let result = self
-            .inode(ino.0)
-            .and_then(|inode| self.process(req, ino.0)?.getxattr_inode(&inode, name.as_bytes(), &mut buf));
-        reply_xattr(result, size, &buf, reply);
-    }
-
-    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let _served = self.serve(Opcode::Other);
-        let mut buf = vec![0; size as usize];
-        let result = self.inode(ino.0).and_then(|inode| self.process(req, ino.0)?.listxattr_inode(&inode, &mut buf));
-        reply_xattr(result, size, &buf, reply);
-    }
-
-    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _served = self.serve(Opcode::Other);
-        let result =
-            self.inode(ino.0).and_then(|inode| self.process(req, ino.0)?.removexattr_inode(&inode, name.as_bytes()));
-        reply_empty(result, reply);
-    }
-
-    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        let _served = self.serve(Opcode::Other);
-        let mut access = Access::empty();
-        for (flag, a) in
-            [(AccessFlags::R_OK, Access::READ), (AccessFlags::W_OK, Access::WRITE), (AccessFlags::X_OK, Access::EXEC)]
-        {
-            if mask.contains(flag) {
-                access |= a;
-            }
-        }
-        let result = self.inode(ino.0).and_then(|i| {
-            let st = i.stat();
-            vfscale::cred::permission(st.mode, st.uid, st.gid, &credentials(req), access)
-        });
-        reply_empty(result, reply);
-    }
-
-    fn create(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        _umask: u32,
-        flags: i32,
-        reply: ReplyCreate,
-    ) {
-        let _served = self.serve(Opcode::Create);
-        let name = name.as_bytes();
-        let flags = OpenFlags(flags | libc::O_CREAT);
-        let result = self.split(parent.0).and_then(|(mount, m, _)| {
-            if m.is_tree() {
-                // Linux's vfs_create answers EACCES where a directory
-                // cannot hold new files, as a kernfs one cannot.
-                return Err(Errno::EACCES);
-            }
-            let file = self.at(credentials(req), parent.0)?.open_description(name, flags, mode & 0o7777)?;
-            let (ttl, attr) = self.entry(parent.0, name, file.inode())?;
-            let fh = if self.caching.no_open {
-                // Like the opens to come, which send nothing: handle 0,
-                // whose I/O goes through the node's own description, and
-                // no RELEASE to wait for.
-                FileHandle(0)
-            } else {
-                self.add_handle(Handle::File { mount, file })
-            };
-            Ok((ttl, attr, fh, m.fopen(self.caching)))
-        });
-        match result {
-            Ok((ttl, attr, fh, fopen)) => reply.created(&ttl, &attr, Generation(0), fh, fopen),
-            Err(e) => reply.error(errno(e)),
-        }
-        self.hand_on_releases(parent.0);
-    }
-
-    fn getlk(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        lock_owner: LockOwner,
-        start: u64,
-        end: u64,
-        typ: i32,
-        _pid: u32,
-        reply: ReplyLock,
-    ) {
-        let _served = self.serve(Opcode::Other);
-        match self.lock_file(fh).and_then(|(locks, file)| locks.getlk(&file, lock_owner.0, start, end, typ)) {
-            Ok(Some((typ, start, end, pid))) => reply.locked(start, end, typ, pid),
-            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-
-    fn setlk(
-        &self,
-        req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        lock_owner: LockOwner,
-        start: u64,
-        end: u64,
-        typ: i32,
-        pid: u32,
-        sleep: bool,
-        reply: ReplyEmpty,
-    ) {
-        let _served = self.serve(Opcode::Other);
-        let (locks, file) = match self.lock_file(fh) {
-            Ok(found) => found,
-            Err(e) => return reply.error(errno(e)),
-        };
-        let host_pid = if pid != 0 { pid } else { req.pid() };
-        if sleep {
-            let done = move |result: VfsResult<()>| reply_empty(result, reply);
-            let caller = crate::locks::Caller { host_pid, thread: req.pid() };
-            return locks.setlkw(file, lock_owner.0, (start, end, typ), caller, done);
-        }
-        reply_empty(locks.setlk(&file, lock_owner.0, start, end, typ, host_pid), reply);
     }
 }
 

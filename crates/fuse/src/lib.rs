@@ -16,7 +16,10 @@
 //! thread that has replied lingers, polling for the next request, for up
 //! to [`MountOptions::linger`] while that pays (see the `linger` module):
 //! a busy client's next request then finds it running instead of waking
-//! it.
+//! it. With [`MountOptions::io_uring`], where the kernel offers FUSE over
+//! io_uring, requests come instead through a queue per CPU, each served by
+//! a thread on that CPU (see the `ring` and `wire` modules); both ways
+//! reach the same handlers (the `fs` module).
 //!
 //! The kernel answers whatever it can from its caches (see the `fs`
 //! module): every change to the served VFS goes through the mount, so the
@@ -51,11 +54,14 @@
 
 pub mod capacity;
 mod demo;
+mod dev;
 mod fs;
 mod linger;
 mod locks;
 mod nodes;
 mod requests;
+mod ring;
+mod wire;
 
 pub use linger::Lingers;
 pub use requests::{Opcode, RequestCounts};
@@ -97,6 +103,17 @@ pub struct MountOptions {
     /// request, and after lingers that found nothing the next replies
     /// skip it.
     pub linger: Duration,
+    /// Serve through FUSE over io_uring where the kernel offers it (Linux
+    /// 6.14+ with `echo Y > /sys/module/fuse/parameters/enable_uring`)
+    /// and record locks are in the kernel: a queue per CPU, served by a
+    /// thread on that CPU, so a request and its reply stay on the
+    /// client's CPU and no queue is shared. Otherwise, and for `FORGET`s
+    /// always, requests come through the `/dev/fuse` reads of
+    /// [`MountOptions::threads`] threads. Off by default: on the 2-CPU
+    /// machines measured, the client and its server then take turns on
+    /// one CPU, and a create + close + unlink took longer than with
+    /// lingering threads on the other (README, "Caching and speed").
+    pub io_uring: bool,
 }
 
 /// [`LINGER`] in microseconds, as the command line takes it.
@@ -111,7 +128,7 @@ pub const LINGER: Duration = Duration::from_micros(LINGER_US);
 
 impl Default for MountOptions {
     /// A thread per CPU, no demo trees, only the mounting user, no limits,
-    /// record locks in the kernel, lingering [`LINGER`].
+    /// record locks in the kernel, lingering [`LINGER`], no io_uring.
     fn default() -> Self {
         MountOptions {
             demo: false,
@@ -121,6 +138,7 @@ impl Default for MountOptions {
             inode_limit: 0,
             locks: RecordLocks::Kernel,
             linger: LINGER,
+            io_uring: false,
         }
     }
 }
@@ -221,6 +239,7 @@ pub struct Mounted {
     dir: PathBuf,
     requests: Arc<requests::Counters>,
     lingers: Arc<linger::Tally>,
+    rings: Arc<ring::Rings>,
 }
 
 impl Mounted {
@@ -239,6 +258,18 @@ impl Mounted {
         self.lingers.snapshot()
     }
 
+    /// Whether requests go through io_uring queues (see
+    /// [`MountOptions::io_uring`]); known once the kernel's `INIT` was
+    /// answered, which the first request on the mount waits for.
+    pub fn io_uring(&self) -> bool {
+        self.rings.serving()
+    }
+
+    /// The requests the io_uring queues served so far.
+    pub fn io_uring_requests(&self) -> u64 {
+        self.rings.served()
+    }
+
     /// Whether the session has ended (someone unmounted it).
     pub fn is_finished(&self) -> bool {
         self.session.as_ref().is_none_or(|s| s.guard.is_finished())
@@ -248,10 +279,9 @@ impl Mounted {
     pub fn unmount(mut self) -> Result<(), MountError> {
         let session = self.session.take().expect("a mount is unmounted once");
         let dir = self.dir.clone();
-        if session.guard.is_finished() {
-            return session.join().map_err(|e| MountError::Os(dir, e));
-        }
-        session.umount_and_join().map_err(|e| MountError::Os(dir, e))
+        let ended = if session.guard.is_finished() { session.join() } else { session.umount_and_join() };
+        self.rings.join();
+        ended.map_err(|e| MountError::Os(dir, e))
     }
 }
 
@@ -261,6 +291,7 @@ impl Drop for Mounted {
             // Drop has no one to report to; the kernel cleans up a mount
             // whose server is gone when it is unmounted later.
             let _ = session.umount_and_join();
+            self.rings.join();
         }
     }
 }
@@ -297,6 +328,9 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
     let requests = fs.requests();
     let linger = fs.linger();
     let lingers = linger.tally();
+    // A blocked F_SETLKW is answered from another thread, which a queue
+    // cannot take: with the VFS's locks, requests stay on the device.
+    let rings = ring::Rings::new(options.io_uring && options.locks == RecordLocks::Kernel);
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName("vfscale".into()), MountOption::Subtype("vfscale".into())];
     // Device nodes open and set-user-ID programs run, as on tmpfs; only
@@ -312,18 +346,29 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
     config.acl = if options.allow_other { SessionACL::All } else { SessionACL::Owner };
     config.n_threads = Some(options.threads);
     config.clone_fd = true;
-    let session = Session::new(fs, dir, &config).map_err(|e| match e.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::ENODEV) => {
-            MountError::FuseUnavailable(format!("mounting {} was refused: {e}", dir.display()))
+    let session = Session::new(dev::Dev::new(Arc::new(fs), Arc::clone(&rings)), dir, &config).map_err(|e| {
+        match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::ENODEV) => {
+                MountError::FuseUnavailable(format!("mounting {} was refused: {e}", dir.display()))
+            }
+            _ => MountError::Os(dir.to_owned(), e),
         }
-        _ => MountError::Os(dir.to_owned(), e),
     })?;
-    // Without a duplicate to poll, threads never linger; serving is the same.
-    if let Ok(device) = std::os::fd::AsFd::as_fd(&session).try_clone_to_owned() {
-        linger.attach(device);
+    // INIT was answered: the queues, if they started, wait for the
+    // device (and the kernel for them); else lingering polls it.
+    match std::os::fd::AsFd::as_fd(&session).try_clone_to_owned() {
+        Ok(device) => {
+            if let Some(device) = rings.hand(device) {
+                linger.attach(device);
+            }
+        }
+        // Without a duplicate threads never linger, but the queues
+        // cannot start: the session unmounts as it drops.
+        Err(e) if rings.serving() => return Err(MountError::Os(dir.to_owned(), e)),
+        Err(_) => {}
     }
     let session = session.spawn().map_err(|e| MountError::Os(dir.to_owned(), e))?;
-    Ok(Mounted { session: Some(session), dir: dir.to_owned(), requests, lingers })
+    Ok(Mounted { session: Some(session), dir: dir.to_owned(), requests, lingers, rings })
 }
 
 /// Mounts a fresh VFS (with the options' limits) on `dir` and serves it
@@ -347,7 +392,8 @@ pub fn serve(dir: &Path, options: &MountOptions) -> Result<(), MountError> {
     let config =
         vfscale::VfsConfig { size_limit: options.size_limit, inode_limit: options.inode_limit, ..Default::default() };
     let mounted = mount(dir, Vfs::new(config), options)?;
-    eprintln!("vfscale: serving {} (Ctrl-C or `vfscale umount {}` to stop)", dir.display(), dir.display());
+    let through = if mounted.io_uring() { " through io_uring queues, one per CPU" } else { "" };
+    eprintln!("vfscale: serving {}{through} (Ctrl-C or `vfscale umount {}` to stop)", dir.display(), dir.display());
     let timeout = libc::timespec { tv_sec: 0, tv_nsec: 100_000_000 };
     loop {
         // SAFETY: `set` and `timeout` are valid for the call; a null info

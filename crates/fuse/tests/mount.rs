@@ -57,12 +57,45 @@ fn tools_see_what_they_see_on_tmpfs() {
     }
 }
 
+/// Whether the kernel offers FUSE over io_uring (`enable_uring`).
+fn kernel_offers_io_uring() -> bool {
+    std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring").is_ok_and(|v| v.trim() == "Y")
+}
+
+/// The script through the io_uring queues, where the kernel offers them
+/// (`.ci/run` turns `enable_uring` on): every request but the forgets
+/// goes through a queue, and the tools see what they see on tmpfs.
+#[test]
+fn tools_see_the_same_through_io_uring() {
+    if !kernel_offers_io_uring() {
+        eprintln!("SKIPPED: the fuse module's enable_uring is off (echo Y > /sys/module/fuse/parameters/enable_uring)");
+        return;
+    }
+    script_matches_tmpfs(&MountOptions { io_uring: true, ..MountOptions::default() });
+    // With the VFS's locks a blocked F_SETLKW is answered from another
+    // thread: requests stay on the device.
+    let _serial = serial();
+    let mnt = tempfile::tempdir().unwrap();
+    let options = MountOptions { io_uring: true, locks: RecordLocks::Vfs, ..MountOptions::default() };
+    let Some(mounted) = try_mount(mnt.path(), &options) else { return };
+    std::fs::write(mnt.path().join("f"), "x").unwrap();
+    assert!(!mounted.io_uring());
+    assert_eq!(mounted.io_uring_requests(), 0);
+    mounted.unmount().expect("unmount");
+}
+
 fn script_matches_tmpfs(options: &MountOptions) {
     let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
     let Some(mounted) = try_mount(mnt.path(), options) else { return };
     assert!(is_vfscale_mount(mnt.path()));
     let ours = run_script(mnt.path());
+    if options.io_uring {
+        assert!(mounted.io_uring(), "the kernel offers io_uring, but the mount did not take it");
+        let (queued, counted) = (mounted.io_uring_requests(), mounted.requests().total());
+        let forgets = mounted.requests().get(Opcode::Forget);
+        assert!(queued > 0 && queued + forgets >= counted, "{queued} of {counted} requests came through the queues");
+    }
     let reference = tmpfs_dir();
     let theirs = run_script(reference.path());
     mounted.unmount().expect("unmount");
