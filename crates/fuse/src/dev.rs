@@ -2,11 +2,11 @@
 //! calls becomes the matching handler of [`VfsFs`] (see the `fs` module),
 //! and the handler's answer its reply.
 //!
-//! This front end serves every request until the io_uring queues are
-//! registered (see the `ring` module), and after that the ones the kernel
-//! still sends through the device: `FORGET`, `BATCH_FORGET` and
-//! `INTERRUPT`. It also answers `INIT`, where it decides what the kernel
-//! may do without asking, and whether the queues start.
+//! This front end serves every request unless the io_uring queues start
+//! (see the `ring` module); with them, the ones the kernel still sends
+//! through the device: `FORGET`, `BATCH_FORGET` and `INTERRUPT`. It also
+//! answers `INIT`, where it decides what the kernel may do without
+//! asking, and whether the queues start.
 
 use crate::fs::{AttrChanges, Client, Entry, VfsFs, Xattr};
 use crate::requests::Opcode;

@@ -280,7 +280,11 @@ impl Mounted {
         let session = self.session.take().expect("a mount is unmounted once");
         let dir = self.dir.clone();
         let ended = if session.guard.is_finished() { session.join() } else { session.umount_and_join() };
-        self.rings.join();
+        // The queue threads end with the connection, which a failed
+        // unmount (EBUSY) leaves alive.
+        if ended.is_ok() {
+            self.rings.join();
+        }
         ended.map_err(|e| MountError::Os(dir, e))
     }
 }
@@ -290,8 +294,9 @@ impl Drop for Mounted {
         if let Some(session) = self.session.take() {
             // Drop has no one to report to; the kernel cleans up a mount
             // whose server is gone when it is unmounted later.
-            let _ = session.umount_and_join();
-            self.rings.join();
+            if session.umount_and_join().is_ok() {
+                self.rings.join();
+            }
         }
     }
 }

@@ -9,18 +9,22 @@
 //! `io_uring_enter` calls, and only while the slot is registered or
 //! committed; the thread reads a request and writes its answer only
 //! between those calls, after the slot's completion said the request is
-//! there. A slot's buffers live as long as the thread, which exits only
-//! when the connection is gone (every slot completed with an error).
+//! there. A slot's buffers outlive the thread's ring, which the thread
+//! drops when every slot has ended (the connection is gone, or the kernel
+//! refused the registers) or `io_uring_enter` fails.
 //!
-//! The queues take every request once each has a slot registered; until
-//! then, and for `FORGET`, `BATCH_FORGET` and `INTERRUPT` always, fuser's
-//! threads read them from `/dev/fuse` (see the `dev` module).
+//! Once the kernel agreed at `INIT`, it holds every request back until
+//! each queue has a slot registered; then the queues take them all but
+//! `FORGET`, `BATCH_FORGET` and `INTERRUPT`, which fuser's threads read
+//! from `/dev/fuse` (see the `dev` module). So a queue must not stop while
+//! the mount lives: failures are ruled out before the kernel is asked.
 
 use crate::fs::VfsFs;
 use crate::wire::{self, InHeader, IN_HEADER};
 use fuser::{InitFlags, KernelConfig};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
@@ -39,11 +43,10 @@ const CMD_COMMIT_AND_FETCH: u32 = 2;
 const HEADERS: usize = 288;
 const OP_IN: usize = 128;
 const ENT_IN_OUT: usize = 256;
-/// A register sent before the kernel has taken `INIT`'s answer fails with
-/// EAGAIN: it is sent again after this, for up to [`REGISTER_TIMEOUT`]
-/// after the queue's start.
+/// A register sent before the kernel is done with `INIT` fails with
+/// EAGAIN, and is sent again after this. (The device reaches the queues
+/// after fuser has answered `INIT`, so this is a safeguard.)
 const REGISTER_RETRY: Duration = Duration::from_millis(1);
-const REGISTER_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Ring = IoUring<squeue::Entry128, cqueue::Entry>;
 
@@ -60,6 +63,8 @@ pub(crate) struct Rings {
     served: Vec<Arc<QueueCount>>,
     /// Whether the kernel agreed and the queue threads run.
     started: AtomicBool,
+    /// A queue's register was refused: the kernel went back to the device.
+    refused: Arc<AtomicBool>,
 }
 
 #[derive(Debug, Default)]
@@ -73,8 +78,9 @@ impl Rings {
             wanted,
             waiting: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
-            served: (0..possible_cpus()).map(|_| Arc::default()).collect(),
+            served: (0..possible_cpus().unwrap_or(0)).map(|_| Arc::default()).collect(),
             started: AtomicBool::new(false),
+            refused: Arc::default(),
         })
     }
 
@@ -84,23 +90,30 @@ impl Rings {
     /// ([`Rings::hand`]); the kernel holds requests back until every
     /// queue has registered. False if not.
     pub fn start(&self, config: &mut KernelConfig, fs: &Arc<VfsFs>) -> bool {
-        if !self.wanted || !config.capabilities().contains(InitFlags::FUSE_OVER_IO_URING) {
+        let offered = config.capabilities().contains(InitFlags::FUSE_OVER_IO_URING);
+        if !self.wanted || !offered || self.served.is_empty() {
             return false;
         }
-        // Made here, so a failure leaves the kernel using the device; each
-        // is enabled by the thread that submits to it.
+        // Made and enabled (each by the thread that submits to it) before
+        // the kernel is asked, so a failure leaves it using the device.
         let Ok(rings) = (0..self.served.len()).map(|_| ring()).collect::<std::io::Result<Vec<Ring>>>() else {
             return false;
         };
         let payload = (MAX_WRITE as usize).max(256 * page_size()).max(8192);
         let mut threads = Vec::with_capacity(rings.len());
         let mut waiting = Vec::with_capacity(rings.len());
+        let (enabled, enables) = mpsc::channel::<bool>();
         for (qid, (ring, count)) in rings.into_iter().zip(&self.served).enumerate() {
-            let (fs, served) = (Arc::clone(fs), Arc::clone(count));
+            let queue = (qid as u16, Arc::clone(fs), Arc::clone(count), Arc::clone(&self.refused));
             let (hand, device) = mpsc::channel::<Arc<OwnedFd>>();
+            let enabled = enabled.clone();
             let spawned = std::thread::Builder::new().name(format!("vfscale-ring-{qid}")).spawn(move || {
+                let (qid, fs, served, refused) = queue;
+                pin_to_cpu(usize::from(qid));
+                let ok = ring.submitter().register_enable_rings().is_ok();
+                let _ = enabled.send(ok);
                 let Ok(device) = device.recv() else { return false };
-                Queue { qid: qid as u16, fs, device, served }.run(ring, payload)
+                ok && Queue { qid, fs, device, served, refused }.run(ring, payload)
             });
             match spawned {
                 Ok(thread) => threads.push(thread),
@@ -108,6 +121,10 @@ impl Rings {
                 Err(_) => return false,
             }
             waiting.push(hand);
+        }
+        drop(enabled);
+        if !(0..threads.len()).all(|_| enables.recv() == Ok(true)) {
+            return false;
         }
         if config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_err() {
             return false;
@@ -133,10 +150,11 @@ impl Rings {
         None
     }
 
-    /// Whether the kernel agreed to the queues at `INIT`: from when all
-    /// have registered, they take every request.
+    /// Whether the queues serve: the kernel agreed at `INIT` and refused
+    /// no register since (from when all have registered, they take every
+    /// request but the forgets).
     pub fn serving(&self) -> bool {
-        self.started.load(Ordering::Relaxed)
+        self.started.load(Ordering::Relaxed) && !self.refused.load(Ordering::Relaxed)
     }
 
     /// Requests the queues served so far.
@@ -159,18 +177,17 @@ fn ring() -> std::io::Result<Ring> {
     Ring::builder().setup_single_issuer().setup_defer_taskrun().setup_r_disabled().build(2 * DEPTH as u32)
 }
 
-/// The number of possible CPUs: the kernel makes a queue for each.
-fn possible_cpus() -> usize {
-    let listed = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok().and_then(|s| {
-        s.trim().split(',').try_fold(0, |n, range| {
-            let mut ends = range.split('-').map(|x| x.parse::<usize>().ok());
-            let first = ends.next()??;
-            let last = ends.next().unwrap_or(Some(first))?;
-            Some(n + last.checked_sub(first)? + 1)
-        })
-    });
-    // SAFETY: sysconf has no preconditions.
-    listed.unwrap_or_else(|| unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize)
+/// The number of possible CPUs, for which the kernel makes a queue each;
+/// `None` if the kernel does not say (then the queues are not used: one
+/// left unregistered would hold every request back).
+fn possible_cpus() -> Option<usize> {
+    let listed = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
+    listed.trim().split(',').try_fold(0, |n, range| {
+        let mut ends = range.split('-').map(|x| x.parse::<usize>().ok());
+        let first = ends.next()??;
+        let last = ends.next().unwrap_or(Some(first))?;
+        Some(n + last.checked_sub(first)? + 1)
+    })
 }
 
 fn page_size() -> usize {
@@ -184,6 +201,7 @@ struct Queue {
     fs: Arc<VfsFs>,
     device: Arc<OwnedFd>,
     served: Arc<QueueCount>,
+    refused: Arc<AtomicBool>,
 }
 
 /// A request slot: the buffers registered with the kernel (see the
@@ -210,14 +228,14 @@ impl Slot {
 }
 
 impl Queue {
-    /// Registers the slots and serves until the connection is gone; false
-    /// if the ring could not be enabled.
-    fn run(self, mut ring: Ring, payload: usize) -> bool {
-        pin_to_cpu(usize::from(self.qid));
-        if ring.submitter().register_enable_rings().is_err() {
-            return false;
-        }
-        let mut slots: Vec<Slot> = (0..DEPTH).map(|_| Slot::new(payload)).collect();
+    /// Registers the slots and serves until the connection is gone (its
+    /// thread was pinned and the ring enabled at the start).
+    fn run(self, ring: Ring, payload: usize) -> bool {
+        let slots: Vec<Slot> = (0..DEPTH).map(|_| Slot::new(payload)).collect();
+        // Declared after the slots, so it drops first: the kernel lets go
+        // of the buffers before they are freed.
+        let mut ring = ring;
+        let mut slots = slots;
         for (i, slot) in slots.iter().enumerate() {
             self.push(&mut ring, self.command(CMD_REGISTER, 0, i, Some(&slot.iov)));
         }
@@ -229,19 +247,20 @@ impl Queue {
     /// commands, until every slot has ended.
     ///
     /// A register is taken silently (its completion is the first
-    /// request). One sent before the kernel has taken `INIT`'s answer
-    /// completes with EAGAIN and is sent again: the kernel holds requests
-    /// back until every queue has a slot. Any other error ends the slot:
-    /// the connection is gone (ENOTCONN), or the kernel refused the
-    /// register and went back to the device.
+    /// request); one that completes with EAGAIN (the kernel not yet done
+    /// with `INIT`) is sent again. ENOTCONN or ECONNABORTED ends a slot:
+    /// the connection is gone. Another error on a register means the
+    /// kernel refused it and went back to the device (`serving` says so
+    /// from then on). A handler that panics answers EIO: a queue that
+    /// stopped would leave its CPU's clients waiting.
     fn serve(&self, ring: &mut Ring, slots: &mut [Slot]) {
         let mut done = [(0u64, 0i32); DEPTH];
         let mut tidy = Vec::with_capacity(DEPTH);
-        let deadline = std::time::Instant::now() + REGISTER_TIMEOUT;
+        let mut fetched = [false; DEPTH];
         while slots.iter().any(|s| s.live) {
             match ring.submit_and_wait(1) {
                 Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) => continue,
                 Err(_) => return,
             }
             let mut n = 0;
@@ -251,15 +270,19 @@ impl Queue {
             }
             for &(i, result) in &done[..n] {
                 let slot = &mut slots[i as usize];
-                if result == -libc::EAGAIN && std::time::Instant::now() < deadline {
+                if result == -libc::EAGAIN {
                     std::thread::sleep(REGISTER_RETRY);
                     self.push(ring, self.command(CMD_REGISTER, 0, i as usize, Some(&slot.iov)));
                     continue;
                 }
                 if result < 0 {
+                    if !fetched[i as usize] && !matches!(-result, libc::ENOTCONN | libc::ECONNABORTED) {
+                        self.refused.store(true, Ordering::Relaxed);
+                    }
                     slot.live = false;
                     continue;
                 }
+                fetched[i as usize] = true;
                 let (commit_id, then_tidy) = self.answer(slot);
                 self.push(ring, self.command(CMD_COMMIT_AND_FETCH, commit_id, i as usize, None));
                 tidy.extend(then_tidy);
@@ -283,9 +306,15 @@ impl Queue {
         let payload_len = (payload_len as usize).min(slot.payload.len());
         let (reply, unique, then_tidy) = match InHeader::parse(&headers[..IN_HEADER]) {
             Ok(h) => {
-                let served = wire::serve(&self.fs, &h, &headers[OP_IN..OP_IN + OP_IN], &slot.payload[..payload_len]);
-                self.fs.count(served.op);
-                (served.reply.map(|a| wire::encode(&a)), h.unique, served.then_tidy)
+                let (op_in, args) = (&headers[OP_IN..OP_IN + OP_IN], &slot.payload[..payload_len]);
+                let served = std::panic::catch_unwind(AssertUnwindSafe(|| wire::serve(&self.fs, &h, op_in, args)));
+                match served {
+                    Ok(served) => {
+                        self.fs.count(served.op);
+                        (served.reply.map(|a| wire::encode(&a)), h.unique, served.then_tidy)
+                    }
+                    Err(_) => (Err(vfscale::Errno::EIO), h.unique, None),
+                }
             }
             Err(e) => (Err(e), commit_id, None),
         };
@@ -383,6 +412,6 @@ mod tests {
 
     #[test]
     fn possible_cpus_covers_the_online_ones() {
-        assert!(possible_cpus() >= crate::cpus());
+        assert!(possible_cpus().is_some_and(|n| n >= crate::cpus()));
     }
 }
