@@ -110,9 +110,10 @@ pub struct MountOptions {
     /// client's CPU and no queue is shared. Otherwise, and for `FORGET`s
     /// always, requests come through the `/dev/fuse` reads of
     /// [`MountOptions::threads`] threads. Off by default: on the 2-CPU
-    /// machines measured, the client and its server then take turns on
-    /// one CPU, and a create + close + unlink took longer than with
-    /// lingering threads on the other (README, "Caching and speed").
+    /// machine measured, the client and its server then take turns on one
+    /// CPU, and a create + close + unlink was no faster than with
+    /// lingering threads on the other CPU in `mount-bench`, and slower in
+    /// a C loop against a separate mount (README, "Caching and speed").
     pub io_uring: bool,
 }
 
