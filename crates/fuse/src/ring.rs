@@ -231,11 +231,10 @@ impl Queue {
     /// Registers the slots and serves until the connection is gone (its
     /// thread was pinned and the ring enabled at the start).
     fn run(self, ring: Ring, payload: usize) -> bool {
-        let slots: Vec<Slot> = (0..DEPTH).map(|_| Slot::new(payload)).collect();
+        let mut slots: Vec<Slot> = (0..DEPTH).map(|_| Slot::new(payload)).collect();
         // Declared after the slots, so it drops first: the kernel lets go
         // of the buffers before they are freed.
         let mut ring = ring;
-        let mut slots = slots;
         for (i, slot) in slots.iter().enumerate() {
             self.push(&mut ring, self.command(CMD_REGISTER, 0, i, Some(&slot.iov)));
         }
