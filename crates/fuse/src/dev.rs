@@ -130,7 +130,7 @@ impl Filesystem for Dev {
         let _served = self.fs.serve(Opcode::Lookup);
         reply_entry(self.fs.look_up(&client(req), parent.0, name.as_bytes()), reply);
         // A miss may have replaced a cached negative dentry.
-        self.fs.after_reply(parent.0);
+        self.fs.hand_on_releases(parent.0);
     }
 
     fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
@@ -193,32 +193,32 @@ impl Filesystem for Dev {
     ) {
         let _served = self.fs.serve(Opcode::Namespace);
         reply_entry(self.fs.make_node(&client(req), parent.0, name.as_bytes(), mode, rdev), reply);
-        self.fs.after_reply(parent.0);
+        self.fs.hand_on_releases(parent.0);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let _served = self.fs.serve(Opcode::Namespace);
         reply_entry(self.fs.make_dir(&client(req), parent.0, name.as_bytes(), mode), reply);
-        self.fs.after_reply(parent.0);
+        self.fs.hand_on_releases(parent.0);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _served = self.fs.serve(Opcode::Unlink);
         reply_empty(self.fs.remove(&client(req), parent.0, name.as_bytes(), false), reply);
-        self.fs.after_reply(parent.0);
+        self.fs.hand_on_releases(parent.0);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _served = self.fs.serve(Opcode::Unlink);
         reply_empty(self.fs.remove(&client(req), parent.0, name.as_bytes(), true), reply);
-        self.fs.after_reply(parent.0);
+        self.fs.hand_on_releases(parent.0);
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         let _served = self.fs.serve(Opcode::Namespace);
         let target = target.as_os_str().as_bytes();
         reply_entry(self.fs.make_symlink(&client(req), parent.0, link_name.as_bytes(), target), reply);
-        self.fs.after_reply(parent.0);
+        self.fs.hand_on_releases(parent.0);
     }
 
     fn rename(
@@ -234,13 +234,13 @@ impl Filesystem for Dev {
         let _served = self.fs.serve(Opcode::Namespace);
         let (c, name, newname) = (client(req), name.as_bytes(), newname.as_bytes());
         reply_empty(self.fs.rename_entry(&c, parent.0, name, newparent.0, newname, flags.bits()), reply);
-        self.fs.after_reply(parent.0);
+        self.fs.hand_on_releases(parent.0);
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let _served = self.fs.serve(Opcode::Namespace);
         reply_entry(self.fs.link_entry(&client(req), ino.0, newparent.0, newname.as_bytes()), reply);
-        self.fs.after_reply(newparent.0);
+        self.fs.hand_on_releases(newparent.0);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
@@ -411,7 +411,7 @@ impl Filesystem for Dev {
             Ok(((ttl, attr), fh, fopen)) => reply.created(&ttl, &attr, Generation(0), fh, fopen),
             Err(e) => reply.error(errno(e)),
         }
-        self.fs.after_reply(parent.0);
+        self.fs.hand_on_releases(parent.0);
     }
 
     fn getlk(

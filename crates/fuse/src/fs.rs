@@ -180,7 +180,7 @@ impl fmt::Debug for VfsFs {
     }
 }
 
-fn system_time(ts: Timespec) -> SystemTime {
+pub(crate) fn system_time(ts: Timespec) -> SystemTime {
     if ts.sec >= 0 {
         UNIX_EPOCH + Duration::new(ts.sec as u64, ts.nsec as u32)
     } else {
@@ -188,7 +188,7 @@ fn system_time(ts: Timespec) -> SystemTime {
     }
 }
 
-fn timespec(t: SystemTime) -> Timespec {
+pub(crate) fn timespec(t: SystemTime) -> Timespec {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => Timespec { sec: d.as_secs() as i64, nsec: i64::from(d.subsec_nanos()) },
         Err(e) => {
@@ -351,10 +351,11 @@ impl VfsFs {
         m.vfs.process_in(cred, self.inode(id)?)
     }
 
-    /// After a request that removed names: lets what it released be freed
-    /// by whichever thread collects next, not only by this one (the space
-    /// of an unlinked file comes back at once, as on tmpfs).
-    fn hand_on_releases(&self, id: u64) {
+    /// After the reply to a request on directory `id` that removed names
+    /// (or replaced a cached negative dentry): lets what it released be
+    /// freed by whichever thread collects next, not only by this one (the
+    /// space of an unlinked file comes back at once, as on tmpfs).
+    pub(crate) fn hand_on_releases(&self, id: u64) {
         if let Ok((_, m, _)) = self.split(id) {
             m.vfs.reclaim(Duration::ZERO);
         }
@@ -645,7 +646,8 @@ pub(crate) struct FsStats {
 /// `/dev/fuse` reads, see the `dev` module, or the io_uring queues, see
 /// the `ring` module). Each returns what the reply carries; the front end
 /// counts the request, sends the reply, and then calls
-/// [`VfsFs::after_reply`] for requests that may have released nodes.
+/// [`VfsFs::hand_on_releases`] for requests that may have released
+/// nodes.
 impl VfsFs {
     /// Counts a request of kind `op`.
     pub(crate) fn count(&self, op: Opcode) {
@@ -657,13 +659,6 @@ impl VfsFs {
     pub(crate) fn serve(&self, op: Opcode) -> Served<'_> {
         self.count(op);
         Served(&self.linger)
-    }
-
-    /// After the reply to a request on directory `id` that may have
-    /// removed names or dropped a cached negative dentry: see
-    /// [`VfsFs::hand_on_releases`].
-    pub(crate) fn after_reply(&self, id: u64) {
-        self.hand_on_releases(id);
     }
 
     /// Stops what waits for the mount (blocked record locks) at its end.

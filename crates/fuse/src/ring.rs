@@ -179,7 +179,8 @@ fn ring() -> std::io::Result<Ring> {
 
 /// The number of possible CPUs, for which the kernel makes a queue each;
 /// `None` if the kernel does not say (then the queues are not used: one
-/// left unregistered would hold every request back).
+/// left unregistered would hold every request back). Not the per-CPU
+/// slot count of `vfscale_sync::cpu`, which falls back to a guess.
 fn possible_cpus() -> Option<usize> {
     let listed = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
     listed.trim().split(',').try_fold(0, |n, range| {
@@ -212,7 +213,10 @@ struct Slot {
     /// Where the buffers are, for `REGISTER`; the kernel reads it while
     /// the command is submitted.
     iov: [libc::iovec; 2],
+    /// Not yet ended by an error completion.
     live: bool,
+    /// Has held a request: its register was taken.
+    fetched: bool,
 }
 
 impl Slot {
@@ -223,7 +227,7 @@ impl Slot {
             libc::iovec { iov_base: headers.as_mut_ptr().cast(), iov_len: headers.len() },
             libc::iovec { iov_base: payload.as_mut_ptr().cast(), iov_len: payload.len() },
         ];
-        Slot { headers, payload, iov, live: true }
+        Slot { headers, payload, iov, live: true, fetched: false }
     }
 }
 
@@ -255,7 +259,6 @@ impl Queue {
     fn serve(&self, ring: &mut Ring, slots: &mut [Slot]) {
         let mut done = [(0u64, 0i32); DEPTH];
         let mut tidy = Vec::with_capacity(DEPTH);
-        let mut fetched = [false; DEPTH];
         while slots.iter().any(|s| s.live) {
             match ring.submit_and_wait(1) {
                 Ok(_) => {}
@@ -275,13 +278,13 @@ impl Queue {
                     continue;
                 }
                 if result < 0 {
-                    if !fetched[i as usize] && !matches!(-result, libc::ENOTCONN | libc::ECONNABORTED) {
+                    if !slot.fetched && !matches!(-result, libc::ENOTCONN | libc::ECONNABORTED) {
                         self.refused.store(true, Ordering::Relaxed);
                     }
                     slot.live = false;
                     continue;
                 }
-                fetched[i as usize] = true;
+                slot.fetched = true;
                 let (commit_id, then_tidy) = self.answer(slot);
                 self.push(ring, self.command(CMD_COMMIT_AND_FETCH, commit_id, i as usize, None));
                 tidy.extend(then_tidy);
@@ -290,7 +293,7 @@ impl Queue {
                 // The answers go first; the tidying is off the clients' path.
                 let _ = ring.submit();
                 for dir in tidy.drain(..) {
-                    self.fs.after_reply(dir);
+                    self.fs.hand_on_releases(dir);
                 }
             }
         }

@@ -10,11 +10,11 @@
 //! opcode's `/dev/fuse` reply would carry after it. Parsing never trusts
 //! a length: what is short or unterminated is EINVAL.
 
-use crate::fs::{AttrChanges, Client, Entry, FsStats, VfsFs, Xattr};
+use crate::fs::{system_time, timespec, AttrChanges, Client, Entry, FsStats, VfsFs, Xattr};
 use crate::requests::Opcode;
 use fuser::{FileAttr, FileHandle, FileType, FopenFlags, TimeOrNow};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use vfscale::{Errno, VfsResult};
+use std::time::{Duration, SystemTime};
+use vfscale::{Errno, Timespec, VfsResult};
 
 /// `struct fuse_in_header`.
 pub(crate) const IN_HEADER: usize = 40;
@@ -151,21 +151,21 @@ pub(crate) enum Answer {
 }
 
 /// A request served: what to count, the reply, and the directory whose
-/// releases to hand on after it (see [`VfsFs::after_reply`]).
+/// releases to hand on after it (see [`VfsFs::hand_on_releases`]).
 #[derive(Debug)]
-pub(crate) struct Served {
+pub(crate) struct Handled {
     pub op: Opcode,
     pub reply: VfsResult<Answer>,
     pub then_tidy: Option<u64>,
 }
 
-impl Served {
-    fn of(op: Opcode, reply: VfsResult<Answer>) -> Served {
-        Served { op, reply, then_tidy: None }
+impl Handled {
+    fn of(op: Opcode, reply: VfsResult<Answer>) -> Handled {
+        Handled { op, reply, then_tidy: None }
     }
 
-    fn tidying(op: Opcode, reply: VfsResult<Answer>, dir: u64) -> Served {
-        Served { op, reply, then_tidy: Some(dir) }
+    fn tidying(op: Opcode, reply: VfsResult<Answer>, dir: u64) -> Handled {
+        Handled { op, reply, then_tidy: Some(dir) }
     }
 }
 
@@ -195,13 +195,8 @@ fn set_time(valid: u32, given: u32, now: u32, sec: u64, nsec: u32) -> Option<Tim
     } else if valid & now != 0 {
         Some(TimeOrNow::Now)
     } else {
-        let sec = sec as i64;
-        let t = if sec >= 0 {
-            UNIX_EPOCH + Duration::new(sec as u64, nsec)
-        } else {
-            UNIX_EPOCH - Duration::from_secs(sec.unsigned_abs()) + Duration::from_nanos(u64::from(nsec))
-        };
-        Some(TimeOrNow::SpecificTime(t))
+        let t = Timespec { sec: sec as i64, nsec: i64::from(nsec) };
+        Some(TimeOrNow::SpecificTime(system_time(t)))
     }
 }
 
@@ -211,17 +206,17 @@ fn set_time(valid: u32, given: u32, now: u32, sec: u64, nsec: u32) -> Option<Tim
 /// comes before the queues exist; record lock requests only come when
 /// the VFS holds locks, which keeps requests on the device. Everything
 /// else fuser would answer ENOSYS is ENOSYS.
-pub(crate) fn serve(fs: &VfsFs, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Served {
+pub(crate) fn serve(fs: &VfsFs, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Handled {
     let (c, node) = (&h.client, h.node);
     let mut head = Reader::new(op_in);
     let mut args = Reader::new(payload);
-    let result = (|| -> VfsResult<Served> {
+    let result = (|| -> VfsResult<Handled> {
         Ok(match h.opcode {
             FUSE_LOOKUP => {
                 let name = args.name()?;
-                Served::tidying(Opcode::Lookup, entry(fs.look_up(c, node, name)), node)
+                Handled::tidying(Opcode::Lookup, entry(fs.look_up(c, node, name)), node)
             }
-            FUSE_GETATTR => Served::of(Opcode::Getattr, fs.attributes(node).map(Answer::Attr)),
+            FUSE_GETATTR => Handled::of(Opcode::Getattr, fs.attributes(node).map(Answer::Attr)),
             FUSE_SETATTR => {
                 let valid = head.u32()?;
                 head.skip(4)?;
@@ -242,88 +237,88 @@ pub(crate) fn serve(fs: &VfsFs, h: &InHeader, op_in: &[u8], payload: &[u8]) -> S
                     mtime: set_time(valid, FATTR_MTIME, FATTR_MTIME_NOW, mtime, mtimensec),
                 };
                 let fh = (valid & FATTR_FH != 0).then_some(FileHandle(fh));
-                Served::of(Opcode::Setattr, fs.set_attributes(c, node, changes, fh).map(Answer::Attr))
+                Handled::of(Opcode::Setattr, fs.set_attributes(c, node, changes, fh).map(Answer::Attr))
             }
-            FUSE_READLINK => Served::of(Opcode::Other, fs.link_target(node).map(Answer::Data)),
+            FUSE_READLINK => Handled::of(Opcode::Other, fs.link_target(node).map(Answer::Data)),
             FUSE_SYMLINK => {
                 let (name, target) = (args.name()?, args.name()?);
-                Served::tidying(Opcode::Namespace, entry(fs.make_symlink(c, node, name, target)), node)
+                Handled::tidying(Opcode::Namespace, entry(fs.make_symlink(c, node, name, target)), node)
             }
             FUSE_MKNOD => {
                 let (mode, rdev) = (head.u32()?, head.u32()?);
                 let name = args.name()?;
-                Served::tidying(Opcode::Namespace, entry(fs.make_node(c, node, name, mode, rdev)), node)
+                Handled::tidying(Opcode::Namespace, entry(fs.make_node(c, node, name, mode, rdev)), node)
             }
             FUSE_MKDIR => {
                 let mode = head.u32()?;
                 let name = args.name()?;
-                Served::tidying(Opcode::Namespace, entry(fs.make_dir(c, node, name, mode)), node)
+                Handled::tidying(Opcode::Namespace, entry(fs.make_dir(c, node, name, mode)), node)
             }
             FUSE_UNLINK | FUSE_RMDIR => {
                 let name = args.name()?;
                 let removed = fs.remove(c, node, name, h.opcode == FUSE_RMDIR);
-                Served::tidying(Opcode::Unlink, empty(removed), node)
+                Handled::tidying(Opcode::Unlink, empty(removed), node)
             }
             FUSE_RENAME | FUSE_RENAME2 => {
                 let newdir = head.u64()?;
                 let flags = if h.opcode == FUSE_RENAME2 { head.u32()? } else { 0 };
                 let (name, newname) = (args.name()?, args.name()?);
                 let renamed = fs.rename_entry(c, node, name, newdir, newname, flags);
-                Served::tidying(Opcode::Namespace, empty(renamed), node)
+                Handled::tidying(Opcode::Namespace, empty(renamed), node)
             }
             FUSE_LINK => {
                 let inode = head.u64()?;
                 let newname = args.name()?;
-                Served::tidying(Opcode::Namespace, entry(fs.link_entry(c, inode, node, newname)), node)
+                Handled::tidying(Opcode::Namespace, entry(fs.link_entry(c, inode, node, newname)), node)
             }
             FUSE_OPEN => {
                 let flags = head.u32()? as i32;
-                Served::of(Opcode::Open, open(fs.open_file(c, node, flags)))
+                Handled::of(Opcode::Open, open(fs.open_file(c, node, flags)))
             }
             FUSE_READ => {
                 let (fh, offset, size) = (head.u64()?, head.u64()?, head.u32()?);
-                Served::of(Opcode::Read, fs.read_file(node, FileHandle(fh), offset, size).map(Answer::Data))
+                Handled::of(Opcode::Read, fs.read_file(node, FileHandle(fh), offset, size).map(Answer::Data))
             }
             FUSE_WRITE => {
                 let (fh, offset, size) = (head.u64()?, head.u64()?, head.u32()?);
                 let data = args.take(size as usize)?;
                 let written = fs.write_file(c, node, FileHandle(fh), offset, data);
-                Served::of(Opcode::Write, written.map(Answer::Written))
+                Handled::of(Opcode::Write, written.map(Answer::Written))
             }
-            FUSE_STATFS => Served::of(Opcode::Other, Ok(Answer::Statfs(fs.fs_stats()))),
+            FUSE_STATFS => Handled::of(Opcode::Other, Ok(Answer::Statfs(fs.fs_stats()))),
             FUSE_RELEASE => {
                 let fh = head.u64()?;
                 let (_flags, release_flags) = (head.u32()?, head.u32()?);
                 let lock_owner = head.u64()?;
                 let owner = (release_flags & FUSE_RELEASE_FLOCK_UNLOCK != 0).then_some(lock_owner);
                 fs.release_file(FileHandle(fh), owner);
-                Served::of(Opcode::Release, Ok(Answer::Empty))
+                Handled::of(Opcode::Release, Ok(Answer::Empty))
             }
-            FUSE_FSYNC | FUSE_FSYNCDIR => Served::of(Opcode::Other, Ok(Answer::Empty)),
+            FUSE_FSYNC | FUSE_FSYNCDIR => Handled::of(Opcode::Other, Ok(Answer::Empty)),
             FUSE_SETXATTR => {
                 let (size, flags) = (head.u32()?, head.u32()?);
                 let name = args.name()?;
                 let value = args.take(size as usize)?;
-                Served::of(Opcode::Other, empty(fs.set_xattr(c, node, name, value, flags as i32)))
+                Handled::of(Opcode::Other, empty(fs.set_xattr(c, node, name, value, flags as i32)))
             }
             FUSE_GETXATTR => {
                 let size = head.u32()?;
                 let name = args.name()?;
-                Served::of(Opcode::Other, xattr(fs.get_xattr(c, node, name, size)))
+                Handled::of(Opcode::Other, xattr(fs.get_xattr(c, node, name, size)))
             }
-            FUSE_LISTXATTR => Served::of(Opcode::Other, xattr(fs.list_xattr(c, node, head.u32()?))),
+            FUSE_LISTXATTR => Handled::of(Opcode::Other, xattr(fs.list_xattr(c, node, head.u32()?))),
             FUSE_REMOVEXATTR => {
                 let name = args.name()?;
-                Served::of(Opcode::Other, empty(fs.remove_xattr(c, node, name)))
+                Handled::of(Opcode::Other, empty(fs.remove_xattr(c, node, name)))
             }
             FUSE_FLUSH => {
                 let fh = head.u64()?;
                 head.skip(8)?;
-                Served::of(Opcode::Flush, empty(fs.flush_file(FileHandle(fh), head.u64()?)))
+                Handled::of(Opcode::Flush, empty(fs.flush_file(FileHandle(fh), head.u64()?)))
             }
             FUSE_OPENDIR => {
                 let flags = head.u32()? as i32;
-                Served::of(Opcode::Dir, open(fs.open_dir(c, node, flags)))
+                Handled::of(Opcode::Dir, open(fs.open_dir(c, node, flags)))
             }
             FUSE_READDIR => {
                 let (fh, offset, size) = (head.u64()?, head.u64()?, head.u32()?);
@@ -331,38 +326,38 @@ pub(crate) fn serve(fs: &VfsFs, h: &InHeader, op_in: &[u8], payload: &[u8]) -> S
                 let listed = fs.read_dir(FileHandle(fh), offset, |id, next, kind, name| {
                     !add_dirent(&mut out, size as usize, (id, next, kind, name))
                 });
-                Served::of(Opcode::Dir, listed.map(|()| Answer::Data(out)))
+                Handled::of(Opcode::Dir, listed.map(|()| Answer::Data(out)))
             }
             FUSE_RELEASEDIR => {
                 fs.release_dir(FileHandle(head.u64()?));
-                Served::of(Opcode::Dir, Ok(Answer::Empty))
+                Handled::of(Opcode::Dir, Ok(Answer::Empty))
             }
-            FUSE_ACCESS => Served::of(Opcode::Other, empty(fs.check_access(c, node, head.u32()? as i32))),
+            FUSE_ACCESS => Handled::of(Opcode::Other, empty(fs.check_access(c, node, head.u32()? as i32))),
             FUSE_CREATE => {
                 let (flags, mode) = (head.u32()? as i32, head.u32()?);
                 let name = args.name()?;
                 let created = fs.create_file(c, node, name, mode, flags);
                 let answer = created.map(|(entry, fh, fopen)| Answer::Created(entry, fh, fopen));
-                Served::tidying(Opcode::Create, answer, node)
+                Handled::tidying(Opcode::Create, answer, node)
             }
             FUSE_DESTROY => {
                 fs.shut_down();
-                Served::of(Opcode::Other, Ok(Answer::Empty))
+                Handled::of(Opcode::Other, Ok(Answer::Empty))
             }
             FUSE_FALLOCATE => {
                 let (fh, offset, length, mode) = (head.u64()?, head.u64()?, head.u64()?, head.u32()?);
                 let allocated = fs.allocate(c, node, FileHandle(fh), (offset, length), mode as i32);
-                Served::of(Opcode::Other, empty(allocated))
+                Handled::of(Opcode::Other, empty(allocated))
             }
             FUSE_LSEEK => {
                 let (fh, offset, whence) = (head.u64()?, head.u64()?, head.u32()?);
                 let at = fs.seek(node, FileHandle(fh), offset as i64, whence as i32);
-                Served::of(Opcode::Other, at.map(Answer::Offset))
+                Handled::of(Opcode::Other, at.map(Answer::Offset))
             }
-            _ => Served::of(Opcode::Other, Err(Errno::ENOSYS)),
+            _ => Handled::of(Opcode::Other, Err(Errno::ENOSYS)),
         })
     })();
-    result.unwrap_or_else(|e| Served::of(Opcode::Other, Err(e)))
+    result.unwrap_or_else(|e| Handled::of(Opcode::Other, Err(e)))
 }
 
 /// Appends a `fuse_dirent` to `out` if it fits in `limit` bytes; false
@@ -394,20 +389,11 @@ fn mode_bits(kind: FileType) -> u32 {
     }
 }
 
-/// Seconds and nanoseconds since the epoch, as `fuse_attr` keeps times.
+/// Seconds (signed, in a u64) and nanoseconds since the epoch, as
+/// `fuse_attr` keeps times.
 fn epoch_time(t: SystemTime) -> (u64, u32) {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => (d.as_secs(), d.subsec_nanos()),
-        Err(e) => {
-            let d = e.duration();
-            let (sec, nsec) = (-(d.as_secs() as i64), d.subsec_nanos());
-            if nsec == 0 {
-                (sec as u64, 0)
-            } else {
-                ((sec - 1) as u64, 1_000_000_000 - nsec)
-            }
-        }
-    }
+    let ts = timespec(t);
+    (ts.sec as u64, ts.nsec as u32)
 }
 
 /// Appends `struct fuse_attr`.
