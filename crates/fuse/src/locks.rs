@@ -31,7 +31,7 @@
 //! The kernel sends `RELEASE` after the last `close` has returned, so the
 //! OFD locks of a file just closed could still be in the way of the
 //! caller's next request; a request that would fail on a conflict while a
-//! flushed file's release may be on its way waits for it (briefly, once),
+//! flushed file's release may be on its way waits for it (briefly),
 //! so that, as on tmpfs, they are gone when `close` has returned.
 //!
 //! fuser 0.18 does not pass `FUSE_INTERRUPT` on either, so a blocked
@@ -44,7 +44,8 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use vfscale::locks::{CancelToken, Flock, Interrupt, F_UNLCK};
 use vfscale::{Credentials, Errno, OpenFile, Process, Vfs, VfsResult};
 
@@ -70,9 +71,10 @@ pub(crate) struct Locks {
     /// whose locks go when it is released: the kernel keeps no record of
     /// an OFD lock it forwarded, so it sends no unlock for it at close.
     through: Mutex<HashMap<usize, Vec<u64>>>,
-    /// Open files with locks that a close has flushed and whose release
-    /// has not come yet, with when (see [`RELEASE_GRACE`]).
-    closing: Mutex<HashMap<usize, std::time::Instant>>,
+    /// The flushed files whose release may be on its way.
+    closing: Mutex<Closing>,
+    /// Signalled at every release.
+    released: Condvar,
     /// Cancelled at unmount, ending every blocked wait with EINTR.
     unmount: CancelToken,
 }
@@ -81,6 +83,16 @@ impl fmt::Debug for Locks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Locks").field("owners", &self.table().len()).field("unmount", &self.unmount).finish()
     }
+}
+
+/// Open files with locks that a close has flushed and whose release has
+/// not come yet, with when (see [`RELEASE_GRACE`]), and how many releases
+/// have come: a request that saw a conflict before a release and looks at
+/// the table after it still knows to try again.
+#[derive(Default)]
+struct Closing {
+    flushed: HashMap<usize, Instant>,
+    releases: u64,
 }
 
 /// A FUSE lock range (first and last byte, inclusive) as a `struct flock`.
@@ -117,10 +129,10 @@ pub(crate) struct Caller {
 /// a request that follows the close; on tmpfs they are gone when `close`
 /// returns. A request that would fail (EAGAIN) or report a conflict while
 /// such a release may be on its way waits this long for it, once.
-const RELEASE_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+const RELEASE_GRACE: Duration = Duration::from_millis(200);
 
 /// How often a blocked wait looks at its caller's signals.
-const SIGNAL_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+const SIGNAL_POLL: Duration = Duration::from_millis(20);
 
 /// Whether host thread `tid` has a pending signal it does not block, which
 /// makes the kernel interrupt its request; true if the thread is gone.
@@ -142,7 +154,8 @@ impl Locks {
             vfs,
             owners: Mutex::new(HashMap::new()),
             through: Mutex::new(HashMap::new()),
-            closing: Mutex::new(HashMap::new()),
+            closing: Mutex::new(Closing::default()),
+            released: Condvar::new(),
             unmount: CancelToken::new(),
         })
     }
@@ -174,30 +187,39 @@ impl Locks {
         }
     }
 
+    fn closing(&self) -> MutexGuard<'_, Closing> {
+        self.closing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// A descriptor of `file` was closed (`flush`): if something locked
     /// through it, its release may follow.
     pub fn flushed(&self, file: &OpenFile) {
         let key = file as *const OpenFile as usize;
         if self.through.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key) {
-            self.closing.lock().unwrap_or_else(|e| e.into_inner()).insert(key, std::time::Instant::now());
+            self.closing().flushed.insert(key, Instant::now());
         }
     }
 
-    /// Waits (up to [`RELEASE_GRACE`] after the latest close) until no
-    /// release of a flushed file is outstanding; whether one was.
-    fn settle(&self) -> bool {
-        let mut waited = false;
+    /// How many releases have come; what [`Locks::settle`] compares with.
+    fn releases(&self) -> u64 {
+        self.closing().releases
+    }
+
+    /// After a conflict seen when `releases` releases had come, for a
+    /// request `asked` at that time: waits (up to [`RELEASE_GRACE`] after
+    /// the latest close) for a release while one of a flushed file is
+    /// outstanding; whether one came, so that the request is worth trying
+    /// again. A request tries again for at most [`RELEASE_GRACE`].
+    fn settle(&self, releases: u64, asked: Instant) -> bool {
+        let mut closing = self.closing();
         loop {
-            let latest = {
-                let mut closing = self.closing.lock().unwrap_or_else(|e| e.into_inner());
-                closing.retain(|_, at| at.elapsed() < RELEASE_GRACE);
-                closing.values().max().copied()
-            };
-            if latest.is_none() {
-                return waited;
+            if closing.releases != releases {
+                return asked.elapsed() < RELEASE_GRACE;
             }
-            waited = true;
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            closing.flushed.retain(|_, at| at.elapsed() < RELEASE_GRACE);
+            let Some(latest) = closing.flushed.values().max().copied() else { return false };
+            let left = RELEASE_GRACE.saturating_sub(latest.elapsed());
+            closing = self.released.wait_timeout(closing, left).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 
@@ -210,7 +232,11 @@ impl Locks {
         for lock_owner in owners.unwrap_or_default() {
             self.close(file, lock_owner);
         }
-        self.closing.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        let mut closing = self.closing();
+        closing.flushed.remove(&key);
+        closing.releases += 1;
+        drop(closing);
+        self.released.notify_all();
     }
 
     /// Removes `lock_owner` if it holds no lock and waits for none.
@@ -231,9 +257,13 @@ impl Locks {
         end: u64,
         typ: i32,
     ) -> VfsResult<Option<Conflict>> {
-        match self.getlk_once(file, lock_owner, start, end, typ)? {
-            Some(_) if self.settle() => self.getlk_once(file, lock_owner, start, end, typ),
-            found => Ok(found),
+        let asked = Instant::now();
+        loop {
+            let releases = self.releases();
+            match self.getlk_once(file, lock_owner, start, end, typ)? {
+                Some(_) if self.settle(releases, asked) => continue,
+                found => return Ok(found),
+            }
         }
     }
 
@@ -271,9 +301,13 @@ impl Locks {
         typ: i32,
         host_pid: u32,
     ) -> VfsResult<()> {
-        match self.setlk_once(file, lock_owner, start, end, typ, host_pid) {
-            Err(Errno::EAGAIN) if self.settle() => self.setlk_once(file, lock_owner, start, end, typ, host_pid),
-            result => result,
+        let asked = Instant::now();
+        loop {
+            let releases = self.releases();
+            match self.setlk_once(file, lock_owner, start, end, typ, host_pid) {
+                Err(Errno::EAGAIN) if self.settle(releases, asked) => continue,
+                result => return result,
+            }
         }
     }
 
@@ -391,7 +425,6 @@ impl Drop for Locks {
 mod tests {
     use super::*;
     use std::sync::mpsc;
-    use std::time::Duration;
     use vfscale::locks::{F_RDLCK, F_WRLCK};
     use vfscale::OpenFlags;
 
@@ -493,6 +526,19 @@ mod tests {
         assert_eq!(locks.setlk(&other, 2, 0, 0, RD, 222), Ok(()), "granted once the release came");
         releaser.join().unwrap();
         assert_eq!(locks.setlk(&file, 3, 0, 0, WR, 333), Err(Errno::EAGAIN), "an ordinary conflict");
+    }
+
+    #[test]
+    fn a_release_between_the_conflict_and_the_wait_is_not_missed() {
+        let (locks, file) = setup();
+        locks.setlk(&file, 1, 0, 0, WR, 111).unwrap();
+        let (before, asked) = (locks.releases(), Instant::now());
+        assert!(!locks.settle(before, asked), "nothing flushed: no wait, nothing to try again");
+        locks.flushed(&file);
+        // The release lands after the conflict was seen, before the wait.
+        locks.release(&file);
+        assert!(locks.settle(before, asked), "the release that came is seen");
+        assert!(!locks.settle(locks.releases(), asked), "and nothing is left to wait for");
     }
 
     #[test]
