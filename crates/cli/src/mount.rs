@@ -36,14 +36,16 @@ pub struct MountArgs {
     #[arg(long, default_value_t = RecordLocks::Kernel)]
     locks: RecordLocks,
     /// Microseconds a request thread that has replied polls for the next
-    /// request before blocking again, while that pays; 0 never.
+    /// request before blocking again, while that pays; 0 never. Threads
+    /// reading /dev/fuse linger, not the io_uring queues'.
     #[arg(long, default_value_t = vfscale_fuse::LINGER_US)]
     linger_us: u64,
-    /// Serve through FUSE over io_uring, a queue per CPU, where the kernel
-    /// offers it (`echo Y > /sys/module/fuse/parameters/enable_uring`) and
-    /// record locks are in the kernel; else through /dev/fuse reads.
+    /// Serve through /dev/fuse reads even where the kernel offers FUSE
+    /// over io_uring (by default the mount then takes a queue per CPU,
+    /// with record locks in the kernel; `echo Y >
+    /// /sys/module/fuse/parameters/enable_uring` offers it)
     #[arg(long)]
-    io_uring: bool,
+    no_io_uring: bool,
 }
 
 /// Arguments of `vfscale umount`.
@@ -63,7 +65,7 @@ pub fn mount_command(args: MountArgs) -> Result<(), String> {
         inode_limit: args.inodes.unwrap_or_else(vfscale_fuse::capacity::default_inodes),
         locks: args.locks,
         linger: std::time::Duration::from_micros(args.linger_us),
-        io_uring: args.io_uring,
+        io_uring: !args.no_io_uring,
     };
     vfscale_fuse::serve(&args.dir, &options).map_err(|e| e.to_string())
 }

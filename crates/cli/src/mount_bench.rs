@@ -62,10 +62,10 @@ pub struct MountBenchArgs {
     /// mount --linger-us`); 0 never.
     #[arg(long, default_value_t = vfscale_fuse::LINGER_US)]
     linger_us: u64,
-    /// Serve the mount through FUSE over io_uring where the kernel offers
-    /// it (as `vfscale mount --io-uring`).
+    /// Serve the mount through /dev/fuse reads even where the kernel
+    /// offers FUSE over io_uring (as `vfscale mount --no-io-uring`).
     #[arg(long)]
-    io_uring: bool,
+    no_io_uring: bool,
 }
 
 /// One goal: the mount's figure against a bound.
@@ -405,7 +405,7 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
         threads,
         locks: args.locks,
         linger,
-        io_uring: args.io_uring,
+        io_uring: !args.no_io_uring,
         ..MountOptions::default()
     };
     let scene = Scene::new(&options)?;
@@ -417,7 +417,12 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
     let serving = if scene.mounted().io_uring() {
         format!("served by io_uring queues, one per CPU, and {threads} threads for FORGETs")
     } else {
-        format!("{threads} server threads lingering {} us", args.linger_us)
+        let why = if args.no_io_uring || args.locks == RecordLocks::Vfs {
+            ""
+        } else {
+            "; the kernel offers no FUSE over io_uring here"
+        };
+        format!("{threads} server threads lingering {} us{why}", args.linger_us)
     };
     let machine = Machine::this();
     println!(
@@ -426,7 +431,11 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
         machine.kernel,
         machine.cpus,
         if args.demo { " --demo" } else { "" },
-        if args.locks == RecordLocks::Vfs { " --locks vfs" } else { "" },
+        match (args.locks, args.no_io_uring) {
+            (RecordLocks::Vfs, _) => " --locks vfs",
+            (RecordLocks::Kernel, true) => " --no-io-uring",
+            (RecordLocks::Kernel, false) => "",
+        },
         args.locks,
         if scene.tmpfs_mounted { "a fresh tmpfs".to_string() } else { format!("tmpfs ({})", scene.tmpfs.display()) },
     );

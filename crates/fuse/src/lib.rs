@@ -11,15 +11,15 @@
 //! `/proc`), and the VFS's errno goes back unchanged. Node ids are VFS
 //! inode numbers with the instance's index in the top bits (the root is
 //! FUSE's id 1); the kernel's lookup counts keep a node's inode alive until
-//! it forgets it, even after the last name is gone. Requests are handled on
-//! several threads, each reading its own clone of the `/dev/fuse` fd. A
-//! thread that has replied lingers, polling for the next request, for up
-//! to [`MountOptions::linger`] while that pays (see the `linger` module):
-//! a busy client's next request then finds it running instead of waking
-//! it. With [`MountOptions::io_uring`], where the kernel offers FUSE over
-//! io_uring, requests come instead through a queue per CPU, each served by
-//! a thread on that CPU (see the `ring` and `wire` modules); both ways
-//! reach the same handlers (the `fs` module).
+//! it forgets it, even after the last name is gone. Where the kernel offers
+//! FUSE over io_uring ([`MountOptions::io_uring`], on by default), requests
+//! come through a queue per CPU, each served by a thread on that CPU (see
+//! the `ring` and `wire` modules). Otherwise they are handled on several
+//! threads, each reading its own clone of the `/dev/fuse` fd; a thread that
+//! has replied lingers, polling for the next request, for up to
+//! [`MountOptions::linger`] while that pays (see the `linger` module), so a
+//! busy client's next request finds it running instead of waking it. Both
+//! ways reach the same handlers (the `fs` module).
 //!
 //! The kernel answers whatever it can from its caches (see the `fs`
 //! module): every change to the served VFS goes through the mount, so the
@@ -101,7 +101,8 @@ pub struct MountOptions {
     /// One thread lingers at a time, yielding the CPU between polls, and
     /// only while that pays: a linger ends when another thread begins a
     /// request, and after lingers that found nothing the next replies
-    /// skip it.
+    /// skip it. Only threads reading `/dev/fuse` linger, not the io_uring
+    /// queues' (which share the client's CPU).
     pub linger: Duration,
     /// Serve through FUSE over io_uring where the kernel offers it (Linux
     /// 6.14+ with `echo Y > /sys/module/fuse/parameters/enable_uring`)
@@ -109,11 +110,10 @@ pub struct MountOptions {
     /// thread on that CPU, so a request and its reply stay on the
     /// client's CPU and no queue is shared. Otherwise, and for `FORGET`s
     /// always, requests come through the `/dev/fuse` reads of
-    /// [`MountOptions::threads`] threads. Off by default: on the 2-CPU
-    /// machine measured, the client and its server then take turns on one
-    /// CPU, and a create + close + unlink was no faster than with
-    /// lingering threads on the other CPU in `mount-bench`, and slower in
-    /// a C loop against a separate mount (README, "Caching and speed").
+    /// [`MountOptions::threads`] threads. On by default: no shared
+    /// request queue and no thread spinning for the next request, and on
+    /// the 2-CPU machine measured never slower in `mount-bench`, often
+    /// faster (README, "Caching and speed").
     pub io_uring: bool,
 }
 
@@ -129,7 +129,8 @@ pub const LINGER: Duration = Duration::from_micros(LINGER_US);
 
 impl Default for MountOptions {
     /// A thread per CPU, no demo trees, only the mounting user, no limits,
-    /// record locks in the kernel, lingering [`LINGER`], no io_uring.
+    /// record locks in the kernel, io_uring where the kernel offers it,
+    /// else the device with lingering [`LINGER`].
     fn default() -> Self {
         MountOptions {
             demo: false,
@@ -139,7 +140,7 @@ impl Default for MountOptions {
             inode_limit: 0,
             locks: RecordLocks::Kernel,
             linger: LINGER,
-            io_uring: false,
+            io_uring: true,
         }
     }
 }
@@ -398,7 +399,14 @@ pub fn serve(dir: &Path, options: &MountOptions) -> Result<(), MountError> {
     let config =
         vfscale::VfsConfig { size_limit: options.size_limit, inode_limit: options.inode_limit, ..Default::default() };
     let mounted = mount(dir, Vfs::new(config), options)?;
-    let through = if mounted.io_uring() { " through io_uring queues, one per CPU" } else { "" };
+    let through = if mounted.io_uring() {
+        " through io_uring queues, one per CPU"
+    } else if options.io_uring && options.locks == RecordLocks::Kernel {
+        " through /dev/fuse (the kernel offers no FUSE over io_uring here; as root, `echo Y > \
+         /sys/module/fuse/parameters/enable_uring` before mounting offers it on Linux 6.14+)"
+    } else {
+        ""
+    };
     eprintln!("vfscale: serving {}{through} (Ctrl-C or `vfscale umount {}` to stop)", dir.display(), dir.display());
     let timeout = libc::timespec { tv_sec: 0, tv_nsec: 100_000_000 };
     loop {

@@ -47,13 +47,13 @@ fn tmpfs_dir() -> tempfile::TempDir {
     tempfile::tempdir_in("/dev/shm").expect("temp dir on /dev/shm")
 }
 
-/// The script, on a mount with record locks in the kernel (files opened
-/// without a request) and on one with them in the VFS (every open and
-/// close asks), against tmpfs.
+/// The script, through `/dev/fuse`, on a mount with record locks in the
+/// kernel (files opened without a request) and on one with them in the
+/// VFS (every open and close asks), against tmpfs.
 #[test]
 fn tools_see_what_they_see_on_tmpfs() {
     for locks in [RecordLocks::Kernel, RecordLocks::Vfs] {
-        script_matches_tmpfs(&MountOptions { locks, ..MountOptions::default() });
+        script_matches_tmpfs(&MountOptions { locks, io_uring: false, ..MountOptions::default() });
     }
 }
 
@@ -62,9 +62,10 @@ fn kernel_offers_io_uring() -> bool {
     std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring").is_ok_and(|v| v.trim() == "Y")
 }
 
-/// The script through the io_uring queues, where the kernel offers them
-/// (`.ci/run` turns `enable_uring` on): every request but the forgets
-/// goes through a queue, and the tools see what they see on tmpfs.
+/// The script through the io_uring queues (the default), where the
+/// kernel offers them (`.ci/run` turns `enable_uring` on): every request
+/// but the forgets goes through a queue, and the tools see what they see
+/// on tmpfs.
 #[test]
 fn tools_see_the_same_through_io_uring() {
     if !kernel_offers_io_uring() {
@@ -135,10 +136,12 @@ fn rss_kib() -> u64 {
 fn a_byte_past_3g_costs_a_page() {
     let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
-    // One request thread, warmed up first: each thread's request buffer
-    // (16 MiB, zeroed when malloc reuses memory) is the front end's cost,
-    // not the file's.
-    let Some(mounted) = try_mount(mnt.path(), &MountOptions { threads: 1, ..MountOptions::default() }) else { return };
+    // One request thread on /dev/fuse, warmed up first: each thread's
+    // request buffer (16 MiB, zeroed when malloc reuses memory), like the
+    // io_uring queues' slots (allocated as their threads start), is the
+    // front end's cost, not the file's.
+    let options = MountOptions { threads: 1, io_uring: false, ..MountOptions::default() };
+    let Some(mounted) = try_mount(mnt.path(), &options) else { return };
     std::fs::write(mnt.path().join("warm"), [1; 100_000]).unwrap();
     let before = rss_kib();
     let status = Command::new("dd")
@@ -385,7 +388,8 @@ fn request_threads_linger_for_a_busy_client() {
     let mut sent = Vec::new();
     for linger in [vfscale_fuse::LINGER, Duration::ZERO] {
         let mnt = tempfile::tempdir().unwrap();
-        let Some(mounted) = try_mount(mnt.path(), &MountOptions { linger, ..MountOptions::default() }) else { return };
+        let options = MountOptions { linger, io_uring: false, ..MountOptions::default() };
+        let Some(mounted) = try_mount(mnt.path(), &options) else { return };
         let new = mnt.path().join("new");
         let before = mounted.lingers();
         let requests = requests_of(&mounted, 200, || {
