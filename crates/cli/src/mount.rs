@@ -14,7 +14,8 @@ pub struct MountArgs {
     /// procfs task table on `proc/` mirroring the host's processes.
     #[arg(long)]
     demo: bool,
-    /// Threads serving requests [default: one per CPU].
+    /// Threads reading /dev/fuse: every request, or only FORGETs while the
+    /// io_uring queues serve [default: one per CPU].
     #[arg(long)]
     threads: Option<usize>,
     /// Let users other than the mounting one in (the VFS checks their
@@ -41,9 +42,9 @@ pub struct MountArgs {
     #[arg(long, default_value_t = vfscale_fuse::LINGER_US)]
     linger_us: u64,
     /// Serve through /dev/fuse reads even where the kernel offers FUSE
-    /// over io_uring (by default the mount then takes a queue per CPU,
-    /// with record locks in the kernel; `echo Y >
-    /// /sys/module/fuse/parameters/enable_uring` offers it)
+    /// over io_uring (by default, with `--locks kernel`, the mount then
+    /// takes a queue per CPU; as root, `echo Y >
+    /// /sys/module/fuse/parameters/enable_uring` offers it).
     #[arg(long)]
     no_io_uring: bool,
 }

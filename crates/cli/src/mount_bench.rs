@@ -52,14 +52,15 @@ pub struct MountBenchArgs {
     /// Mount with the demo trees (as `vfscale mount --demo`).
     #[arg(long)]
     demo: bool,
-    /// Threads serving the mount [default: one per CPU].
+    /// Threads reading the mount's /dev/fuse (as `vfscale mount
+    /// --threads`) [default: one per CPU].
     #[arg(long)]
     server_threads: Option<usize>,
     /// Only the goals (parts 1 and 2), not the seed workloads.
     #[arg(long)]
     goals_only: bool,
-    /// Microseconds a server thread lingers after a reply (as `vfscale
-    /// mount --linger-us`); 0 never.
+    /// Microseconds a server thread reading /dev/fuse lingers after a
+    /// reply (as `vfscale mount --linger-us`); 0 never.
     #[arg(long, default_value_t = vfscale_fuse::LINGER_US)]
     linger_us: u64,
     /// Serve the mount through /dev/fuse reads even where the kernel
@@ -417,11 +418,7 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
     let serving = if scene.mounted().io_uring() {
         format!("served by io_uring queues, one per CPU, and {threads} threads for FORGETs")
     } else {
-        let why = if args.no_io_uring || args.locks == RecordLocks::Vfs {
-            ""
-        } else {
-            "; the kernel offers no FUSE over io_uring here"
-        };
+        let why = scene.mounted().why_not_io_uring().map(|why| format!("; {why}")).unwrap_or_default();
         format!("{threads} server threads lingering {} us{why}", args.linger_us)
     };
     let machine = Machine::this();
@@ -432,7 +429,8 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
         machine.cpus,
         if args.demo { " --demo" } else { "" },
         match (args.locks, args.no_io_uring) {
-            (RecordLocks::Vfs, _) => " --locks vfs",
+            (RecordLocks::Vfs, true) => " --locks vfs --no-io-uring",
+            (RecordLocks::Vfs, false) => " --locks vfs",
             (RecordLocks::Kernel, true) => " --no-io-uring",
             (RecordLocks::Kernel, false) => "",
         },

@@ -427,11 +427,15 @@ impl Filesystem for Dev {
         reply: ReplyLock,
     ) {
         let _served = self.fs.serve(Opcode::Other);
-        match self.fs.lock_file(fh).and_then(|(locks, file)| locks.getlk(&file, lock_owner.0, start, end, typ)) {
+        let (locks, file) = match self.fs.lock_file(fh) {
+            Ok(found) => found,
+            Err(e) => return reply.error(errno(e)),
+        };
+        locks.getlk(file, lock_owner.0, (start, end, typ), move |found| match found {
             Ok(Some((typ, start, end, pid))) => reply.locked(start, end, typ, pid),
             Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
             Err(e) => reply.error(errno(e)),
-        }
+        });
     }
 
     fn setlk(
@@ -458,6 +462,6 @@ impl Filesystem for Dev {
             let caller = crate::locks::Caller { host_pid, thread: req.pid() };
             return locks.setlkw(file, lock_owner.0, (start, end, typ), caller, done);
         }
-        reply_empty(locks.setlk(&file, lock_owner.0, start, end, typ, host_pid), reply);
+        locks.setlk(file, lock_owner.0, (start, end, typ), host_pid, move |result| reply_empty(result, reply));
     }
 }

@@ -59,6 +59,7 @@ mod fs;
 mod linger;
 mod locks;
 mod nodes;
+mod releases;
 mod requests;
 mod ring;
 mod wire;
@@ -81,8 +82,9 @@ pub struct MountOptions {
     /// attributes show the VFS live, and a [`vfscale::procfs::Procfs`]
     /// `proc/` mirroring the host's processes.
     pub demo: bool,
-    /// Threads serving requests (at least 1), each with its own clone of
-    /// the `/dev/fuse` fd.
+    /// Threads reading requests from `/dev/fuse` (at least 1), each with
+    /// its own clone of the fd: every request, or, while the io_uring
+    /// queues serve, only `FORGET`s and `INTERRUPT`s.
     pub threads: usize,
     /// Let other users than the mounting one in (`allow_other`); the VFS
     /// then checks their permissions.
@@ -111,9 +113,11 @@ pub struct MountOptions {
     /// client's CPU and no queue is shared. Otherwise, and for `FORGET`s
     /// always, requests come through the `/dev/fuse` reads of
     /// [`MountOptions::threads`] threads. On by default: no shared
-    /// request queue and no thread spinning for the next request, and on
-    /// the 2-CPU machine measured never slower in `mount-bench`, often
-    /// faster (README, "Caching and speed").
+    /// request queue and no thread spinning for the next request. On the
+    /// 2-CPU machine measured, a create + close + unlink was faster
+    /// through the queues in one session's `mount-bench` runs and about
+    /// even in another's; the rows that send no request were even, and
+    /// S2 a little lower (README, "Caching and speed").
     pub io_uring: bool,
 }
 
@@ -272,6 +276,22 @@ impl Mounted {
         self.rings.served()
     }
 
+    /// Why requests go through `/dev/fuse` although the mount asked for
+    /// the io_uring queues (`None` if they serve, or were not asked for:
+    /// see [`MountOptions::io_uring`]).
+    pub fn why_not_io_uring(&self) -> Option<&'static str> {
+        if !self.rings.wanted() || self.rings.serving() {
+            None
+        } else if self.rings.offered() {
+            Some("the io_uring queues could not start, or the kernel refused them")
+        } else {
+            Some(
+                "the kernel offers no FUSE over io_uring here; as root, `echo Y > \
+                 /sys/module/fuse/parameters/enable_uring` before mounting offers it on Linux 6.14+",
+            )
+        }
+    }
+
     /// Whether the session has ended (someone unmounted it).
     pub fn is_finished(&self) -> bool {
         self.session.as_ref().is_none_or(|s| s.guard.is_finished())
@@ -399,13 +419,10 @@ pub fn serve(dir: &Path, options: &MountOptions) -> Result<(), MountError> {
     let config =
         vfscale::VfsConfig { size_limit: options.size_limit, inode_limit: options.inode_limit, ..Default::default() };
     let mounted = mount(dir, Vfs::new(config), options)?;
-    let through = if mounted.io_uring() {
-        " through io_uring queues, one per CPU"
-    } else if options.io_uring && options.locks == RecordLocks::Kernel {
-        " through /dev/fuse (the kernel offers no FUSE over io_uring here; as root, `echo Y > \
-         /sys/module/fuse/parameters/enable_uring` before mounting offers it on Linux 6.14+)"
-    } else {
-        ""
+    let through = match (mounted.io_uring(), mounted.why_not_io_uring()) {
+        (true, _) => " through io_uring queues, one per CPU".to_string(),
+        (false, Some(why)) => format!(" through /dev/fuse ({why})"),
+        (false, None) => String::new(),
     };
     eprintln!("vfscale: serving {}{through} (Ctrl-C or `vfscale umount {}` to stop)", dir.display(), dir.display());
     let timeout = libc::timespec { tv_sec: 0, tv_nsec: 100_000_000 };

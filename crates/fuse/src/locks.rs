@@ -31,8 +31,9 @@
 //! The kernel sends `RELEASE` after the last `close` has returned, so the
 //! OFD locks of a file just closed could still be in the way of the
 //! caller's next request; a request that would fail on a conflict while a
-//! flushed file's release may be on its way waits for it (briefly),
-//! so that, as on tmpfs, they are gone when `close` has returned.
+//! flushed file's release may be on its way waits for it (briefly, on a
+//! thread of its own: see the `releases` module), so that, as on tmpfs,
+//! they are gone when `close` has returned.
 //!
 //! fuser 0.18 does not pass `FUSE_INTERRUPT` on either, so a blocked
 //! `F_SETLKW` would not see the signal that interrupts its caller. Each
@@ -42,10 +43,11 @@
 //! restart, under `SA_RESTART`), as on tmpfs. Waits also end with EINTR at
 //! unmount.
 
+use crate::releases::Releases;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 use vfscale::locks::{CancelToken, Flock, Interrupt, F_UNLCK};
 use vfscale::{Credentials, Errno, OpenFile, Process, Vfs, VfsResult};
 
@@ -72,9 +74,7 @@ pub(crate) struct Locks {
     /// an OFD lock it forwarded, so it sends no unlock for it at close.
     through: Mutex<HashMap<usize, Vec<u64>>>,
     /// The flushed files whose release may be on its way.
-    closing: Mutex<Closing>,
-    /// Signalled at every release.
-    released: Condvar,
+    releases: Arc<Releases>,
     /// Cancelled at unmount, ending every blocked wait with EINTR.
     unmount: CancelToken,
 }
@@ -83,16 +83,6 @@ impl fmt::Debug for Locks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Locks").field("owners", &self.table().len()).field("unmount", &self.unmount).finish()
     }
-}
-
-/// Open files with locks that a close has flushed and whose release has
-/// not come yet, with when (see [`RELEASE_GRACE`]), and how many releases
-/// have come: a request that saw a conflict before a release and looks at
-/// the table after it still knows to try again.
-#[derive(Default)]
-struct Closing {
-    flushed: HashMap<usize, Instant>,
-    releases: u64,
 }
 
 /// A FUSE lock range (first and last byte, inclusive) as a `struct flock`.
@@ -123,14 +113,6 @@ pub(crate) struct Caller {
     pub thread: u32,
 }
 
-/// How long a conflict waits for the release of a file a close just
-/// flushed. The kernel sends `RELEASE` after `close(2)` has returned, so
-/// the OFD locks of a file closed for the last time could still be seen by
-/// a request that follows the close; on tmpfs they are gone when `close`
-/// returns. A request that would fail (EAGAIN) or report a conflict while
-/// such a release may be on its way waits this long for it, once.
-const RELEASE_GRACE: Duration = Duration::from_millis(200);
-
 /// How often a blocked wait looks at its caller's signals.
 const SIGNAL_POLL: Duration = Duration::from_millis(20);
 
@@ -154,8 +136,7 @@ impl Locks {
             vfs,
             owners: Mutex::new(HashMap::new()),
             through: Mutex::new(HashMap::new()),
-            closing: Mutex::new(Closing::default()),
-            released: Condvar::new(),
+            releases: Arc::default(),
             unmount: CancelToken::new(),
         })
     }
@@ -187,39 +168,12 @@ impl Locks {
         }
     }
 
-    fn closing(&self) -> MutexGuard<'_, Closing> {
-        self.closing.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// A descriptor of `file` was closed (`flush`): if something locked
     /// through it, its release may follow.
     pub fn flushed(&self, file: &OpenFile) {
         let key = file as *const OpenFile as usize;
         if self.through.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key) {
-            self.closing().flushed.insert(key, Instant::now());
-        }
-    }
-
-    /// How many releases have come; what [`Locks::settle`] compares with.
-    fn releases(&self) -> u64 {
-        self.closing().releases
-    }
-
-    /// After a conflict seen when `releases` releases had come, for a
-    /// request `asked` at that time: waits (up to [`RELEASE_GRACE`] after
-    /// the latest close) for a release while one of a flushed file is
-    /// outstanding; whether one came, so that the request is worth trying
-    /// again. A request tries again for at most [`RELEASE_GRACE`].
-    fn settle(&self, releases: u64, asked: Instant) -> bool {
-        let mut closing = self.closing();
-        loop {
-            if closing.releases != releases {
-                return asked.elapsed() < RELEASE_GRACE;
-            }
-            closing.flushed.retain(|_, at| at.elapsed() < RELEASE_GRACE);
-            let Some(latest) = closing.flushed.values().max().copied() else { return false };
-            let left = RELEASE_GRACE.saturating_sub(latest.elapsed());
-            closing = self.released.wait_timeout(closing, left).unwrap_or_else(|e| e.into_inner()).0;
+            self.releases.flushed(key);
         }
     }
 
@@ -229,14 +183,11 @@ impl Locks {
     pub fn release(&self, file: &OpenFile) {
         let key = file as *const OpenFile as usize;
         let owners = self.through.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        let held_locks = owners.is_some();
         for lock_owner in owners.unwrap_or_default() {
             self.close(file, lock_owner);
         }
-        let mut closing = self.closing();
-        closing.flushed.remove(&key);
-        closing.releases += 1;
-        drop(closing);
-        self.released.notify_all();
+        self.releases.released(key, held_locks);
     }
 
     /// Removes `lock_owner` if it holds no lock and waits for none.
@@ -248,23 +199,18 @@ impl Locks {
         }
     }
 
-    /// `F_GETLK` for `lock_owner`: the first conflicting lock, or `None`.
+    /// `F_GETLK` for `lock_owner`: `done` gets the first conflicting
+    /// lock, or `None` (from another thread if it waits for a release).
     pub fn getlk(
-        &self,
-        file: &OpenFile,
+        self: &Arc<Self>,
+        file: Arc<OpenFile>,
         lock_owner: u64,
-        start: u64,
-        end: u64,
-        typ: i32,
-    ) -> VfsResult<Option<Conflict>> {
-        let asked = Instant::now();
-        loop {
-            let releases = self.releases();
-            match self.getlk_once(file, lock_owner, start, end, typ)? {
-                Some(_) if self.settle(releases, asked) => continue,
-                found => return Ok(found),
-            }
-        }
+        (start, end, typ): (u64, u64, i32),
+        done: impl FnOnce(VfsResult<Option<Conflict>>) + Send + 'static,
+    ) {
+        let locks = Arc::clone(self);
+        let attempt = move || locks.getlk_once(&file, lock_owner, start, end, typ);
+        self.releases.answer(attempt, |r| matches!(r, Ok(Some(_))), done);
     }
 
     fn getlk_once(
@@ -292,23 +238,19 @@ impl Locks {
     }
 
     /// `F_SETLK` for `lock_owner`; `host_pid` is the caller's process.
+    /// `done` gets the outcome (from another thread if it waits for a
+    /// release).
     pub fn setlk(
-        &self,
-        file: &OpenFile,
+        self: &Arc<Self>,
+        file: Arc<OpenFile>,
         lock_owner: u64,
-        start: u64,
-        end: u64,
-        typ: i32,
+        (start, end, typ): (u64, u64, i32),
         host_pid: u32,
-    ) -> VfsResult<()> {
-        let asked = Instant::now();
-        loop {
-            let releases = self.releases();
-            match self.setlk_once(file, lock_owner, start, end, typ, host_pid) {
-                Err(Errno::EAGAIN) if self.settle(releases, asked) => continue,
-                result => return result,
-            }
-        }
+        done: impl FnOnce(VfsResult<()>) + Send + 'static,
+    ) {
+        let locks = Arc::clone(self);
+        let attempt = move || locks.setlk_once(&file, lock_owner, start, end, typ, host_pid);
+        self.releases.answer(attempt, |r| *r == Err(Errno::EAGAIN), done);
     }
 
     fn setlk_once(
@@ -440,6 +382,26 @@ mod tests {
         Caller { host_pid, thread: unsafe { libc::gettid() } as u32 }
     }
 
+    /// What a request that answers through `done` answered.
+    fn answered<T: Send + 'static>(ask: impl FnOnce(Box<dyn FnOnce(T) + Send>)) -> T {
+        let (tx, rx) = mpsc::channel();
+        ask(Box::new(move |r| tx.send(r).unwrap()));
+        rx.recv_timeout(Duration::from_secs(5)).unwrap()
+    }
+
+    fn setlk(locks: &Arc<Locks>, file: &Arc<OpenFile>, owner: u64, range: (u64, u64, i32), pid: u32) -> VfsResult<()> {
+        answered(|done| locks.setlk(Arc::clone(file), owner, range, pid, done))
+    }
+
+    fn getlk(
+        locks: &Arc<Locks>,
+        file: &Arc<OpenFile>,
+        owner: u64,
+        range: (u64, u64, i32),
+    ) -> VfsResult<Option<Conflict>> {
+        answered(|done| locks.getlk(Arc::clone(file), owner, range, done))
+    }
+
     const WR: i32 = F_WRLCK as i32;
     const RD: i32 = F_RDLCK as i32;
     const UN: i32 = F_UNLCK as i32;
@@ -457,34 +419,34 @@ mod tests {
     #[test]
     fn owners_conflict_and_getlk_names_the_host_pid() {
         let (locks, file) = setup();
-        locks.setlk(&file, 1, 0, 9, WR, 111).unwrap();
-        assert_eq!(locks.setlk(&file, 2, 5, 5, RD, 222), Err(Errno::EAGAIN));
-        assert_eq!(locks.getlk(&file, 2, 5, 5, RD).unwrap(), Some((WR, 0, 9, 111)));
-        assert_eq!(locks.getlk(&file, 1, 5, 5, RD).unwrap(), None);
-        assert_eq!(locks.getlk(&file, 3, 10, OFFSET_MAX, WR).unwrap(), None);
-        locks.setlk(&file, 1, 0, OFFSET_MAX, UN, 0).unwrap();
-        locks.setlk(&file, 2, 5, 5, RD, 222).unwrap();
+        setlk(&locks, &file, 1, (0, 9, WR), 111).unwrap();
+        assert_eq!(setlk(&locks, &file, 2, (5, 5, RD), 222), Err(Errno::EAGAIN));
+        assert_eq!(getlk(&locks, &file, 2, (5, 5, RD)).unwrap(), Some((WR, 0, 9, 111)));
+        assert_eq!(getlk(&locks, &file, 1, (5, 5, RD)).unwrap(), None);
+        assert_eq!(getlk(&locks, &file, 3, (10, OFFSET_MAX, WR)).unwrap(), None);
+        setlk(&locks, &file, 1, (0, OFFSET_MAX, UN), 0).unwrap();
+        setlk(&locks, &file, 2, (5, 5, RD), 222).unwrap();
         assert_eq!(locks.table().len(), 1, "owner 1 holds nothing and is gone");
     }
 
     #[test]
     fn close_drops_the_owners_locks_and_the_owner() {
         let (locks, file) = setup();
-        locks.setlk(&file, 1, 0, 0, WR, 111).unwrap();
-        locks.setlk(&file, 1, 7, 7, WR, 111).unwrap();
+        setlk(&locks, &file, 1, (0, 0, WR), 111).unwrap();
+        setlk(&locks, &file, 1, (7, 7, WR), 111).unwrap();
         locks.close(&file, 2);
         assert_eq!(locks.table().len(), 1);
         locks.close(&file, 1);
         assert!(locks.table().is_empty());
         assert!(locks.vfs.locks().list().is_empty());
-        assert_eq!(locks.setlk(&file, 9, 0, OFFSET_MAX, UN, 0), Ok(()));
+        assert_eq!(setlk(&locks, &file, 9, (0, OFFSET_MAX, UN), 0), Ok(()));
         assert!(locks.table().is_empty());
     }
 
     #[test]
     fn blocking_waits_run_on_their_own_thread() {
         let (locks, file) = setup();
-        locks.setlk(&file, 1, 0, OFFSET_MAX, WR, 111).unwrap();
+        setlk(&locks, &file, 1, (0, OFFSET_MAX, WR), 111).unwrap();
         let (tx, rx) = mpsc::channel();
         let tx2 = tx.clone();
         locks.setlkw(Arc::clone(&file), 2, (0, OFFSET_MAX, WR), me(222), move |r| tx.send(r).unwrap());
@@ -501,8 +463,8 @@ mod tests {
     #[test]
     fn release_drops_what_was_locked_through_the_file() {
         let (locks, file) = setup();
-        locks.setlk(&file, 1, 0, 0, WR, 111).unwrap();
-        locks.setlk(&file, 2, 5, 5, WR, 111).unwrap();
+        setlk(&locks, &file, 1, (0, 0, WR), 111).unwrap();
+        setlk(&locks, &file, 2, (5, 5, WR), 111).unwrap();
         locks.release(&file);
         assert!(locks.vfs.locks().list().is_empty());
         assert!(locks.table().is_empty());
@@ -514,7 +476,7 @@ mod tests {
         let (locks, file) = setup();
         let other =
             Arc::new(locks.vfs.process(Credentials::root()).open_description("/f", OpenFlags::RDONLY, 0).unwrap());
-        locks.setlk(&file, 1, 0, 0, WR, 111).unwrap();
+        setlk(&locks, &file, 1, (0, 0, WR), 111).unwrap();
         locks.flushed(&file);
         let releaser = {
             let (locks, file) = (Arc::clone(&locks), Arc::clone(&file));
@@ -523,28 +485,15 @@ mod tests {
                 locks.release(&file);
             })
         };
-        assert_eq!(locks.setlk(&other, 2, 0, 0, RD, 222), Ok(()), "granted once the release came");
+        assert_eq!(setlk(&locks, &other, 2, (0, 0, RD), 222), Ok(()), "granted once the release came");
         releaser.join().unwrap();
-        assert_eq!(locks.setlk(&file, 3, 0, 0, WR, 333), Err(Errno::EAGAIN), "an ordinary conflict");
-    }
-
-    #[test]
-    fn a_release_between_the_conflict_and_the_wait_is_not_missed() {
-        let (locks, file) = setup();
-        locks.setlk(&file, 1, 0, 0, WR, 111).unwrap();
-        let (before, asked) = (locks.releases(), Instant::now());
-        assert!(!locks.settle(before, asked), "nothing flushed: no wait, nothing to try again");
-        locks.flushed(&file);
-        // The release lands after the conflict was seen, before the wait.
-        locks.release(&file);
-        assert!(locks.settle(before, asked), "the release that came is seen");
-        assert!(!locks.settle(locks.releases(), asked), "and nothing is left to wait for");
+        assert_eq!(setlk(&locks, &file, 3, (0, 0, WR), 333), Err(Errno::EAGAIN), "an ordinary conflict");
     }
 
     #[test]
     fn a_pending_signal_interrupts_a_wait() {
         let (locks, file) = setup();
-        locks.setlk(&file, 1, 0, OFFSET_MAX, WR, 111).unwrap();
+        setlk(&locks, &file, 1, (0, OFFSET_MAX, WR), 111).unwrap();
         assert!(!signal_pending(me(0).thread));
         // A thread that is gone counts as interrupted.
         let (tx, rx) = mpsc::channel();

@@ -61,6 +61,8 @@ pub(crate) struct Rings {
     threads: Mutex<Vec<JoinHandle<bool>>>,
     /// Requests each queue served, each on its own cache lines.
     served: Vec<Arc<QueueCount>>,
+    /// Whether the kernel offered FUSE over io_uring at `INIT`.
+    offered: AtomicBool,
     /// Whether the kernel agreed and the queue threads run.
     started: AtomicBool,
     /// A queue's register was refused: the kernel went back to the device.
@@ -79,6 +81,7 @@ impl Rings {
             waiting: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
             served: (0..possible_cpus().unwrap_or(0)).map(|_| Arc::default()).collect(),
+            offered: AtomicBool::new(false),
             started: AtomicBool::new(false),
             refused: Arc::default(),
         })
@@ -91,6 +94,7 @@ impl Rings {
     /// queue has registered. False if not.
     pub fn start(&self, config: &mut KernelConfig, fs: &Arc<VfsFs>) -> bool {
         let offered = config.capabilities().contains(InitFlags::FUSE_OVER_IO_URING);
+        self.offered.store(offered, Ordering::Relaxed);
         if !self.wanted || !offered || self.served.is_empty() {
             return false;
         }
@@ -155,6 +159,16 @@ impl Rings {
     /// request but the forgets).
     pub fn serving(&self) -> bool {
         self.started.load(Ordering::Relaxed) && !self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Whether the mount asked for the queues.
+    pub fn wanted(&self) -> bool {
+        self.wanted
+    }
+
+    /// Whether the kernel offered FUSE over io_uring at `INIT`.
+    pub fn offered(&self) -> bool {
+        self.offered.load(Ordering::Relaxed)
     }
 
     /// Requests the queues served so far.

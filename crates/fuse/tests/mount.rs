@@ -231,7 +231,8 @@ fn demo_trees_show_live_values() {
 fn unmount_from_outside_ends_the_session() {
     let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
-    let Some(mounted) = try_mount(mnt.path(), &MountOptions::default()) else { return };
+    let options = MountOptions { io_uring: false, ..MountOptions::default() };
+    let Some(mounted) = try_mount(mnt.path(), &options) else { return };
     std::fs::write(mnt.path().join("f"), "x").unwrap();
     vfscale_fuse::unmount(mnt.path()).expect("umount");
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -335,9 +336,13 @@ fn requests_of(mounted: &Mounted, n: usize, mut op: impl FnMut()) -> RequestCoun
 #[test]
 fn the_kernel_answers_what_did_not_change() {
     let _serial = serial();
-    for locks in [RecordLocks::Kernel, RecordLocks::Vfs] {
+    // Through the queues where the kernel offers them, and through
+    // /dev/fuse.
+    for (locks, io_uring) in [(RecordLocks::Kernel, true), (RecordLocks::Kernel, false), (RecordLocks::Vfs, false)] {
         let mnt = tempfile::tempdir().unwrap();
-        let Some(mounted) = try_mount(mnt.path(), &MountOptions { locks, ..MountOptions::default() }) else { return };
+        let Some(mounted) = try_mount(mnt.path(), &MountOptions { locks, io_uring, ..MountOptions::default() }) else {
+            return;
+        };
         let (file, missing, new) = (mnt.path().join("f"), mnt.path().join("missing"), mnt.path().join("new"));
         std::fs::write(&file, [7u8; 32]).unwrap();
         let stat = |p: &Path| std::fs::metadata(p).map(|m| m.len());
@@ -418,7 +423,8 @@ fn request_threads_linger_for_a_busy_client() {
 fn a_batch_of_forgets_lingers_once() {
     let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
-    let Some(mounted) = try_mount(mnt.path(), &MountOptions::default()) else { return };
+    let options = MountOptions { io_uring: false, ..MountOptions::default() };
+    let Some(mounted) = try_mount(mnt.path(), &options) else { return };
     let files = 500;
     for i in 0..files {
         std::fs::write(mnt.path().join(format!("f{i}")), "x").unwrap();
@@ -449,7 +455,8 @@ fn open_files_outlive_their_names() {
     use std::os::unix::fs::MetadataExt;
     let _serial = serial();
     let mnt = tempfile::tempdir().unwrap();
-    let Some(mounted) = try_mount(mnt.path(), &MountOptions::default()) else { return };
+    let options = MountOptions { io_uring: false, ..MountOptions::default() };
+    let Some(mounted) = try_mount(mnt.path(), &options) else { return };
     let (f, g) = (mnt.path().join("f"), mnt.path().join("g"));
     std::fs::write(&f, "hello").unwrap();
     std::fs::write(&g, "old g").unwrap();
