@@ -361,6 +361,14 @@ impl VfsFs {
         }
     }
 
+    /// Runs the releases deferred so far in every instance (what forgotten
+    /// nodes held), waiting at most `timeout` for each.
+    pub(crate) fn collect(&self, timeout: Duration) {
+        for m in &self.mounts {
+            m.vfs.reclaim(timeout);
+        }
+    }
+
     /// The kernel dropped `nlookup` of its references to node `ino`.
     pub(crate) fn forget_node(&self, ino: u64, nlookup: u64) {
         if let Ok((_, m, local)) = self.split(ino) {

@@ -16,9 +16,11 @@
 //! Once the kernel agreed at `INIT`, it holds every request back until
 //! each queue has a slot registered; then the queues take them all but
 //! `FORGET`, `BATCH_FORGET` and `INTERRUPT`, which fuser's threads read
-//! from `/dev/fuse` (see the `dev` module). So a queue must not stop while
+//! from `/dev/fuse` (see the `dev` module; how they rest, and how a queue
+//! drains forgets itself, is the `forgets` module's). So a queue must not stop while
 //! the mount lives: failures are ruled out before the kernel is asked.
 
+use crate::forgets::Drain;
 use crate::fs::VfsFs;
 use crate::wire::{self, InHeader, IN_HEADER};
 use fuser::{InitFlags, KernelConfig};
@@ -26,7 +28,7 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -43,6 +45,8 @@ const CMD_COMMIT_AND_FETCH: u32 = 2;
 const HEADERS: usize = 288;
 const OP_IN: usize = 128;
 const ENT_IN_OUT: usize = 256;
+/// `FUSE_STATFS`.
+const STATFS: u32 = 17;
 /// A register sent before the kernel is done with `INIT` fails with
 /// EAGAIN, and is sent again after this. (The device reaches the queues
 /// after fuser has answered `INIT`, so this is a safeguard.)
@@ -57,7 +61,10 @@ pub(crate) struct Rings {
     wanted: bool,
     /// From `INIT` until the device comes: where to send it, a queue
     /// thread each.
-    waiting: Mutex<Vec<mpsc::Sender<Arc<OwnedFd>>>>,
+    waiting: Mutex<Vec<mpsc::Sender<Device>>>,
+    /// The queues' clone of the device, to drain forgets (see the
+    /// `forgets` module); set when the device comes, if it could be made.
+    drain: OnceLock<Arc<Drain>>,
     threads: Mutex<Vec<JoinHandle<bool>>>,
     /// Requests each queue served, each on its own cache lines.
     served: Vec<Arc<QueueCount>>,
@@ -79,6 +86,7 @@ impl Rings {
         Arc::new(Rings {
             wanted,
             waiting: Mutex::new(Vec::new()),
+            drain: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
             served: (0..possible_cpus().unwrap_or(0)).map(|_| Arc::default()).collect(),
             offered: AtomicBool::new(false),
@@ -109,15 +117,15 @@ impl Rings {
         let (enabled, enables) = mpsc::channel::<bool>();
         for (qid, (ring, count)) in rings.into_iter().zip(&self.served).enumerate() {
             let queue = (qid as u16, Arc::clone(fs), Arc::clone(count), Arc::clone(&self.refused));
-            let (hand, device) = mpsc::channel::<Arc<OwnedFd>>();
+            let (hand, device) = mpsc::channel::<Device>();
             let enabled = enabled.clone();
             let spawned = std::thread::Builder::new().name(format!("vfscale-ring-{qid}")).spawn(move || {
                 let (qid, fs, served, refused) = queue;
                 pin_to_cpu(usize::from(qid));
                 let ok = ring.submitter().register_enable_rings().is_ok();
                 let _ = enabled.send(ok);
-                let Ok(device) = device.recv() else { return false };
-                ok && Queue { qid, fs, device, served, refused }.run(ring, payload)
+                let Ok((device, drain)) = device.recv() else { return false };
+                ok && Queue { qid, fs, device, drain, served, refused }.run(ring, payload)
             });
             match spawned {
                 Ok(thread) => threads.push(thread),
@@ -147,11 +155,21 @@ impl Rings {
         if waiting.is_empty() {
             return Some(device);
         }
+        let drain = Drain::open(&device, MAX_WRITE as usize).ok().map(Arc::new);
+        if let Some(drain) = &drain {
+            let _ = self.drain.set(Arc::clone(drain));
+        }
         let device = Arc::new(device);
         for queue in waiting {
-            let _ = queue.send(Arc::clone(&device));
+            let _ = queue.send((Arc::clone(&device), drain.clone()));
         }
         None
+    }
+
+    /// Where a `/dev/fuse` reader that served a forget rests (see the
+    /// `forgets` module), while the queues serve and can drain forgets.
+    pub fn forget_rest(&self) -> Option<&Drain> {
+        self.drain.get().filter(|_| self.serving()).map(|d| &**d)
     }
 
     /// Whether the queues serve: the kernel agreed at `INIT` and refused
@@ -210,11 +228,16 @@ fn page_size() -> usize {
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize
 }
 
+/// What a queue thread gets once the device has come: a duplicate of the
+/// session's fd, and the clone that drains forgets, if it could be made.
+type Device = (Arc<OwnedFd>, Option<Arc<Drain>>);
+
 /// One queue: its thread serves the requests of clients on CPU `qid`.
 struct Queue {
     qid: u16,
     fs: Arc<VfsFs>,
     device: Arc<OwnedFd>,
+    drain: Option<Arc<Drain>>,
     served: Arc<QueueCount>,
     refused: Arc<AtomicBool>,
 }
@@ -313,6 +336,22 @@ impl Queue {
         }
     }
 
+    /// Serves a request; first drains the forgets waiting on the device
+    /// before a `STATFS`, and before serving again a request that failed
+    /// with ENOSPC (see the `forgets` module), so both see what they
+    /// freed.
+    fn serve_request(&self, h: &InHeader, op_in: &[u8], args: &[u8]) -> wire::Handled {
+        let drain = || self.drain.as_ref().map(|d| d.drain_all(&self.fs)).is_some();
+        if h.opcode == STATFS {
+            drain();
+        }
+        let served = wire::serve(&self.fs, h, op_in, args);
+        if matches!(served.reply, Err(vfscale::Errno::ENOSPC)) && drain() {
+            return wire::serve(&self.fs, h, op_in, args);
+        }
+        served
+    }
+
     /// Serves the request in `slot` and writes its answer there; returns
     /// the request's commit id and the directory to tidy after.
     fn answer(&self, slot: &mut Slot) -> (u64, Option<u64>) {
@@ -323,7 +362,7 @@ impl Queue {
         let (reply, unique, then_tidy) = match InHeader::parse(&headers[..IN_HEADER]) {
             Ok(h) => {
                 let (op_in, args) = (&headers[OP_IN..OP_IN + OP_IN], &slot.payload[..payload_len]);
-                let served = std::panic::catch_unwind(AssertUnwindSafe(|| wire::serve(&self.fs, &h, op_in, args)));
+                let served = std::panic::catch_unwind(AssertUnwindSafe(|| self.serve_request(&h, op_in, args)));
                 match served {
                     Ok(served) => {
                         self.fs.count(served.op);
