@@ -151,11 +151,6 @@ impl Filesystem for Dev {
             // as one batch (see the `forgets` module).
             drain.served_forget(first_of_request);
         }
-        if first_of_request && self.rings.serving() {
-            if let Some(ms) = std::env::var("FORGETNAP").ok().and_then(|v| v.parse().ok()) {
-                std::thread::sleep(std::time::Duration::from_millis(ms));
-            }
-        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {

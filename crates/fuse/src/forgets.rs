@@ -5,28 +5,36 @@
 //! sleeping reader for it, on a CPU that is usually idle. On the machine
 //! measured that wake-up cost a create + close + unlink loop a third of
 //! its time. So a reader that has served a forget rests for
-//! [`FORGET_REST`] first: the forgets that come meanwhile wait in the
-//! kernel, which hands them over as one `BATCH_FORGET`.
+//! [`FORGET_REST`] first; once every reader rests, the forgets that come
+//! meanwhile wait in the kernel, which hands them over as one
+//! `BATCH_FORGET`.
 //!
 //! fuser 0.18 hands a batch over one node at a time and does not say which
 //! is the last, so the rest comes after the batch's first node, and the
 //! rest of the batch waits with it. What a forget frees (an unlinked
-//! file's space and inode) then comes back up to that much later, unless
-//! someone asks: before a queue answers `STATFS`, and before it answers
-//! ENOSPC (then serving the request again), it cuts every rest short,
-//! waits until no forget has been served for [`BATCH_SETTLE`] (the rest of
-//! a batch follows at once), and drains the forgets still waiting in the
-//! kernel itself, from a non-blocking clone of the device; so `df` and the
-//! space limit see, as on tmpfs, what was removed before.
+//! file's space and inode) could then come back up to a rest later, so
+//! before a queue answers `STATFS`, and before it answers ENOSPC (then
+//! serving the request again), it drains: no rest begins while a drain
+//! runs, the rests are cut short, and until forgets have settled (none
+//! resting, none served for [`BATCH_SETTLE`]: a batch's later nodes follow
+//! its first at once) it reads the forgets still in the kernel itself,
+//! from a non-blocking clone of the device, then runs the releases the
+//! nodes deferred. That is best effort, not exact: a reader that the
+//! kernel has just woken for a forget, and that has not reached the VFS
+//! yet after [`BATCH_SETTLE`], is not waited for (as before forgets
+//! rested, when every forget raced the queues the same way). A `write`
+//! that finds part of the space it needs still held returns short, as
+//! any short write.
 //!
 //! Invariant: the drain reads only its own clone of the connection, never
 //! blocking, and answers whatever it reads: forgets go to the nodes,
-//! interrupts need no answer, anything else gets ENOSYS; so no request is
-//! left unanswered and no queue thread waits on the device. A rest ends
-//! within [`FORGET_REST`], or as soon as a drain cuts it short.
+//! interrupts need no answer, anything else (which the kernel sends to
+//! the queues while they serve) gets EIO; so no request is left
+//! unanswered and no queue thread waits on the device. A rest ends within
+//! [`FORGET_REST`], or as soon as a drain begins.
 
 use crate::fs::VfsFs;
-use crate::wire::{self, OUT_HEADER};
+use crate::wire::{self, IN_HEADER, OUT_HEADER};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -36,20 +44,99 @@ use std::time::{Duration, Instant};
 pub(crate) const FORGET_REST: Duration = Duration::from_millis(5);
 
 /// How long no forget may have been served before a drain takes the
-/// nodes as settled: a batch's later nodes follow its first within
+/// forgets as settled: a batch's later nodes follow its first within
 /// microseconds once its rest ends.
 const BATCH_SETTLE: Duration = Duration::from_micros(200);
+
+/// The longest a drain waits for forgets to settle.
+const SETTLE_AT_MOST: Duration = Duration::from_millis(10);
 
 /// How long a drain waits for what the forgotten nodes held to be freed.
 const COLLECT: Duration = Duration::from_millis(10);
 
 /// `FUSE_DEV_IOC_CLONE`: `_IOR(229, 0, uint32_t)`.
-const FUSE_DEV_IOC_CLONE: libc::c_ulong = 0x8004_e500;
+const FUSE_DEV_IOC_CLONE: u32 = 0x8004_e500;
 const FORGET: u32 = 2;
 const INTERRUPT: u32 = 36;
 const BATCH_FORGET: u32 = 42;
-/// `struct fuse_in_header`.
-const IN_HEADER: usize = 40;
+
+/// The `/dev/fuse` readers' rests after forgets, and the drains that cut
+/// them short.
+#[derive(Debug)]
+struct Rests {
+    state: Mutex<RestState>,
+    /// Signalled when a drain begins.
+    cut: Condvar,
+}
+
+#[derive(Debug)]
+struct RestState {
+    /// Readers resting now.
+    resting: usize,
+    /// Drains running now: no rest begins meanwhile.
+    draining: usize,
+    /// Drains begun so far: a rest ends when this moves.
+    drains: u64,
+    /// When a forget was last served.
+    last_forget: Instant,
+}
+
+impl Rests {
+    fn new() -> Rests {
+        let state = RestState { resting: 0, draining: 0, drains: 0, last_forget: Instant::now() };
+        Rests { state: Mutex::new(state), cut: Condvar::new() }
+    }
+
+    fn state(&self) -> MutexGuard<'_, RestState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A reader served a forget; after a request's first node it rests
+    /// (unless a drain runs).
+    fn served_forget(&self, first_of_request: bool) {
+        let mut state = self.state();
+        state.last_forget = Instant::now();
+        if first_of_request && state.draining == 0 {
+            state.resting += 1;
+            let drains = state.drains;
+            state = self
+                .cut
+                .wait_timeout_while(state, FORGET_REST, |s| s.drains == drains)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            state.resting -= 1;
+            state.last_forget = Instant::now();
+        }
+    }
+
+    /// Runs `drain` (which says whether it found anything) with the rests
+    /// cut short and none beginning, until forgets have settled and a
+    /// drain finds nothing, or [`SETTLE_AT_MOST`] has passed; whether any
+    /// drain found something.
+    fn drained(&self, mut drain: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + SETTLE_AT_MOST;
+        let mut state = self.state();
+        state.draining += 1;
+        state.drains += 1;
+        self.cut.notify_all();
+        let mut found = false;
+        loop {
+            let settled = state.resting == 0 && state.last_forget.elapsed() >= BATCH_SETTLE;
+            drop(state);
+            let more = drain();
+            found |= more;
+            if (settled && !more) || Instant::now() >= deadline {
+                break;
+            }
+            if !more {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            state = self.state();
+        }
+        self.state().draining -= 1;
+        found
+    }
+}
 
 /// A non-blocking clone of the connection, to drain waiting forgets.
 #[derive(Debug)]
@@ -58,20 +145,7 @@ pub(crate) struct Drain {
     /// The read buffer: the kernel takes no read smaller than the largest
     /// write it may send.
     buffer: Mutex<Vec<u8>>,
-    rests: Mutex<Rests>,
-    /// Signalled when a drain cuts the rests short.
-    cut: Condvar,
-}
-
-/// The `/dev/fuse` readers' rests.
-#[derive(Debug)]
-struct Rests {
-    /// Readers resting now.
-    resting: usize,
-    /// Drains that cut rests short so far.
-    cuts: u64,
-    /// When a forget was last served.
-    last_forget: Instant,
+    rests: Rests,
 }
 
 impl Drain {
@@ -88,58 +162,25 @@ impl Drain {
         let session_fd = session.as_raw_fd() as u32;
         // SAFETY: FUSE_DEV_IOC_CLONE reads a u32 fd from the pointer,
         // which points at a live local.
-        if unsafe { libc::ioctl(device.as_raw_fd(), FUSE_DEV_IOC_CLONE, &session_fd) } != 0 {
+        if unsafe { libc::ioctl(device.as_raw_fd(), FUSE_DEV_IOC_CLONE as _, &session_fd) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
         let buffer = Mutex::new(vec![0; (max_write + 4096).max(8192 + IN_HEADER)]);
-        let rests = Mutex::new(Rests { resting: 0, cuts: 0, last_forget: Instant::now() });
-        Ok(Drain { device, buffer, rests, cut: Condvar::new() })
+        Ok(Drain { device, buffer, rests: Rests::new() })
     }
 
-    fn rests(&self) -> MutexGuard<'_, Rests> {
-        self.rests.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A `/dev/fuse` reader served a forget; after the first node of a
-    /// request it rests (see the module doc).
+    /// A `/dev/fuse` reader served a forget; after a request's first node
+    /// it rests (see the module doc).
     pub fn served_forget(&self, first_of_request: bool) {
-        let mut rests = self.rests();
-        rests.last_forget = Instant::now();
-        if first_of_request {
-            rests.resting += 1;
-            let cuts = rests.cuts;
-            rests = self
-                .cut
-                .wait_timeout_while(rests, FORGET_REST, |r| r.cuts == cuts)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            rests.resting -= 1;
-            rests.last_forget = Instant::now();
-        }
+        self.rests.served_forget(first_of_request);
     }
 
-    /// Serves every forget the kernel has sent so far: cuts the rests
-    /// short, lets the batches they held finish, drains the device, and
-    /// frees what the nodes held.
-    pub fn drain_all(&self, fs: &VfsFs) {
-        // Rests that begin meanwhile are cut short too; a stream of
-        // forgets that never settles is waited for at most two rests.
-        let deadline = Instant::now() + 2 * FORGET_REST;
-        let mut rests = self.rests();
-        loop {
-            rests.cuts += 1;
-            self.cut.notify_all();
-            let settled = rests.resting == 0 && rests.last_forget.elapsed() >= BATCH_SETTLE;
-            if settled || Instant::now() >= deadline {
-                break;
-            }
-            drop(rests);
-            std::thread::sleep(Duration::from_micros(50));
-            rests = self.rests();
+    /// Serves the forgets the kernel has sent so far (see the module doc),
+    /// then frees what the nodes held: if there were any, or `always`.
+    pub fn drain_all(&self, fs: &VfsFs, always: bool) {
+        if self.rests.drained(|| self.drain(fs) > 0) || always {
+            fs.collect(COLLECT);
         }
-        drop(rests);
-        self.drain(fs);
-        fs.collect(COLLECT);
     }
 
     /// Serves every forget waiting in the kernel now (and answers anything
@@ -150,7 +191,12 @@ impl Drain {
         loop {
             // SAFETY: the buffer is ours, locked, and as long as passed.
             let n = unsafe { libc::read(self.device.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len()) };
-            let Ok(n) = usize::try_from(n) else { return forgotten };
+            let Ok(n) = usize::try_from(n) else {
+                let error = std::io::Error::last_os_error().raw_os_error();
+                // EAGAIN: nothing waits; ENODEV: the connection is gone.
+                debug_assert!(matches!(error, Some(libc::EAGAIN | libc::ENODEV | libc::EINTR)), "{error:?}");
+                return forgotten;
+            };
             forgotten += self.serve(fs, &buffer[..n]);
         }
     }
@@ -163,7 +209,7 @@ impl Drain {
             BATCH_FORGET => batch(body),
             INTERRUPT => Vec::new(),
             _ => {
-                let reply = wire::out_header(unique, Err(vfscale::Errno::ENOSYS));
+                let reply = wire::out_header(unique, Err(vfscale::Errno::EIO));
                 // SAFETY: `reply` is a live local of the length passed.
                 let _ = unsafe { libc::write(self.device.as_raw_fd(), reply.as_ptr().cast(), OUT_HEADER) };
                 Vec::new()
@@ -197,6 +243,7 @@ fn batch(body: &[u8]) -> Vec<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn request(opcode: u32, node: u64, body: &[u8]) -> Vec<u8> {
         let mut r = vec![0u8; IN_HEADER];
@@ -224,5 +271,46 @@ mod tests {
         // A batch cut short yields what is whole, and a short header none.
         assert_eq!(batch(&body[..body.len() - 1]), [(5, 1)]);
         assert_eq!(split(&one[..IN_HEADER - 1]), None);
+    }
+
+    #[test]
+    fn a_reader_rests_after_a_forget_only_at_a_requests_first_node() {
+        let rests = Rests::new();
+        let start = Instant::now();
+        rests.served_forget(false);
+        assert!(start.elapsed() < FORGET_REST, "a batch's later node rested");
+        rests.served_forget(true);
+        assert!(start.elapsed() >= FORGET_REST, "the first node did not rest");
+    }
+
+    #[test]
+    fn a_drain_cuts_a_rest_short_and_waits_for_it() {
+        let rests = Arc::new(Rests::new());
+        let resting = {
+            let rests = Arc::clone(&rests);
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                rests.served_forget(true);
+                start.elapsed()
+            })
+        };
+        while rests.state().resting == 0 {
+            std::thread::yield_now();
+        }
+        let mut drains = 0;
+        let found = rests.drained(|| {
+            drains += 1;
+            drains == 1
+        });
+        let rested = resting.join().unwrap();
+        assert!(found);
+        assert!(rested < FORGET_REST, "the rest ran its course: {rested:?}");
+        assert_eq!(rests.state().resting, 0, "the drain ended with the rest over");
+        assert!(drains >= 2, "it drained again after finding something");
+        // While a drain runs no rest begins.
+        rests.state().draining += 1;
+        let start = Instant::now();
+        rests.served_forget(true);
+        assert!(start.elapsed() < FORGET_REST);
     }
 }

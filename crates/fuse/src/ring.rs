@@ -45,8 +45,6 @@ const CMD_COMMIT_AND_FETCH: u32 = 2;
 const HEADERS: usize = 288;
 const OP_IN: usize = 128;
 const ENT_IN_OUT: usize = 256;
-/// `FUSE_STATFS`.
-const STATFS: u32 = 17;
 /// A register sent before the kernel is done with `INIT` fails with
 /// EAGAIN, and is sent again after this. (The device reaches the queues
 /// after fuser has answered `INIT`, so this is a safeguard.)
@@ -341,12 +339,12 @@ impl Queue {
     /// with ENOSPC (see the `forgets` module), so both see what they
     /// freed.
     fn serve_request(&self, h: &InHeader, op_in: &[u8], args: &[u8]) -> wire::Handled {
-        let drain = || self.drain.as_ref().map(|d| d.drain_all(&self.fs)).is_some();
-        if h.opcode == STATFS {
-            drain();
+        let drain = |always| self.drain.as_ref().map(|d| d.drain_all(&self.fs, always)).is_some();
+        if h.opcode == wire::FUSE_STATFS {
+            drain(false);
         }
         let served = wire::serve(&self.fs, h, op_in, args);
-        if matches!(served.reply, Err(vfscale::Errno::ENOSPC)) && drain() {
+        if matches!(served.reply, Err(vfscale::Errno::ENOSPC)) && drain(true) {
             return wire::serve(&self.fs, h, op_in, args);
         }
         served

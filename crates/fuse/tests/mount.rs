@@ -266,6 +266,8 @@ fn size_and_inode_limits_show_in_df_and_come_back() {
         Err(e) => return eprintln!("SKIPPED: {e}"),
     };
     assert_eq!(df(mnt.path()), (8192, 0, 8192, 1000, 999), "the root is one inode");
+    // The rounds below are about the queues' resting forgets.
+    assert_eq!(mounted.io_uring(), kernel_offers_io_uring());
     let f = mnt.path().join("big");
     let err = std::fs::write(&f, vec![0u8; 16 << 20]).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
