@@ -423,17 +423,13 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
     };
     let machine = Machine::this();
     println!(
-        "vfscale mount-bench on {}, {} CPUs: a fresh `vfscale mount{}{}` ({serving}, record locks in the {}) beside \
+        "vfscale mount-bench on {}, {} CPUs: a fresh `vfscale mount{}{}{}` ({serving}, record locks in the {}) beside \
          {}; {runs} runs per cell after a warm-up, runs interleaved",
         machine.kernel,
         machine.cpus,
         if args.demo { " --demo" } else { "" },
-        match (args.locks, args.no_io_uring) {
-            (RecordLocks::Vfs, true) => " --locks vfs --no-io-uring",
-            (RecordLocks::Vfs, false) => " --locks vfs",
-            (RecordLocks::Kernel, true) => " --no-io-uring",
-            (RecordLocks::Kernel, false) => "",
-        },
+        if args.locks == RecordLocks::Vfs { " --locks vfs" } else { "" },
+        if args.no_io_uring { " --no-io-uring" } else { "" },
         args.locks,
         if scene.tmpfs_mounted { "a fresh tmpfs".to_string() } else { format!("tmpfs ({})", scene.tmpfs.display()) },
     );

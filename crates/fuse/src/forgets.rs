@@ -34,7 +34,7 @@
 //! [`FORGET_REST`], or as soon as a drain begins.
 
 use crate::fs::VfsFs;
-use crate::wire::{self, IN_HEADER, OUT_HEADER};
+use crate::wire::{self, InHeader, IN_HEADER, OUT_HEADER};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -56,9 +56,6 @@ const COLLECT: Duration = Duration::from_millis(10);
 
 /// `FUSE_DEV_IOC_CLONE`: `_IOR(229, 0, uint32_t)`.
 const FUSE_DEV_IOC_CLONE: u32 = 0x8004_e500;
-const FORGET: u32 = 2;
-const INTERRUPT: u32 = 36;
-const BATCH_FORGET: u32 = 42;
 
 /// The `/dev/fuse` readers' rests after forgets, and the drains that cut
 /// them short.
@@ -203,13 +200,13 @@ impl Drain {
 
     /// Serves one request read from the clone.
     fn serve(&self, fs: &VfsFs, request: &[u8]) -> usize {
-        let Some((opcode, unique, node, body)) = split(request) else { return 0 };
-        let forgets = match opcode {
-            FORGET => u64_at(body, 0).map(|nlookup| vec![(node, nlookup)]).unwrap_or_default(),
-            BATCH_FORGET => batch(body),
-            INTERRUPT => Vec::new(),
-            _ => {
-                let reply = wire::out_header(unique, Err(vfscale::Errno::EIO));
+        let Ok(h) = InHeader::parse(request) else { return 0 };
+        let body = request.get(IN_HEADER..).unwrap_or_default();
+        let forgets = match wire::forgets(&h, body) {
+            Some(forgets) => forgets,
+            None if h.opcode == wire::FUSE_INTERRUPT => Vec::new(),
+            None => {
+                let reply = wire::out_header(h.unique, Err(vfscale::Errno::EIO));
                 // SAFETY: `reply` is a live local of the length passed.
                 let _ = unsafe { libc::write(self.device.as_raw_fd(), reply.as_ptr().cast(), OUT_HEADER) };
                 Vec::new()
@@ -223,55 +220,10 @@ impl Drain {
     }
 }
 
-/// A request's opcode, unique id, node id and body.
-fn split(request: &[u8]) -> Option<(u32, u64, u64, &[u8])> {
-    let header = request.get(..IN_HEADER)?;
-    let opcode = u32::from_le_bytes(header[4..8].try_into().ok()?);
-    Some((opcode, u64_at(header, 8)?, u64_at(header, 16)?, &request[IN_HEADER..]))
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
-}
-
-/// `struct fuse_batch_forget_in` and its `struct fuse_forget_one`s.
-fn batch(body: &[u8]) -> Vec<(u64, u64)> {
-    let Some(count) = body.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes) else { return Vec::new() };
-    (0..count as usize).map_while(|i| Some((u64_at(body, 8 + 16 * i)?, u64_at(body, 16 + 16 * i)?))).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
-
-    fn request(opcode: u32, node: u64, body: &[u8]) -> Vec<u8> {
-        let mut r = vec![0u8; IN_HEADER];
-        r[..4].copy_from_slice(&((IN_HEADER + body.len()) as u32).to_le_bytes());
-        r[4..8].copy_from_slice(&opcode.to_le_bytes());
-        r[8..16].copy_from_slice(&7u64.to_le_bytes());
-        r[16..24].copy_from_slice(&node.to_le_bytes());
-        r.extend_from_slice(body);
-        r
-    }
-
-    #[test]
-    fn forgets_and_batches_parse() {
-        let one = request(FORGET, 9, &3u64.to_le_bytes());
-        let (opcode, unique, node, body) = split(&one).unwrap();
-        assert_eq!((opcode, unique, node, u64_at(body, 0)), (FORGET, 7, 9, Some(3)));
-        let mut body = vec![];
-        body.extend_from_slice(&2u32.to_le_bytes());
-        body.extend_from_slice(&0u32.to_le_bytes());
-        for (node, nlookup) in [(5u64, 1u64), (6, 2)] {
-            body.extend_from_slice(&node.to_le_bytes());
-            body.extend_from_slice(&nlookup.to_le_bytes());
-        }
-        assert_eq!(batch(&body), [(5, 1), (6, 2)]);
-        // A batch cut short yields what is whole, and a short header none.
-        assert_eq!(batch(&body[..body.len() - 1]), [(5, 1)]);
-        assert_eq!(split(&one[..IN_HEADER - 1]), None);
-    }
 
     #[test]
     fn a_reader_rests_after_a_forget_only_at_a_requests_first_node() {

@@ -17,8 +17,9 @@
 //! each queue has a slot registered; then the queues take them all but
 //! `FORGET`, `BATCH_FORGET` and `INTERRUPT`, which fuser's threads read
 //! from `/dev/fuse` (see the `dev` module; how they rest, and how a queue
-//! drains forgets itself, is the `forgets` module's). So a queue must not stop while
-//! the mount lives: failures are ruled out before the kernel is asked.
+//! drains forgets itself, is the `forgets` module's). So a queue must not
+//! stop while the mount lives: failures are ruled out before the kernel is
+//! asked.
 
 use crate::forgets::Drain;
 use crate::fs::VfsFs;

@@ -22,6 +22,7 @@ pub(crate) const IN_HEADER: usize = 40;
 pub(crate) const OUT_HEADER: usize = 16;
 
 const FUSE_LOOKUP: u32 = 1;
+pub(crate) const FUSE_FORGET: u32 = 2;
 const FUSE_GETATTR: u32 = 3;
 const FUSE_SETATTR: u32 = 4;
 const FUSE_READLINK: u32 = 5;
@@ -48,8 +49,10 @@ const FUSE_READDIR: u32 = 28;
 const FUSE_RELEASEDIR: u32 = 29;
 const FUSE_FSYNCDIR: u32 = 30;
 const FUSE_ACCESS: u32 = 34;
+pub(crate) const FUSE_INTERRUPT: u32 = 36;
 const FUSE_CREATE: u32 = 35;
 const FUSE_DESTROY: u32 = 38;
+pub(crate) const FUSE_BATCH_FORGET: u32 = 42;
 const FUSE_FALLOCATE: u32 = 43;
 const FUSE_RENAME2: u32 = 45;
 const FUSE_LSEEK: u32 = 46;
@@ -84,6 +87,22 @@ impl InHeader {
         let node = r.u64()?;
         let (uid, gid, pid) = (r.u32()?, r.u32()?, r.u32()?);
         Ok(InHeader { opcode, unique, node, client: Client { uid, gid, pid } })
+    }
+}
+
+/// The nodes and lookup counts a `FORGET` (`struct fuse_forget_in`) or a
+/// `BATCH_FORGET` (`struct fuse_batch_forget_in` and its `struct
+/// fuse_forget_one`s) with header `h` and `body` gives up: what is whole
+/// of a body cut short; `None` for another request.
+pub(crate) fn forgets(h: &InHeader, body: &[u8]) -> Option<Vec<(u64, u64)>> {
+    let mut r = Reader::new(body);
+    match h.opcode {
+        FUSE_FORGET => Some(r.u64().map(|nlookup| vec![(h.node, nlookup)]).unwrap_or_default()),
+        FUSE_BATCH_FORGET => {
+            let Ok(count) = r.u32().and_then(|count| r.skip(4).map(|()| count)) else { return Some(Vec::new()) };
+            Some((0..count).map_while(|_| Some((r.u64().ok()?, r.u64().ok()?))).collect())
+        }
+        _ => None,
     }
 }
 
@@ -510,6 +529,24 @@ mod tests {
 
     fn u32_at(bytes: &[u8], at: usize) -> u32 {
         u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+    }
+
+    #[test]
+    fn forgets_and_batches_parse() {
+        assert_eq!(forgets(&header(FUSE_FORGET, 9), &3u64.to_le_bytes()), Some(vec![(9, 3)]));
+        let mut body = vec![];
+        body.extend_from_slice(&2u32.to_le_bytes());
+        body.extend_from_slice(&0u32.to_le_bytes());
+        for (node, nlookup) in [(5u64, 1u64), (6, 2)] {
+            body.extend_from_slice(&node.to_le_bytes());
+            body.extend_from_slice(&nlookup.to_le_bytes());
+        }
+        assert_eq!(forgets(&header(FUSE_BATCH_FORGET, 0), &body), Some(vec![(5, 1), (6, 2)]));
+        // A batch cut short yields what is whole; other requests none.
+        assert_eq!(forgets(&header(FUSE_BATCH_FORGET, 0), &body[..body.len() - 1]), Some(vec![(5, 1)]));
+        assert_eq!(forgets(&header(FUSE_INTERRUPT, 0), &body), None);
+        // A header cut short is no request.
+        assert!(InHeader::parse(&[0; 35]).is_err());
     }
 
     #[test]
