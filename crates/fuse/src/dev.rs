@@ -140,6 +140,7 @@ impl Filesystem for Dev {
         thread_local!(static LAST_FORGET: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
         let first_of_request = LAST_FORGET.with(|last| last.replace(req.unique().0)) != req.unique().0;
         let _served = if first_of_request {
+            self.fs.count_forget_request();
             Some(self.fs.serve(Opcode::Forget))
         } else {
             self.fs.count(Opcode::Forget);

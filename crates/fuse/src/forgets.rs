@@ -212,6 +212,9 @@ impl Drain {
                 Vec::new()
             }
         };
+        if !forgets.is_empty() {
+            fs.count_forget_request();
+        }
         for &(node, nlookup) in &forgets {
             fs.count(crate::requests::Opcode::Forget);
             fs.forget_node(node, nlookup);

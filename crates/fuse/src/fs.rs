@@ -662,11 +662,17 @@ impl VfsFs {
         self.requests.count(op);
     }
 
+    /// Counts a `FORGET` or `BATCH_FORGET` request (`count` counts its
+    /// nodes).
+    pub(crate) fn count_forget_request(&self) {
+        self.requests.count_forget_request();
+    }
+
     /// Counts a request; the guard lingers when the handler is done (see
-    /// the `linger` module).
+    /// the `linger` module), and a request another thread began since this
+    /// count ends that linger.
     pub(crate) fn serve(&self, op: Opcode) -> Served<'_> {
-        self.count(op);
-        Served(&self.linger)
+        Served { linger: &self.linger, begun: self.requests.count(op) }
     }
 
     /// Stops what waits for the mount (blocked record locks) at its end.
@@ -1012,11 +1018,15 @@ fn xattr(n: usize, size: u32, mut buf: Vec<u8>) -> Xattr {
 /// the reply went (or, for a blocked lock, was handed to the thread that
 /// sends it; a `FORGET` has none).
 #[must_use = "a guard dropped at once lingers before the request is served"]
-pub(crate) struct Served<'a>(&'a Linger);
+pub(crate) struct Served<'a> {
+    linger: &'a Linger,
+    /// The mount's request total when this request was counted.
+    begun: u64,
+}
 
 impl Drop for Served<'_> {
     fn drop(&mut self) {
-        self.0.after_reply();
+        self.linger.after_reply(self.begun);
     }
 }
 

@@ -129,7 +129,11 @@ impl Linger {
     }
 
     /// Called after a request was answered: lingers if the policy says so.
-    pub fn after_reply(&self) -> Outcome {
+    /// `begun` is what the mount's counts stood at when that request was
+    /// counted ([`Counters::count`] returns it), so a request another
+    /// thread began at any moment since, even before this call, ends the
+    /// linger.
+    pub fn after_reply(&self, begun: u64) -> Outcome {
         let Some(device) = self.device.get() else { return Outcome::Skipped };
         if self.budget.is_zero() || self.busy.swap(true, Ordering::Acquire) {
             return Outcome::Skipped;
@@ -140,12 +144,11 @@ impl Linger {
             self.busy.store(false, Ordering::Release);
             return Outcome::Skipped;
         }
-        // Another thread that begins a request meanwhile (a sleeping reader
-        // woken for it, maybe on the client's CPU) ends the linger: that
-        // thread lingers after its reply, instead of this one polling in
-        // vain while it serves every request.
-        let begun = self.requests.total();
-        let outcome = poll_until(device, self.budget, || self.requests.total() != begun);
+        // Another thread that began a request since this one was counted
+        // (a sleeping reader woken for it, maybe on the client's CPU) ends
+        // the linger: that thread lingers after its reply, instead of this
+        // one polling in vain while it serves every request.
+        let outcome = poll_until(device, self.budget, || self.requests.total() > begun);
         match outcome {
             Outcome::Hit => {
                 self.miss_streak.store(0, Ordering::Relaxed);
@@ -224,8 +227,8 @@ mod tests {
         use std::io::Write;
         let (linger, mut requests) = lingering_on(Duration::from_secs(10));
         requests.write_all(b"r").unwrap();
-        assert_eq!(linger.after_reply(), Outcome::Hit);
-        assert_eq!(linger.after_reply(), Outcome::Hit, "a hit lets the next reply linger too");
+        assert_eq!(linger.after_reply(0), Outcome::Hit);
+        assert_eq!(linger.after_reply(0), Outcome::Hit, "a hit lets the next reply linger too");
         assert_eq!(linger.tally.snapshot(), Lingers { hits: 2, misses: 0, lost: 0 });
     }
 
@@ -237,20 +240,20 @@ mod tests {
         let (linger, mut requests) = lingering_on(Duration::from_micros(1));
         let mut outcomes = Vec::new();
         for _ in 0..(1 + 1 + 1 + 3 + 1 + 7) {
-            outcomes.push(linger.after_reply());
+            outcomes.push(linger.after_reply(0));
         }
         let (miss, skip) = (Outcome::Miss, Outcome::Skipped);
         let expected = [vec![miss, skip, miss], vec![skip; 3], vec![miss], vec![skip; 7]].concat();
         assert_eq!(outcomes, expected);
         assert_eq!(linger.tally.snapshot(), Lingers { hits: 0, misses: 3, lost: 0 });
         for _ in 0..10 {
-            while linger.after_reply() == Outcome::Skipped {}
+            while linger.after_reply(0) == Outcome::Skipped {}
         }
         assert_eq!(linger.skip.load(Ordering::Relaxed), MAX_SKIP, "the skip stops growing");
-        while linger.after_reply() == Outcome::Skipped {}
+        while linger.after_reply(0) == Outcome::Skipped {}
         requests.write_all(b"r").unwrap();
-        while linger.after_reply() == Outcome::Skipped {}
-        assert_eq!(linger.after_reply(), Outcome::Hit, "a hit resets the misses");
+        while linger.after_reply(0) == Outcome::Skipped {}
+        assert_eq!(linger.after_reply(0), Outcome::Hit, "a hit resets the misses");
         assert_eq!(linger.skip.load(Ordering::Relaxed), 0);
     }
 
@@ -259,11 +262,11 @@ mod tests {
         use std::io::Write;
         let (linger, mut requests) = lingering_on(Duration::from_secs(10));
         std::thread::scope(|s| {
-            let first = s.spawn(|| linger.after_reply());
+            let first = s.spawn(|| linger.after_reply(0));
             while !linger.busy.load(Ordering::Acquire) {
                 std::thread::yield_now();
             }
-            assert_eq!(linger.after_reply(), Outcome::Skipped, "the second thread goes back to its read");
+            assert_eq!(linger.after_reply(0), Outcome::Skipped, "the second thread goes back to its read");
             requests.write_all(b"r").unwrap();
             assert_eq!(first.join().unwrap(), Outcome::Hit);
         });
@@ -276,7 +279,9 @@ mod tests {
     fn a_request_begun_elsewhere_ends_the_linger() {
         let (linger, _requests) = lingering_on(Duration::from_secs(10));
         std::thread::scope(|s| {
-            let lingering = s.spawn(|| linger.after_reply());
+            let begun = linger.requests.count(crate::Opcode::Getattr);
+            let linger = &linger;
+            let lingering = s.spawn(move || linger.after_reply(begun));
             while !linger.busy.load(Ordering::Acquire) {
                 std::thread::yield_now();
             }
@@ -287,17 +292,33 @@ mod tests {
         assert_eq!(linger.skip.load(Ordering::Relaxed), 0);
     }
 
+    /// A request another thread began after this one was counted but
+    /// before its linger started (the linger's own view of the counts
+    /// would already include it) still ends the linger.
+    #[test]
+    fn a_request_begun_before_the_linger_ends_it() {
+        use std::io::Write;
+        let (linger, mut requests) = lingering_on(Duration::from_secs(10));
+        let begun = linger.requests.count(crate::Opcode::Getattr);
+        linger.requests.count(crate::Opcode::Lookup);
+        assert_eq!(linger.after_reply(begun), Outcome::Lost);
+        // The request's own count does not: it lingers until the next.
+        let begun = linger.requests.count(crate::Opcode::Getattr);
+        requests.write_all(b"r").unwrap();
+        assert_eq!(linger.after_reply(begun), Outcome::Hit);
+    }
+
     #[test]
     fn a_hung_up_device_ends_the_linger() {
         let (linger, requests) = lingering_on(Duration::from_secs(10));
         drop(requests);
-        assert_eq!(linger.after_reply(), Outcome::Gone);
+        assert_eq!(linger.after_reply(0), Outcome::Gone);
     }
 
     #[test]
     fn no_device_or_no_budget_never_lingers() {
-        assert_eq!(Linger::new(Duration::from_secs(1), Arc::default()).after_reply(), Outcome::Skipped);
+        assert_eq!(Linger::new(Duration::from_secs(1), Arc::default()).after_reply(0), Outcome::Skipped);
         let (linger, _requests) = lingering_on(Duration::ZERO);
-        assert_eq!(linger.after_reply(), Outcome::Skipped);
+        assert_eq!(linger.after_reply(0), Outcome::Skipped);
     }
 }

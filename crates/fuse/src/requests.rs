@@ -87,12 +87,23 @@ impl Opcode {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     counts: [AtomicU64; Opcode::ALL.len()],
+    /// `FORGET` and `BATCH_FORGET` requests (`counts` has their nodes).
+    forget_requests: AtomicU64,
 }
 
 impl Counters {
-    /// One more request of kind `op`.
-    pub fn count(&self, op: Opcode) {
+    /// One more request of kind `op`; returns [`Counters::total`] as it
+    /// stood right after it, or higher when another count came at once.
+    pub fn count(&self, op: Opcode) -> u64 {
+        let before = self.total();
         self.counts[op as usize].fetch_add(1, Ordering::Relaxed);
+        before + 1
+    }
+
+    /// One more `FORGET` or `BATCH_FORGET` request (its nodes are counted
+    /// as [`Opcode::Forget`]).
+    pub fn count_forget_request(&self) {
+        self.forget_requests.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Requests of every kind so far.
@@ -102,28 +113,42 @@ impl Counters {
 
     /// The counts now.
     pub fn snapshot(&self) -> RequestCounts {
-        RequestCounts(std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed)))
+        RequestCounts {
+            counts: std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed)),
+            forget_requests: self.forget_requests.load(Ordering::Relaxed),
+        }
     }
 }
 
 /// The requests a mount had served at one moment, by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RequestCounts([u64; Opcode::ALL.len()]);
+pub struct RequestCounts {
+    counts: [u64; Opcode::ALL.len()],
+    forget_requests: u64,
+}
 
 impl RequestCounts {
-    /// Requests of kind `op`.
+    /// Requests of kind `op` (nodes, for [`Opcode::Forget`]).
     pub fn get(&self, op: Opcode) -> u64 {
-        self.0[op as usize]
+        self.counts[op as usize]
     }
 
-    /// Requests of every kind.
+    /// Requests of every kind (forgotten nodes counted one each).
     pub fn total(&self) -> u64 {
-        self.0.iter().sum()
+        self.counts.iter().sum()
+    }
+
+    /// `FORGET` and `BATCH_FORGET` requests, however many nodes each named.
+    pub fn forget_requests(&self) -> u64 {
+        self.forget_requests
     }
 
     /// What was served between `earlier` and `self`.
     pub fn since(&self, earlier: &RequestCounts) -> RequestCounts {
-        RequestCounts(std::array::from_fn(|i| self.0[i].saturating_sub(earlier.0[i])))
+        RequestCounts {
+            counts: std::array::from_fn(|i| self.counts[i].saturating_sub(earlier.counts[i])),
+            forget_requests: self.forget_requests.saturating_sub(earlier.forget_requests),
+        }
     }
 }
 
@@ -155,10 +180,14 @@ mod tests {
         let before = counters.snapshot();
         counters.count(Opcode::Lookup);
         counters.count(Opcode::Create);
-        counters.count(Opcode::Lookup);
+        assert_eq!(counters.count(Opcode::Lookup), 3, "count returns the total it made");
+        counters.count(Opcode::Forget);
+        counters.count(Opcode::Forget);
+        counters.count_forget_request();
         let delta = counters.snapshot().since(&before);
-        assert_eq!((delta.get(Opcode::Lookup), delta.get(Opcode::Create), delta.total()), (2, 1, 3));
-        assert_eq!(delta.to_string(), "LOOKUP 2, CREATE 1");
+        assert_eq!((delta.get(Opcode::Lookup), delta.get(Opcode::Create), delta.total()), (2, 1, 5));
+        assert_eq!((delta.get(Opcode::Forget), delta.forget_requests()), (2, 1));
+        assert_eq!(delta.to_string(), "LOOKUP 2, FORGET 2, CREATE 1");
         assert_eq!(RequestCounts::default().to_string(), "none");
     }
 }
