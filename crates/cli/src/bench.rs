@@ -1,14 +1,17 @@
 //! `vfscale bench`: runs every (variant, threads) cell of one workload and
 //! reports each as a table row or a JSON object.
 //!
-//! Two figures relate cells of one run. `speedup` S_T = median ops/s at T
-//! threads / median ops/s at 1 thread of the same variant. `efficiency` =
-//! S_T / S_T of [`PRIVATE`] (the same work with nothing shared, measured
-//! in the same rounds): the share of what this machine allows at T threads
-//! that the design gets. 1 means the design scales like unshared work; at
-//! 1 thread it is 1 by definition.
+//! Two figures relate cells of one run, both estimated round by round
+//! (every cell runs once per round; see [`RoundRatio`]). `speedup` S_T =
+//! ops/s at T threads / ops/s at 1 thread of the same variant in that
+//! round. `efficiency` = S_T / S_T of [`PRIVATE`] (the same work with
+//! nothing shared) in that round: the share of what this machine allows at
+//! T threads that the design gets. 1 means the design scales like unshared
+//! work; at 1 thread it is 1 by definition. Each is the median over rounds,
+//! with a bootstrap 95% interval (`speedup_ci95`, `efficiency_ci95`).
 
 use crate::harness::{run_cells, CellStats, RunPlan};
+use crate::stats::RoundRatio;
 use crate::workloads::{Params, Subject, Workload, PRIVATE};
 use serde::Serialize;
 
@@ -53,12 +56,28 @@ pub struct CellReport {
     /// Throughput and per-op time.
     #[serde(flatten)]
     pub stats: CellStats,
-    /// Median throughput over the median at 1 thread of the same variant,
-    /// when 1 thread was measured.
+    /// Throughput over that at 1 thread of the same variant, the median
+    /// over rounds, when 1 thread was measured.
     pub speedup: Option<f64>,
+    /// 95% interval of `speedup`.
+    pub speedup_ci95: Option<[f64; 2]>,
     /// `speedup` over the speedup of `private` at the same thread count,
-    /// when both were measured in the same run.
+    /// round by round, when both were measured in the same run.
     pub efficiency: Option<f64>,
+    /// 95% interval of `efficiency`.
+    pub efficiency_ci95: Option<[f64; 2]>,
+}
+
+impl CellReport {
+    /// `speedup` with its interval.
+    pub fn speedup_estimate(&self) -> Option<RoundRatio> {
+        Some(RoundRatio { median: self.speedup?, ci95: self.speedup_ci95? })
+    }
+
+    /// `efficiency` with its interval.
+    pub fn efficiency_estimate(&self) -> Option<RoundRatio> {
+        Some(RoundRatio { median: self.efficiency?, ci95: self.efficiency_ci95? })
+    }
 }
 
 impl BenchRequest {
@@ -122,7 +141,9 @@ impl Cells {
                 note: self.note.clone(),
                 stats: runs.stats(),
                 speedup: None,
+                speedup_ci95: None,
                 efficiency: None,
+                efficiency_ci95: None,
             })
             .collect();
         scaling(&mut reports);
@@ -132,24 +153,64 @@ impl Cells {
 
 /// Fills in every report's `speedup` (against the 1-thread cell of its
 /// variant) and `efficiency` (that speedup over the speedup of `private` at
-/// the same thread count); each stays `None` where a cell it needs is
-/// missing.
+/// the same thread count), each estimated round by round with its
+/// interval; each stays `None` where a cell it needs is missing.
 pub fn scaling(reports: &mut [CellReport]) {
-    let base = |of: &CellReport| {
-        let one = reports.iter().find(|r| (r.workload, r.variant, r.threads) == (of.workload, of.variant, 1))?;
-        Some(one.stats.ops_per_sec.median)
+    let samples = |variant: &str, of: &CellReport, threads: usize| {
+        let cell = reports.iter().find(|r| (r.workload, r.variant, r.threads) == (of.workload, variant, threads))?;
+        Some(cell.stats.ops_per_sec_samples.as_slice())
     };
-    let speedups: Vec<Option<f64>> = reports.iter().map(|r| Some(r.stats.ops_per_sec.median / base(r)?)).collect();
-    let ceiling = |of: &CellReport| {
-        let mut cells = reports.iter().zip(&speedups);
-        cells.find(|(r, _)| (r.workload, r.variant, r.threads) == (of.workload, PRIVATE, of.threads)).and_then(|c| *c.1)
-    };
-    let efficiencies: Vec<Option<f64>> =
-        reports.iter().zip(&speedups).map(|(r, s)| Some((*s)? / ceiling(r)?)).collect();
-    for ((report, speedup), efficiency) in reports.iter_mut().zip(speedups).zip(efficiencies) {
-        report.speedup = speedup;
-        report.efficiency = efficiency;
+    let estimates: Vec<(Option<RoundRatio>, Option<RoundRatio>)> = reports
+        .iter()
+        .map(|r| {
+            let (at_t, at_1) = (&r.stats.ops_per_sec_samples[..], samples(r.variant, r, 1));
+            let speedup = at_1.and_then(|at_1| RoundRatio::of_rounds(&[at_t, at_1], |c| c[0] / c[1]));
+            let efficiency = (|| {
+                let cells = [at_t, at_1?, samples(PRIVATE, r, r.threads)?, samples(PRIVATE, r, 1)?];
+                RoundRatio::of_rounds(&cells, |c| (c[0] / c[1]) / (c[2] / c[3]))
+            })();
+            (speedup, efficiency)
+        })
+        .collect();
+    for (report, (speedup, efficiency)) in reports.iter_mut().zip(estimates) {
+        report.speedup = speedup.map(|s| s.median);
+        report.speedup_ci95 = speedup.map(|s| s.ci95);
+        report.efficiency = efficiency.map(|e| e.median);
+        report.efficiency_ci95 = efficiency.map(|e| e.ci95);
     }
+}
+
+/// How noisy the machine was: the spread of `private`'s speedup over the
+/// rounds at each thread count above 1, as `noise (private's S per round):
+/// x2 1.85-2.01 (8%)`; a wide spread says the machine, not a design, moved
+/// the figures. `None` without private cells.
+pub fn noise_line(cells: &[CellReport]) -> Option<String> {
+    let one = cells.iter().find(|c| c.variant == PRIVATE && c.threads == 1)?;
+    let spreads: Vec<String> = cells
+        .iter()
+        .filter(|c| c.variant == PRIVATE && c.threads > 1)
+        .filter_map(|c| {
+            let (at_t, at_1) = (&c.stats.ops_per_sec_samples, &one.stats.ops_per_sec_samples);
+            let per_round: Vec<f64> = at_t.iter().zip(at_1).map(|(t, o)| t / o).collect();
+            let (lo, hi) = per_round.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+            let median = crate::stats::median(&per_round)?;
+            Some(format!("x{} {lo:.2}-{hi:.2} ({:.0}%)", c.threads, 100.0 * (hi - lo) / median))
+        })
+        .collect();
+    (!spreads.is_empty()).then(|| format!("noise (private's S per round): {}", spreads.join(", ")))
+}
+
+/// [`noise_line`] of every workload among `reports`, each on its own line.
+pub fn noise_lines(reports: &[CellReport]) -> String {
+    let mut workloads: Vec<&str> = reports.iter().map(|r| r.workload).collect();
+    workloads.dedup();
+    workloads
+        .into_iter()
+        .filter_map(|w| {
+            let cells: Vec<CellReport> = reports.iter().filter(|r| r.workload == w).cloned().collect();
+            noise_line(&cells).map(|line| format!("{w}: {line}\n"))
+        })
+        .collect()
 }
 
 /// Renders reports as an aligned text table: for the lockperf analogs
@@ -187,14 +248,19 @@ pub fn table(reports: &[CellReport]) -> String {
             human(o.min),
             human(o.max),
             format!("{:.1}", r.stats.per_op_ns.median),
-            ratio(r.speedup),
-            ratio(r.efficiency),
+            estimate(r.speedup_estimate()),
+            estimate(r.efficiency_estimate()),
             format!("{:.2}", r.stats.fairness.min_over_max),
             format!("{:.3}", r.stats.cpu_user_s.median),
             format!("{:.3}", r.stats.cpu_system_s.median),
         ]);
     }
     align(rows)
+}
+
+/// A speedup or efficiency with its interval, "-" when unknown.
+fn estimate(value: Option<RoundRatio>) -> String {
+    value.map_or("-".into(), |v| v.to_string())
 }
 
 /// A speedup or efficiency with two decimals, "-" when unknown.
@@ -221,7 +287,7 @@ fn run_time_table(reports: &[CellReport]) -> String {
             format!("{:.4}", t.min * 1e3),
             ratio(r.speedup),
             ratio(s2),
-            ratio(r.efficiency),
+            estimate(r.efficiency_estimate()),
         ]);
     }
     align(rows)
@@ -262,7 +328,7 @@ pub fn human(v: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::workloads;
 
@@ -300,12 +366,17 @@ mod tests {
 
     /// A report of `variant` at `threads` whose median throughput is `ops`.
     fn cell(variant: &'static str, threads: usize, ops: f64) -> CellReport {
+        rounds(variant, threads, &[ops])
+    }
+
+    /// A report of `variant` at `threads` that measured `ops` in its rounds.
+    pub(crate) fn rounds(variant: &'static str, threads: usize, ops: &[f64]) -> CellReport {
         let runs = crate::harness::CellRuns {
             threads,
             iterations: 1,
-            elapsed: vec![std::time::Duration::from_secs_f64(threads as f64 / ops)],
-            cpu: vec![Default::default()],
-            thread_elapsed: vec![vec![std::time::Duration::from_secs(1); threads]],
+            elapsed: ops.iter().map(|o| std::time::Duration::from_secs_f64(threads as f64 / o)).collect(),
+            cpu: vec![Default::default(); ops.len()],
+            thread_elapsed: vec![vec![std::time::Duration::from_secs(1); threads]; ops.len()],
         };
         CellReport {
             workload: "w",
@@ -318,7 +389,9 @@ mod tests {
             note: None,
             stats: runs.stats(),
             speedup: None,
+            speedup_ci95: None,
             efficiency: None,
+            efficiency_ci95: None,
         }
     }
 
@@ -352,6 +425,39 @@ mod tests {
         for (i, ((s, e), (want_s, want_e))) in got.iter().zip(expected).enumerate() {
             assert!(close(*s, want_s) && close(*e, want_e), "row {i}: got {s:?} {e:?}, want {want_s} {want_e}");
         }
+    }
+
+    #[test]
+    fn noise_is_the_spread_of_privates_rounds() {
+        let cells = [
+            rounds("ours", 1, &[100.0, 100.0]),
+            rounds(PRIVATE, 1, &[100.0, 100.0, 100.0]),
+            rounds(PRIVATE, 2, &[200.0, 180.0, 160.0]),
+        ];
+        assert_eq!(noise_line(&cells).unwrap(), "noise (private's S per round): x2 1.60-2.00 (22%)");
+        assert_eq!(noise_lines(&cells), "w: noise (private's S per round): x2 1.60-2.00 (22%)\n");
+        assert_eq!(noise_line(&cells[..1]), None);
+    }
+
+    /// A drop that hits every cell of a round alike (another tenant) moves
+    /// no round's ratio; a drop in one cell only widens the interval.
+    #[test]
+    fn scaling_is_estimated_round_by_round() {
+        let mut reports = vec![
+            rounds("ours", 1, &[100.0, 100.0, 50.0, 100.0, 100.0]),
+            rounds("ours", 2, &[190.0, 190.0, 95.0, 190.0, 190.0]),
+            rounds(PRIVATE, 1, &[100.0, 100.0, 50.0, 100.0, 100.0]),
+            rounds(PRIVATE, 2, &[200.0, 200.0, 100.0, 200.0, 120.0]),
+        ];
+        scaling(&mut reports);
+        let ours = reports[1].speedup_estimate().unwrap();
+        assert!((ours.median - 1.9).abs() < 1e-6 && ours.ci95[1] - ours.ci95[0] < 1e-6, "{ours}");
+        let efficiency = reports[1].efficiency_estimate().unwrap();
+        assert!((efficiency.median - 0.95).abs() < 1e-6, "{efficiency}");
+        assert!(efficiency.ci95[0] <= 0.95 && efficiency.ci95[1] > 1.5, "round 5's private widens it: {efficiency}");
+        let json = serde_json::to_value(&reports[1]).unwrap();
+        assert_eq!(json["efficiency_ci95"].as_array().unwrap().len(), 2);
+        assert_eq!(json["speedup_ci95"].as_array().unwrap().len(), 2);
     }
 
     #[test]

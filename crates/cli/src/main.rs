@@ -2,6 +2,7 @@
 //! and reproductions of the five seed experiments.
 
 mod bench;
+mod calibration;
 mod commute;
 mod compare;
 mod harness;
@@ -15,6 +16,7 @@ mod stats;
 mod workloads;
 
 use bench::BenchRequest;
+use calibration::Calibration;
 use clap::{Args, Parser, Subcommand};
 use harness::RunPlan;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -173,16 +175,30 @@ fn bench_command(args: BenchArgs) -> Result<(), String> {
         return Err("--dir applies to `vfscale host`, whose drivers run on real file systems".into());
     }
     let request = bench_request(&args)?;
+    eprintln!("[calibration] a private table per thread at 1 and {:?} threads", request.threads);
+    let calibration = Calibration::measure(&request.threads, request.plan.runs, calibration::RUN_TIME);
     let reports = request.run(|variant, threads, run| {
         if run == 0 {
             eprintln!("[{}] {variant} x{threads} (warm-up)", request.workload.name);
         }
     });
+    let machine = machine::Machine::this();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&reports).map_err(|e| e.to_string())?);
+        let run = serde_json::json!({
+            "vfscale_version": env!("CARGO_PKG_VERSION"),
+            "machine": machine,
+            "calibration": calibration,
+            "cells": reports,
+        });
+        println!("{}", serde_json::to_string_pretty(&run).map_err(|e| e.to_string())?);
     } else {
+        println!("{}, {} CPUs ({}); {}", machine.kernel, machine.cpus, machine.cpu_model, calibration.line());
         print!("{}", describe(&request));
         print!("{}", bench::table(&reports));
+        print!("{}", bench::noise_lines(&reports));
+        for note in calibration.ceiling_notes(&reports) {
+            println!("{note}");
+        }
     }
     Ok(())
 }
@@ -342,6 +358,9 @@ fn reproduce_command(args: ReproduceArgs) -> Result<(), String> {
     if args.quick {
         println!("--quick: {} runs per cell and a fifth of the iterations; figures are noisier", options.runs());
     }
+    eprintln!("[calibration] a private table per thread");
+    let calibration = Calibration::measure(&options.threads, options.runs(), calibration::RUN_TIME);
+    println!("{}", calibration.line());
     let bar = ProgressBar::new(reproduce::run_count(&experiments, &options) as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} runs  {msg}")
@@ -359,13 +378,14 @@ fn reproduce_command(args: ReproduceArgs) -> Result<(), String> {
         results.push(result);
     }
     bar.finish_and_clear();
-    print!("{}", reproduce::summary(&results));
+    print!("{}", reproduce::summary(&results, &calibration));
     let reproduction = reproduce::Reproduction {
         vfscale_version: env!("CARGO_PKG_VERSION"),
         machine,
         quick: args.quick,
         runs: options.runs(),
         threads: options.threads,
+        calibration,
         experiments: results,
     };
     if let Some(path) = &args.json {

@@ -28,7 +28,7 @@ use crate::bench::{self, CellReport, Cells};
 use crate::harness::RunPlan;
 use crate::host;
 use crate::machine::Machine;
-use crate::stats::median;
+use crate::stats::{Bound, Judgement, RoundRatio};
 use crate::workloads::Subject;
 use clap::Args;
 use std::ffi::CString;
@@ -67,31 +67,6 @@ pub struct MountBenchArgs {
     /// offers FUSE over io_uring (as `vfscale mount --no-io-uring`).
     #[arg(long)]
     no_io_uring: bool,
-}
-
-/// One goal: the mount's figure against a bound.
-#[derive(Debug, Clone, Copy)]
-enum Bound {
-    /// A ratio to tmpfs (mount time / tmpfs time) of at most this.
-    AtMost(f64),
-    /// A speedup of at least this.
-    AtLeast(f64),
-}
-
-impl Bound {
-    fn met(self, value: f64) -> bool {
-        match self {
-            Bound::AtMost(b) => value <= b,
-            Bound::AtLeast(b) => value >= b,
-        }
-    }
-
-    fn show(self, unit: &str) -> String {
-        match self {
-            Bound::AtMost(b) => format!("<= {b}{unit}"),
-            Bound::AtLeast(b) => format!(">= {b}{unit}"),
-        }
-    }
 }
 
 /// A single-thread operation of part 1.
@@ -434,10 +409,11 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
         if scene.tmpfs_mounted { "a fresh tmpfs".to_string() } else { format!("tmpfs ({})", scene.tmpfs.display()) },
     );
     let files = [Files::new(&bench_dirs[0])?, Files::new(&bench_dirs[1])?];
-    let mut met = 0;
-    let mut goals = 0;
+    let mut judged = Vec::new();
 
-    println!("\none thread, median time per operation:");
+    println!(
+        "\none thread, median time per operation; ratio = the mount's time over tmpfs's, round by round [95% CI]:"
+    );
     let mut rows = vec![["operation", "tmpfs", "vfscale", "ratio", "goal", "met", "requests per op on the mount"]
         .map(String::from)
         .to_vec()];
@@ -453,40 +429,43 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
             })
         })?;
         let (tmpfs, mount) = (per_op_us(&reports[0]), per_op_us(&reports[1]));
-        let ratio = mount / tmpfs;
+        let samples = [&reports[0].stats.ops_per_sec_samples[..], &reports[1].stats.ops_per_sec_samples[..]];
+        let ratio = RoundRatio::of_rounds(&samples, |round| round[0] / round[1]).ok_or("a cell measured nothing")?;
         let requests = requests_per_op(scene.mounted(), op, &files[1])?;
-        goals += 1;
-        met += usize::from(op.goal().met(ratio));
+        let judgement = op.goal().judge(ratio.ci95);
+        judged.push(judgement);
         rows.push(vec![
             op.name().to_string(),
             format!("{tmpfs:.2} us"),
             format!("{mount:.2} us"),
-            format!("{ratio:.2}x"),
+            format!("{ratio}x"),
             op.goal().show("x"),
-            yes_no(op.goal().met(ratio)),
+            judgement.to_string(),
             requests,
         ]);
     }
     print!("{}", table(rows));
 
-    println!("\ntwo processes doing open + read 32 B + close of a 32-byte file, S2 = throughput of two over one:");
+    println!(
+        "\ntwo processes doing open + read 32 B + close of a 32-byte file, S2 = throughput of two over one, round by \
+         round [95% CI]:"
+    );
     let s2 = processes_s2(&files, runs, 100_000 / scale)?;
     let goal = Bound::AtLeast(1.6);
-    goals += 1;
-    met += usize::from(goal.met(s2[0][1]));
+    judged.push(goal.judge(s2[0][1].ci95));
     let mut rows = vec![["", "tmpfs", "vfscale", "goal", "met"].map(String::from).to_vec()];
     for (label, [tmpfs, mount]) in [("S2, a file per process", s2[0]), ("S2, one file for both", s2[1])] {
         rows.push(vec![
             label.into(),
-            format!("{tmpfs:.2}"),
-            format!("{mount:.2}"),
+            tmpfs.to_string(),
+            mount.to_string(),
             goal.show(""),
-            yes_no(goal.met(mount)),
+            goal.judge(mount.ci95).to_string(),
         ]);
     }
     print!("{}", table(rows));
     println!("(the goal is judged on a file per process; on one file, the kernel's per-inode locks and counts bound tmpfs too)");
-    println!("\ngoals met: {met} of {goals} (the last goal, pjdfstest with 0 failures, is .ci/pjdfstest's)");
+    println!("{}", goals_line(&judged));
 
     if !args.goals_only {
         seed_workloads(&scene, runs, scale)?;
@@ -524,9 +503,10 @@ fn requests_per_op(mounted: &Mounted, op: Op, files: &Files) -> Result<String, S
 
 /// S2 of open + read + close on tmpfs and on the mount, `[[tmpfs, mount]`
 /// with a file per process, `[tmpfs, mount]` with one file for both`]`:
-/// the median over `runs` of the aggregate throughput of two processes
-/// over the median of one, all runs interleaved after a warm-up.
-fn processes_s2(files: &[Files; 2], runs: usize, iterations: u64) -> Result<[[f64; 2]; 2], String> {
+/// the aggregate throughput of two processes over that of one in the same
+/// round, the median over `runs` rounds with its interval, all runs
+/// interleaved after a warm-up.
+fn processes_s2(files: &[Files; 2], runs: usize, iterations: u64) -> Result<[[RoundRatio; 2]; 2], String> {
     // rates[fs][case]: one throughput per run; case 0 is one process, 1
     // two on their own files, 2 two on one file.
     let mut rates: [[Vec<f64>; 3]; 2] = Default::default();
@@ -542,9 +522,24 @@ fn processes_s2(files: &[Files; 2], runs: usize, iterations: u64) -> Result<[[f6
         }
     }
     let s2 = |fs: usize, case: usize| {
-        median(&rates[fs][case]).expect("runs >= 1") / median(&rates[fs][0]).expect("runs >= 1")
+        RoundRatio::of_rounds(&[&rates[fs][case], &rates[fs][0]], |round| round[0] / round[1])
+            .ok_or("a case measured nothing")
     };
-    Ok([[s2(0, 1), s2(1, 1)], [s2(0, 2), s2(1, 2)]])
+    Ok([[s2(0, 1)?, s2(1, 1)?], [s2(0, 2)?, s2(1, 2)?]])
+}
+
+/// `goals met: 4 of 5, not met 0, inconclusive 1 (...)`: the tally of the
+/// judgements, inconclusive ones named as such rather than as failures.
+fn goals_line(judged: &[Judgement]) -> String {
+    let count = |j: Judgement| judged.iter().filter(|&&k| k == j).count();
+    format!(
+        "\ngoals met: {} of {}, not met {}, inconclusive {} (a 95% interval that straddles its bar; the last goal, \
+         pjdfstest with 0 failures, is .ci/pjdfstest's)",
+        count(Judgement::Met),
+        judged.len(),
+        count(Judgement::NotMet),
+        count(Judgement::Inconclusive)
+    )
 }
 
 /// The monotonic clock in nanoseconds (async-signal-safe).
@@ -678,10 +673,6 @@ fn seed_workloads(scene: &Scene, runs: usize, scale: u64) -> Result<(), String> 
     Ok(())
 }
 
-fn yes_no(met: bool) -> String {
-    if met { "yes" } else { "NO" }.into()
-}
-
 /// Left-aligned first column, the others right-aligned, two spaces apart.
 fn table(rows: Vec<Vec<String>>) -> String {
     let widths: Vec<usize> = (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
@@ -709,10 +700,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bounds_judge_both_ways() {
-        assert!(Bound::AtMost(1.5).met(1.5) && !Bound::AtMost(1.5).met(1.51));
-        assert!(Bound::AtLeast(1.6).met(1.7) && !Bound::AtLeast(1.6).met(1.59));
-        assert_eq!(Bound::AtMost(8.0).show("x"), "<= 8x");
+    fn goals_are_tallied_with_the_inconclusive_apart() {
+        let line = goals_line(&[Judgement::Met, Judgement::Inconclusive, Judgement::Met, Judgement::NotMet]);
+        assert!(line.contains("goals met: 2 of 4, not met 1, inconclusive 1 ("), "{line}");
+        assert_eq!(Op::CreateCloseUnlink.goal().show("x"), "<= 8x");
     }
 
     /// Every operation runs on an ordinary directory, and so does the

@@ -49,7 +49,7 @@ fn head(html: &mut String, repro: &Reproduction) {
          .same{{background:#eee}}img{{max-width:100%}}.note{{color:#835}}code{{background:#f4f4f4}}\
          </style></head><body>\n<h1>vfscale: the seed experiments, reproduced</h1>\n\
          <p>Machine: {} &middot; {} CPUs &middot; {} &middot; {}. vfscale {}; {} measured runs per cell after a warm-up; \
-         threads {}{}.</p>\n\
+         threads {}{}.</p>\n<p>{}</p>\n\
          <p>Every cell runs its threads behind a barrier; throughput is all threads' operations per second. \
          Verdicts compare the throughput of the \"after\" design with the \"before\" design at the same thread count: \
          ratio of means with a bootstrap 95% interval, and a two-sided Mann&ndash;Whitney U test at 95% \
@@ -63,6 +63,7 @@ fn head(html: &mut String, repro: &Reproduction) {
         repro.runs,
         repro.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
         if repro.quick { " (--quick: fewer runs and iterations, noisier)" } else { "" },
+        escape(&repro.calibration.line()),
     );
 }
 
@@ -356,12 +357,14 @@ mod tests {
             quick: true,
             runs: options.runs(),
             threads: options.threads.clone(),
+            calibration: crate::calibration::Calibration::measure(&[1, 2], 1, std::time::Duration::from_millis(1)),
             experiments: vec![result],
         };
         let dir = std::env::temp_dir().join(format!("vfscale-report-test-{}", std::process::id()));
         let index = write(&repro, &dir).unwrap();
         let page = std::fs::read_to_string(&index).unwrap();
         assert!(page.contains("a &lt;title&gt;"), "titles are escaped");
+        assert!(page.contains("<p>calibration ("), "the page gives the calibration");
         assert!(page.contains("t-0-throughput.svg") && page.contains("t-0-per-op.svg"));
         assert!(page.contains("lockref vs mutex"));
         for chart in ["t-0-throughput.svg", "t-0-per-op.svg"] {
@@ -370,7 +373,10 @@ mod tests {
         }
         let throughput = std::fs::read_to_string(dir.join("t-0-throughput.svg")).unwrap();
         assert!(throughput.contains("prim-lockref private (ceiling)"), "the ceiling is drawn and named");
-        assert!(page.contains("efficiency (S / S private): x2 lockref "), "the page gives each design's efficiency");
+        assert!(
+            page.contains("efficiency (S / S private, &gt;= 0.9 scales): x2 lockref "),
+            "the page gives each design's efficiency"
+        );
         assert!(!page.contains("private vs") && !page.contains("vs private"), "private is no contender");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -175,6 +175,111 @@ pub fn bootstrap_ratio_ci(before: &[f64], after: &[f64], resamples: usize, seed:
     [quantile(&ratios, 0.025), quantile(&ratios, 0.975)]
 }
 
+/// A ratio estimated round by round: in every round each cell it needs
+/// ran once, close in time, so the ratio of one round cancels the drift
+/// of a shared machine between rounds. The estimate is the median of the
+/// rounds' ratios, with a percentile-bootstrap 95% interval of that median
+/// over the rounds ([`RESAMPLES`] resamples, seed [`SEED`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RoundRatio {
+    /// Median over rounds.
+    pub median: f64,
+    /// 95% interval of the median.
+    pub ci95: [f64; 2],
+}
+
+impl RoundRatio {
+    /// The median and interval of per-round values; `None` when there are
+    /// none or any is not finite.
+    pub fn of(per_round: &[f64]) -> Option<Self> {
+        if per_round.is_empty() || per_round.iter().any(|v| !v.is_finite()) {
+            return None;
+        }
+        let median_of = |values: &[f64]| median(values).expect("a resample is never empty");
+        Some(Self { median: median_of(per_round), ci95: bootstrap_ci(per_round, RESAMPLES, SEED, median_of) })
+    }
+
+    /// `ratio(round)` for every round that all of `cells` ran (each cell's
+    /// samples are in round order), reduced as [`RoundRatio::of`].
+    pub fn of_rounds(cells: &[&[f64]], ratio: impl Fn(&[f64]) -> f64) -> Option<Self> {
+        let rounds = cells.iter().map(|c| c.len()).min()?;
+        let per_round: Vec<f64> = (0..rounds)
+            .map(|r| {
+                let round: Vec<f64> = cells.iter().map(|c| c[r]).collect();
+                ratio(&round)
+            })
+            .collect();
+        Self::of(&per_round)
+    }
+}
+
+impl std::fmt::Display for RoundRatio {
+    /// `0.98 [0.95, 1.01]`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.2} [{:.2}, {:.2}]", self.median, self.ci95[0], self.ci95[1])
+    }
+}
+
+/// A bar a measured figure must clear to meet a goal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    /// At most this.
+    AtMost(f64),
+    /// At least this.
+    AtLeast(f64),
+}
+
+impl Bound {
+    /// Whether `value` clears the bar.
+    pub fn holds(self, value: f64) -> bool {
+        match self {
+            Bound::AtMost(b) => value <= b,
+            Bound::AtLeast(b) => value >= b,
+        }
+    }
+
+    /// What the data say: [`Judgement::Met`] when the whole 95% interval
+    /// clears the bar, [`Judgement::NotMet`] when none of it does, and
+    /// [`Judgement::Inconclusive`] when it straddles the bar.
+    pub fn judge(self, ci95: [f64; 2]) -> Judgement {
+        match (self.holds(ci95[0]), self.holds(ci95[1])) {
+            (true, true) => Judgement::Met,
+            (false, false) => Judgement::NotMet,
+            _ => Judgement::Inconclusive,
+        }
+    }
+
+    /// `>= 0.9`, `<= 1.5x` with `unit` "x".
+    pub fn show(self, unit: &str) -> String {
+        match self {
+            Bound::AtMost(b) => format!("<= {b}{unit}"),
+            Bound::AtLeast(b) => format!(">= {b}{unit}"),
+        }
+    }
+}
+
+/// A goal checked against an interval, never against a point alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Judgement {
+    /// The whole interval clears the bar.
+    Met,
+    /// No part of the interval clears the bar.
+    NotMet,
+    /// The interval straddles the bar: the data cannot decide.
+    Inconclusive,
+}
+
+impl std::fmt::Display for Judgement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Judgement::Met => "met",
+            Judgement::NotMet => "not met",
+            Judgement::Inconclusive => "inconclusive",
+        })
+    }
+}
+
 /// The outcome of a two-sided Mann–Whitney U test of sample `a` against `b`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RankTest {
@@ -343,6 +448,43 @@ pub fn compare(before: &[f64], after: &[f64]) -> Option<Comparison> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn round_ratios_cancel_drift_between_rounds() {
+        // Every cell halves in the last two rounds; each round's ratio is 2.
+        let two = [20.0, 20.0, 20.0, 10.0, 10.0];
+        let one = [10.0, 10.0, 10.0, 5.0, 5.0];
+        let r = RoundRatio::of_rounds(&[&two, &one], |c| c[0] / c[1]).unwrap();
+        assert_eq!((r.median, r.ci95), (2.0, [2.0, 2.0]));
+        assert_eq!(r.to_string(), "2.00 [2.00, 2.00]");
+        let short = RoundRatio::of_rounds(&[&two[..2], &one], |c| c[0] / c[1]).unwrap();
+        assert_eq!(short.ci95, [2.0, 2.0], "only the rounds both cells ran");
+        assert!(RoundRatio::of_rounds(&[&[], &one], |c| c[0] / c[1]).is_none());
+        assert!(RoundRatio::of(&[1.0, f64::NAN]).is_none());
+    }
+
+    #[test]
+    fn a_spread_of_rounds_widens_the_interval() {
+        let r = RoundRatio::of(&[0.8, 0.9, 1.0, 1.1, 1.2]).unwrap();
+        assert!((r.median - 1.0).abs() < 1e-12);
+        assert!(r.ci95[0] < 0.95 && r.ci95[1] > 1.05, "{r}");
+        assert!(r.ci95[1] - r.ci95[0] > 0.1);
+    }
+
+    #[test]
+    fn goals_are_judged_on_the_whole_interval() {
+        let bar = Bound::AtLeast(0.9);
+        assert_eq!(bar.judge([0.92, 1.1]), Judgement::Met);
+        assert_eq!(bar.judge([0.5, 0.89]), Judgement::NotMet);
+        assert_eq!(bar.judge([0.85, 0.95]), Judgement::Inconclusive);
+        let cap = Bound::AtMost(1.5);
+        assert_eq!(cap.judge([1.0, 1.5]), Judgement::Met);
+        assert_eq!(cap.judge([1.51, 2.0]), Judgement::NotMet);
+        assert_eq!(cap.judge([1.4, 1.6]), Judgement::Inconclusive);
+        assert_eq!((cap.show("x"), bar.show("")), ("<= 1.5x".to_string(), ">= 0.9".to_string()));
+        assert_eq!(Judgement::NotMet.to_string(), "not met");
+        assert_eq!(serde_json::to_value(Judgement::Inconclusive).unwrap(), "inconclusive");
+    }
 
     fn close(a: f64, b: f64, tolerance: f64) -> bool {
         (a - b).abs() <= tolerance

@@ -32,6 +32,9 @@ fn reproduce_quick_writes_json_with_verdicts_and_a_report() {
     }
     assert_eq!(json["quick"], true);
     assert_eq!(json["runs"], 4);
+    let calibration = &json["calibration"];
+    assert!(calibration["s2"].as_f64().is_some_and(|s| s > 0.0), "calibration.s2: {calibration}");
+    assert!(calibration["s16"].is_null(), "16 threads did not run");
     let experiment = &json["experiments"][0];
     assert_eq!(experiment["name"], "inode-list");
     assert_eq!(experiment["seed"], "001");
@@ -50,7 +53,9 @@ fn reproduce_quick_writes_json_with_verdicts_and_a_report() {
         }
     }
     assert!(private.iter().all(|c| c["efficiency"].as_f64() == Some(1.0)));
-    assert!(stdout.contains("efficiency (S / S private)"), "the summary gives efficiencies:\n{stdout}");
+    assert!(cells.iter().filter(|c| c["variant"] != "host").all(|c| c["efficiency_ci95"].is_array()), "{cells:?}");
+    assert!(stdout.contains("efficiency (S / S private, >= 0.9 scales)"), "the summary gives efficiencies:\n{stdout}");
+    assert!(stdout.contains("calibration (") && stdout.contains("noise (private's S per round)"), "{stdout}");
     assert!(!stdout.contains("private vs") && !stdout.contains("vs private"), "private is no contender:\n{stdout}");
     for cell in cells {
         for key in ["workload", "variant", "threads", "runs", "iterations", "ops_per_sec", "per_op_ns", "elapsed_s"] {

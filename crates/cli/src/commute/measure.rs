@@ -16,9 +16,13 @@
 //! Whether vfscale scales is judged by rounds: vfscale's S2 over
 //! private's is its 2-thread throughput over private's (both share the
 //! 1-thread cell), so each round gives one such ratio from two runs made
-//! side by side, and the pair scales when their median is at least 0.9.
-//! That cancels the drift between rounds a shared machine shows, which
-//! a ratio of two medians does not.
+//! side by side; their median with its bootstrap 95% interval is
+//! `vs_private`, and the pair scales (`met`) when the whole interval is at
+//! least 0.9, does not (`not met`) when none of it is, and is
+//! `inconclusive` when it straddles 0.9. That cancels the drift between
+//! rounds a shared machine shows, which a ratio of two medians does not.
+//! The host's rounds are its own, so its S2 (round by round, with its
+//! interval) is judged against 0.9 times private's S2.
 //! `private` is the ceiling: its 2-thread runs give each thread a state
 //! of its own (thread 0 runs A on one, thread 1 runs B on another); its
 //! 1-thread run would be one state with A and B in turn, which is exactly
@@ -31,6 +35,7 @@ use super::pairs::{Ops, Pair};
 use super::plain;
 use super::world::World;
 use crate::harness::{run_cells, CellRuns, RunPlan};
+use crate::stats::{Bound, Judgement, RoundRatio};
 use crate::workloads::Subject;
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,14 +58,22 @@ enum Target {
 pub struct Scaling {
     /// Median 2-thread throughput over median 1-thread throughput.
     pub s2: f64,
-    /// For vfscale and host: whether it scales like private (vfscale:
-    /// `vs_private` at least 0.9; host: `s2` at least 0.9 times private's).
+    /// For vfscale and host: whether it scales like private, judged on
+    /// the 95% interval (vfscale: `vs_private` at least 0.9; host: its S2
+    /// at least 0.9 times private's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judgement: Option<Judgement>,
+    /// `judgement` is `met`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scales: Option<bool>,
     /// For vfscale: the median over rounds of its 2-thread throughput over
     /// private's in the same round (S2 over private's S2, by round).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_private: Option<f64>,
+    /// The 95% interval of `vs_private` (vfscale) or of S2 round by round
+    /// (host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci95: Option<[f64; 2]>,
     /// Operations per thread per run.
     pub iterations: u64,
     /// Median operations per second, 1 thread.
@@ -79,8 +92,10 @@ impl Scaling {
         let (one, two) = (one.stats(), two.stats());
         Scaling {
             s2: two.ops_per_sec.median / one.ops_per_sec.median,
+            judgement: None,
             scales: None,
             vs_private: None,
+            ci95: None,
             iterations,
             ops_per_sec_1: one.ops_per_sec.median,
             ops_per_sec_2: two.ops_per_sec.median,
@@ -89,28 +104,33 @@ impl Scaling {
         }
     }
 
-    /// This S2 judged against the ceiling's.
-    pub(super) fn judged(mut self, ceiling: &Scaling) -> Scaling {
-        self.scales = Some(scales(self.s2, ceiling.s2));
-        self
+    /// This S2, round by round with its interval, judged against 0.9
+    /// times the ceiling's.
+    pub(super) fn judged(self, ceiling: &Scaling) -> Scaling {
+        let by_round = RoundRatio::of_rounds(&[&self.runs_2, &self.runs_1], |round| round[0] / round[1]);
+        self.with(by_round, Bound::AtLeast(SCALES * ceiling.s2))
     }
 
     /// vfscale's S2 judged against the ceiling measured in the same rounds:
-    /// by the median of the rounds' 2-thread ratios.
+    /// by the median of the rounds' 2-thread ratios and its interval.
     pub(super) fn judged_by_round(mut self, ceiling: &Scaling) -> Scaling {
-        let by_round: Vec<f64> = self.runs_2.iter().zip(&ceiling.runs_2).map(|(ours, best)| ours / best).collect();
-        let vs_private = crate::stats::median(&by_round).unwrap_or(self.s2 / ceiling.s2);
-        self.vs_private = Some(vs_private);
-        self.scales = Some(vs_private >= 0.9);
+        let by_round = RoundRatio::of_rounds(&[&self.runs_2, &ceiling.runs_2], |round| round[0] / round[1]);
+        self.vs_private = by_round.map(|r| r.median);
+        self.with(by_round, Bound::AtLeast(SCALES))
+    }
+
+    fn with(mut self, estimate: Option<RoundRatio>, bar: Bound) -> Scaling {
+        let judgement = estimate.map(|e| bar.judge(e.ci95));
+        self.ci95 = estimate.map(|e| e.ci95);
+        self.judgement = judgement;
+        self.scales = judgement.map(|j| j == Judgement::Met);
         self
     }
 }
 
-/// The rule: a pair scales when its S2 is at least 0.9 times the
-/// S2 of `private`.
-pub fn scales(s2: f64, private_s2: f64) -> bool {
-    s2 >= 0.9 * private_s2
-}
+/// The rule: a pair scales when its S2 is at least this share of
+/// the S2 of `private`.
+pub const SCALES: f64 = 0.9;
 
 /// A pair's three S2 figures, measured in one set of interleaved runs.
 #[derive(Debug, Clone)]

@@ -4,6 +4,7 @@
 use super::measure::{Measured, Scaling};
 use super::pairs::Pair;
 use crate::machine::Machine;
+use crate::stats::Judgement;
 use audited_sync::conflict::Verdict;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -68,12 +69,12 @@ impl PairResult {
         }
     }
 
-    fn vfscale_scales(&self) -> bool {
-        self.vfscale.as_ref().and_then(|s| s.scales) == Some(true)
+    fn vfscale_is(&self, judgement: Judgement) -> bool {
+        self.vfscale.as_ref().and_then(|s| s.judgement) == Some(judgement)
     }
 
-    fn host_scales(&self) -> bool {
-        self.host.as_ref().and_then(|s| s.scales) == Some(true)
+    fn host_is(&self, judgement: Judgement) -> bool {
+        self.host.as_ref().and_then(|s| s.judgement) == Some(judgement)
     }
 }
 
@@ -82,7 +83,11 @@ impl PairResult {
 pub struct Goal {
     /// The goal, in the issue's words.
     pub goal: &'static str,
-    /// Whether it was met.
+    /// Met, not met, or inconclusive: met only if it holds however the
+    /// pairs whose scaling was inconclusive turn out, not met only if it
+    /// fails however they do.
+    pub judgement: Judgement,
+    /// `judgement` is `met`.
     pub met: bool,
     /// The figures it was judged on.
     pub detail: String,
@@ -98,13 +103,18 @@ pub struct Summary {
     pub pairs: usize,
     /// Pairs the checker found conflict-free.
     pub conflict_free: usize,
-    /// Pairs whose vfscale S2 reached 0.9 times private's (null when not timed).
+    /// Pairs whose vfscale S2 reached 0.9 times private's, the whole
+    /// interval (null when not timed).
     pub vfscale_scales: Option<usize>,
-    /// Pairs whose host S2 reached 0.9 times private's (null when not timed).
+    /// Pairs whose host S2 reached 0.9 times private's, the whole interval
+    /// (null when not timed).
     pub host_scales: Option<usize>,
-    /// Conflict-free pairs that did not scale: where the checker's
-    /// promise failed in this run.
+    /// Conflict-free pairs that did not scale, the whole interval below
+    /// 0.9: where the checker's promise failed in this run.
     pub checker_exceptions: Vec<&'static str>,
+    /// Pairs whose vfscale scaling the run could not decide (the interval
+    /// straddles 0.9): neither scaling nor exceptions.
+    pub inconclusive: Vec<&'static str>,
     /// The known conflicts among the pairs run, with their reasons.
     pub known_conflicts: BTreeMap<&'static str, &'static str>,
     /// Pairs the host did not run, and why.
@@ -143,39 +153,52 @@ impl Summary {
         let n = results.len();
         let conflict_free = results.iter().filter(|r| r.conflict_free).count();
         let timed = conditions.timed;
-        let vfscale_scales = timed.then(|| results.iter().filter(|r| r.vfscale_scales()).count());
-        let host_scales = timed.then(|| results.iter().filter(|r| r.host_scales()).count());
-        let checker_exceptions: Vec<&'static str> =
-            results.iter().filter(|r| timed && r.conflict_free && !r.vfscale_scales()).map(|r| r.name).collect();
+        let count = |is: &dyn Fn(&PairResult) -> bool| results.iter().filter(|r| is(r)).count();
+        let vfscale_scales = timed.then(|| count(&|r| r.vfscale_is(Judgement::Met)));
+        let host_scales = timed.then(|| count(&|r| r.host_is(Judgement::Met)));
+        let names = |is: &dyn Fn(&PairResult) -> bool| -> Vec<&'static str> {
+            results.iter().filter(|r| timed && is(r)).map(|r| r.name).collect()
+        };
+        let checker_exceptions =
+            names(&|r| r.conflict_free && !r.vfscale_is(Judgement::Met) && !r.vfscale_is(Judgement::Inconclusive));
+        let inconclusive = names(&|r| r.vfscale_is(Judgement::Inconclusive));
         let mut line = format!("vfscale conflict-free on {conflict_free} of {n}");
         if let (Some(y), Some(z)) = (vfscale_scales, host_scales) {
             let _ = write!(line, ", scales on {y} of {n}; host scales on {z} of {n}");
+            if !inconclusive.is_empty() {
+                let _ = write!(line, "; vfscale inconclusive on {}", inconclusive.len());
+            }
         }
         let percent = |x: usize| if n == 0 { 0.0 } else { 100.0 * x as f64 / n as f64 };
-        let mut goals = vec![Goal {
-            goal: "at least 30 pairs, vfscale conflict-free on at least 90% of them",
-            met: n >= 30 && conflict_free * 10 >= n * 9,
-            detail: format!("{n} pairs, {conflict_free} conflict-free ({:.0}%)", percent(conflict_free)),
-        }];
+        let mut goals = vec![Goal::decided(
+            "at least 30 pairs, vfscale conflict-free on at least 90% of them",
+            n >= 30 && conflict_free * 10 >= n * 9,
+            format!("{n} pairs, {conflict_free} conflict-free ({:.0}%)", percent(conflict_free)),
+        )];
         if let (Some(y), Some(z)) = (vfscale_scales, host_scales) {
-            goals.push(Goal {
-                goal: "the checker does not lie: conflict-free pairs scale, at most 1 exception in 20",
-                met: checker_exceptions.len() * 20 <= conflict_free,
-                detail: format!(
-                    "{} of {conflict_free} conflict-free pairs below 0.9 x private{}",
+            let open = inconclusive.iter().filter(|name| results.iter().any(|r| r.name == **name && r.conflict_free));
+            let open = open.count();
+            let lies = |exceptions: usize| exceptions * 20 > conflict_free;
+            let list =
+                |names: &[&str]| if names.is_empty() { String::new() } else { format!(": {}", names.join(", ")) };
+            goals.push(Goal::between(
+                "the checker does not lie: conflict-free pairs scale, at most 1 exception in 20",
+                !lies(checker_exceptions.len() + open),
+                lies(checker_exceptions.len()),
+                format!(
+                    "{} of {conflict_free} conflict-free pairs below 0.9 x private{}; {open} inconclusive",
                     checker_exceptions.len(),
-                    if checker_exceptions.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", checker_exceptions.join(", "))
-                    }
+                    list(&checker_exceptions)
                 ),
-            });
-            goals.push(Goal {
-                goal: "in the same run, vfscale scales on more pairs than the host kernel",
-                met: y > z,
-                detail: format!("vfscale {y}, host {z} of {n}"),
-            });
+            ));
+            let host_open = count(&|r| r.host_is(Judgement::Inconclusive));
+            let ours_open = count(&|r| r.vfscale_is(Judgement::Inconclusive));
+            goals.push(Goal::between(
+                "in the same run, vfscale scales on more pairs than the host kernel",
+                y > z + host_open,
+                y + ours_open <= z,
+                format!("vfscale {y}, host {z} of {n}; inconclusive: vfscale {ours_open}, host {host_open}"),
+            ));
         }
         Summary {
             line,
@@ -184,12 +207,31 @@ impl Summary {
             vfscale_scales,
             host_scales,
             checker_exceptions,
+            inconclusive,
             known_conflicts: among(results, known),
             host_skipped: results.iter().filter_map(|r| Some((r.name, r.host_skipped.clone()?))).collect(),
             goals,
             conditions,
             machine: Machine::this(),
         }
+    }
+}
+
+impl Goal {
+    /// A goal the data decide either way.
+    fn decided(goal: &'static str, met: bool, detail: String) -> Goal {
+        Goal::between(goal, met, !met, detail)
+    }
+
+    /// A goal that is `met` when it holds even at the worst for it,
+    /// `not met` when it fails even at the best, else inconclusive.
+    fn between(goal: &'static str, holds_at_worst: bool, fails_at_best: bool, detail: String) -> Goal {
+        let judgement = match (holds_at_worst, fails_at_best) {
+            (true, _) => Judgement::Met,
+            (false, true) => Judgement::NotMet,
+            (false, false) => Judgement::Inconclusive,
+        };
+        Goal { goal, judgement, met: judgement == Judgement::Met, detail }
     }
 }
 
@@ -220,11 +262,20 @@ pub struct Commute {
     pub summary: Summary,
 }
 
-/// An S2 figure for the table, `*` marking one that does not scale.
+/// An S2 figure for the table, `*` marking one that does not scale and
+/// `?` one the run could not decide.
 fn s2_cell(s: Option<&Scaling>) -> String {
     match s {
         None => "-".to_string(),
-        Some(s) => format!("{:.2}{}", s.s2, if s.scales == Some(false) { "*" } else { "" }),
+        Some(s) => format!("{:.2}{}", s.s2, s.judgement.map_or("", mark)),
+    }
+}
+
+fn mark(judgement: Judgement) -> &'static str {
+    match judgement {
+        Judgement::Met => "",
+        Judgement::NotMet => "*",
+        Judgement::Inconclusive => "?",
     }
 }
 
@@ -260,7 +311,8 @@ pub fn table(run: &Commute) -> String {
         out.push_str(
             "S2 = 2-thread / 1-thread throughput (medians); rounds = the median over rounds of vfscale's 2-thread \
              throughput over private's (its S2 over private's, round by round); * = below 0.9 x private's S2 \
-             (vfscale: rounds below 0.9)\n",
+             (vfscale: rounds below 0.9), ? = inconclusive (the 95% interval straddles 0.9), each judged on its \
+             whole 95% interval\n",
         );
     }
     for (name, why) in &s.host_skipped {
@@ -268,7 +320,7 @@ pub fn table(run: &Commute) -> String {
     }
     let _ = writeln!(out, "{}", s.line);
     for g in &s.goals {
-        let _ = writeln!(out, "goal {}: {} ({})", if g.met { "met" } else { "NOT met" }, g.goal, g.detail);
+        let _ = writeln!(out, "goal {}: {} ({})", g.judgement, g.goal, g.detail);
     }
     out
 }

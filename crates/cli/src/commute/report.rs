@@ -8,6 +8,7 @@
 use super::measure::Scaling;
 use super::outcome::{Commute, PairResult};
 use crate::report::{chart_error, escape};
+use crate::stats::Judgement;
 use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -40,7 +41,7 @@ fn head(html: &mut String, run: &Commute) {
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>vfscale commute</title>\n<style>\
          body{{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em;color:#222}}\
          table{{border-collapse:collapse;margin:.5em 0;font-size:90%}}td,th{{border:1px solid #ccc;padding:2px 6px;\
-         vertical-align:top}}.num{{text-align:right}}.yes{{background:#d4f7d4}}.no{{background:#f7d4d4}}\
+         vertical-align:top}}.num{{text-align:right}}.yes{{background:#d4f7d4}}.no{{background:#f7d4d4}}.maybe{{background:#f7f0c4}}\
          .none{{background:#eee}}.sites{{font-family:monospace;font-size:85%}}img{{max-width:100%}}\
          .why{{color:#555;font-size:85%}}\
          </style></head><body>\n<h1>vfscale commute: which commutative operations conflict, and which scale</h1>\n\
@@ -79,8 +80,12 @@ fn head(html: &mut String, run: &Commute) {
         let _ = writeln!(
             html,
             "<li class=\"{}\">{}: {} ({})</li>",
-            if g.met { "yes" } else { "no" },
-            if g.met { "met" } else { "not met" },
+            match g.judgement {
+                Judgement::Met => "yes",
+                Judgement::NotMet => "no",
+                Judgement::Inconclusive => "maybe",
+            },
+            g.judgement,
             escape(g.goal),
             escape(&g.detail)
         );
@@ -93,9 +98,10 @@ fn s2_cell(s: Option<&Scaling>, missing: &str) -> String {
     match s {
         None => format!("<td class=\"none\">{}</td>", escape(missing)),
         Some(s) => {
-            let class = match s.scales {
-                Some(true) => "yes",
-                Some(false) => "no",
+            let class = match s.judgement {
+                Some(Judgement::Met) => "yes",
+                Some(Judgement::NotMet) => "no",
+                Some(Judgement::Inconclusive) => "maybe",
                 None => "none",
             };
             format!("<td class=\"num {class}\">{:.2}</td>", s.s2)
