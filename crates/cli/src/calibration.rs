@@ -140,8 +140,11 @@ impl Calibration {
         let probed = run_cells(&[(&subject, 1)], RunPlan { runs: 1, iterations: probe }, |_, _| {});
         let probe_secs = probed[0].elapsed[0].as_secs_f64().max(1e-6);
         let iterations = ((probe as f64 * run_time.as_secs_f64() / probe_secs) as u64).max(1000);
-        let mut counts: Vec<usize> = std::iter::once(1).chain(threads.iter().copied().filter(|&t| t > 1)).collect();
-        counts.dedup();
+        let counts: Vec<usize> = std::iter::once(1)
+            .chain(threads.iter().copied())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
         let cells: Vec<(&dyn Subject, usize)> = counts.iter().map(|&t| (&subject as &dyn Subject, t)).collect();
         let measured: Vec<Vec<f64>> = run_cells(&cells, RunPlan { runs, iterations }, |_, _| {})
             .iter()
@@ -183,8 +186,9 @@ impl Calibration {
                 let (s, ceiling) = (c.speedup?, self.speedup(c.threads)?);
                 (s < CEILING_SHARE * ceiling).then(|| {
                     format!(
-                        "{}: private S{} {s:.2} is {:.2} x the calibration's {ceiling:.2}: the process's shared \
-                         allocator, epoch or arena lowers this workload's ceiling",
+                        "{}: private S{} {s:.2} is {:.2} x the calibration's {ceiling:.2}: what the process \
+                         shares (allocator, epoch, arena), or the machine's noise between the two, lowers this \
+                         workload's ceiling",
                         c.workload,
                         c.threads,
                         s / ceiling
