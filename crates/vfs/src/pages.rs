@@ -72,13 +72,15 @@ fn first_written(node: &Node, base: u64, from: u64, written: bool, guard: &Guard
     let first = (from.saturating_sub(base) / child_span) as usize;
     for i in first..FANOUT {
         let child_base = base + i as u64 * child_span;
-        // SAFETY (both `as_ref`s): nodes and pages are published
-        // initialized and freed only through the epoch, which `guard` pins.
         let found = match &node.slots {
             Slots::Pages(pages) => {
+                // SAFETY: pages are published initialized and freed only
+                // through the epoch, which `guard` pins.
                 (unsafe { pages[i].load(Ordering::Acquire, guard).as_ref() }.is_some_and(page_is_data) == written)
                     .then_some(child_base)
             }
+            // SAFETY: nodes are published initialized and freed only through
+            // the epoch, which `guard` pins.
             Slots::Nodes(nodes) => match unsafe { nodes[i].load(Ordering::Acquire, guard).as_ref() } {
                 None => (!written).then(|| from.max(child_base)),
                 Some(child) => first_written(child, child_base, from.max(child_base), written, guard),
@@ -341,8 +343,8 @@ impl PageMap {
 
     /// The page at `index`, if present.
     fn lookup<'g>(&self, index: u64, guard: &'g Guard) -> Option<&'g Page> {
-        // SAFETY (every `as_ref` here): nodes and pages are published
-        // initialized and freed only through the epoch, which `guard` pins.
+        // SAFETY: nodes and pages are published initialized and freed only
+        // through the epoch, which `guard` pins (here and below).
         let mut node = unsafe { self.root.load(Ordering::Acquire, guard).as_ref() }?;
         if index >= span(node.level) {
             return None;
@@ -350,7 +352,9 @@ impl PageMap {
         loop {
             let slot = node.slot_of(index);
             match &node.slots {
+                // SAFETY: as for the root above.
                 Slots::Pages(pages) => return unsafe { pages[slot].load(Ordering::Acquire, guard).as_ref() },
+                // SAFETY: as for the root above.
                 Slots::Nodes(nodes) => node = unsafe { nodes[slot].load(Ordering::Acquire, guard).as_ref() }?,
             }
         }
@@ -476,8 +480,8 @@ impl PageWriter<'_> {
             need += 1;
         }
         let mut root = map.root.load(Ordering::Acquire, guard);
-        // SAFETY (every `deref` and `as_ref` below): only this writer changes
-        // the tree, and nodes are freed through the epoch `guard` pins.
+        // SAFETY: only this writer changes the tree, and nodes are freed
+        // through the epoch `guard` pins (here and below).
         match unsafe { root.as_ref() } {
             None => {
                 root = Node::new(need).into_shared(guard);
@@ -495,11 +499,13 @@ impl PageWriter<'_> {
             }
             Some(_) => {}
         }
+        // SAFETY: as above; the match leaves `root` non-null.
         let mut node = unsafe { root.deref() };
         loop {
             let slot = node.slot_of(index);
             match &node.slots {
                 Slots::Pages(pages) => {
+                    // SAFETY: as above.
                     if let Some(page) = unsafe { pages[slot].load(Ordering::Acquire, guard).as_ref() } {
                         return Some(page);
                     }
@@ -507,11 +513,13 @@ impl PageWriter<'_> {
                 }
                 Slots::Nodes(nodes) => {
                     let child = nodes[slot].load(Ordering::Acquire, guard);
+                    // SAFETY: as above.
                     node = match unsafe { child.as_ref() } {
                         Some(child) => child,
                         None => {
                             let child = Node::new(node.level - 1).into_shared(guard);
                             nodes[slot].store(child, Ordering::Release);
+                            // SAFETY: just allocated, freed only through the epoch.
                             unsafe { child.deref() }
                         }
                     };

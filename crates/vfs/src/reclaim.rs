@@ -104,7 +104,7 @@ mod tests {
             })
             .collect();
         threads.into_iter().for_each(|t| t.join().unwrap());
-        assert!(run_deferred_releases(Duration::from_secs(10)));
+        assert!(run_deferred_releases(Duration::from_secs(60)));
         assert_eq!(dropped.load(Ordering::Relaxed), 4000);
     }
 }

@@ -8,7 +8,7 @@
 //! whole listing exactly once while other names come and go.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use vfscale::config::NegativeDentries;
@@ -887,7 +887,7 @@ fn negative_dentry_cap_bounds_memory() {
 /// After everything was removed: one inode (the root) and no dentries once
 /// `drop_caches` has waited for the deferred releases.
 fn assert_nothing_left(vfs: &Vfs) {
-    assert!(vfs.drop_caches(std::time::Duration::from_secs(10)), "{:?}: deferred releases never ran", vfs.config());
+    assert!(vfs.drop_caches(std::time::Duration::from_secs(60)), "{:?}: deferred releases never ran", vfs.config());
     let stats = vfs.statfs();
     assert_eq!(
         (stats.inodes, stats.dentries, stats.negative_dentries),
@@ -919,9 +919,12 @@ fn readdir_sees_stable_names_exactly_once_while_others_change() {
         }
         let listings = iterations(200);
         let done = Arc::new(AtomicBool::new(false));
+        // Rounds the churn thread has finished: the listings start after
+        // the first, so they always race a churning directory.
+        let rounds = Arc::new(AtomicU64::new(0));
         let churn = {
             let vfs = vfs.clone();
-            let done = Arc::clone(&done);
+            let (done, rounds) = (Arc::clone(&done), Arc::clone(&rounds));
             thread::spawn(move || {
                 let p = vfs.process(Credentials::root());
                 let mut round = 0u64;
@@ -951,10 +954,14 @@ fn readdir_sees_stable_names_exactly_once_while_others_change() {
                         }
                     }
                     round += 1;
+                    rounds.store(round, Ordering::Relaxed);
                 }
                 round
             })
         };
+        while rounds.load(Ordering::Relaxed) == 0 {
+            thread::yield_now();
+        }
         for listing in 0..listings {
             // Alternate small batches (many resumptions) and list_dir.
             let entries = if listing % 2 == 0 {

@@ -1,7 +1,7 @@
 //! kernfs trees: attribute semantics, active references, and changes
 //! racing walkers, in all three designs of seed 000.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -158,9 +158,13 @@ fn removal_drains_concurrent_readers() {
             None::<Store>,
         )
         .unwrap();
-        let readers: Vec<_> = (0..3)
+        const READERS: usize = 3;
+        // Readers that have read once: the removal waits for all of them, so
+        // it always races readers inside or between `show` calls.
+        let started = Arc::new(AtomicUsize::new(0));
+        let readers: Vec<_> = (0..READERS)
             .map(|_| {
-                let sys = Arc::clone(&sys);
+                let (sys, started) = (Arc::clone(&sys), Arc::clone(&started));
                 thread::spawn(move || {
                     let p = sys.vfs().process(Credentials::root());
                     let mut ok = 0;
@@ -169,6 +173,9 @@ fn removal_drains_concurrent_readers() {
                             Ok(v) => {
                                 assert_eq!(v, b"v");
                                 ok += 1;
+                                if ok == 1 {
+                                    started.fetch_add(1, Ordering::SeqCst);
+                                }
                             }
                             Err(Errno::ENOENT | Errno::ENODEV) => return ok,
                             Err(e) => panic!("unexpected {e}"),
@@ -177,7 +184,9 @@ fn removal_drains_concurrent_readers() {
                 })
             })
             .collect();
-        thread::sleep(Duration::from_millis(20));
+        while started.load(Ordering::SeqCst) < READERS {
+            thread::yield_now();
+        }
         let handle = sys.lookup(&sys.root(), "slow").expect("the attribute exists");
         sys.remove(&handle).unwrap();
         removed.store(true, Ordering::SeqCst);
@@ -277,7 +286,10 @@ fn a_blocked_show_does_not_hold_up_a_close() {
         let p = Arc::clone(&p);
         thread::spawn(move || tx.send(p.close(quick)).unwrap())
     };
-    let closed = rx.recv_timeout(Duration::from_secs(10));
+    // The show blocks until `release`, so a close that waits for it never
+    // returns in time; a close that does not takes microseconds, and 30 s
+    // is far beyond any scheduling delay of a slow, busy machine.
+    let closed = rx.recv_timeout(Duration::from_secs(30));
     release.store(true, Ordering::SeqCst);
     assert_eq!(closed, Ok(Ok(())), "the close waited for the blocked show");
     closer.join().unwrap();

@@ -13,7 +13,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::ffi::CString;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use vfscale::locks::{Flock, Interrupt, F_RDLCK, F_UNLCK, F_WRLCK, LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN};
 use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs};
 
@@ -22,6 +22,10 @@ const FILES: usize = 2;
 /// Descriptors per file per worker.
 const DUPS: usize = 2;
 const FDS: usize = FILES * DUPS;
+/// How long a call that must be answered may take: only a hang guard, as
+/// a call that does not block answers in microseconds, and a slow, busy
+/// machine delays it by milliseconds at worst.
+const ANSWER: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(i32)]
@@ -110,6 +114,7 @@ fn child_loop(paths: &[CString; FILES], cmd_fd: libc::c_int, reply_fd: libc::c_i
         // SAFETY: the parent wrote a whole, valid `Cmd`.
         let cmd = unsafe { cmd.assume_init() };
         let fd = fds[cmd.fd as usize];
+        // SAFETY: `flock` is plain integers, for which all zeroes is valid.
         let mut fl: libc::flock = unsafe { std::mem::zeroed() };
         fl.l_type = cmd.lock.l_type;
         fl.l_whence = cmd.lock.l_whence;
@@ -174,7 +179,21 @@ impl HostWorker {
         assert_eq!(unsafe { libc::write(self.cmd, (&cmd as *const Cmd).cast(), size) }, size as isize);
     }
 
-    /// The reply, or `None` if none came within `timeout` (blocked).
+    /// Sends `cmd`, which must block in the kernel, and returns once the
+    /// kernel lists this worker as waiting for a lock.
+    fn send_blocking(&self, cmd: Cmd) {
+        self.send(cmd);
+        let start = Instant::now();
+        while !host_waits(self.pid) {
+            if let Some(reply) = self.recv(Duration::ZERO) {
+                panic!("{cmd:?} did not block on the host: {reply:?}");
+            }
+            assert!(start.elapsed() < ANSWER, "{cmd:?} neither blocked nor answered on the host");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// The reply, or `None` if none came within `timeout`.
     fn recv(&self, timeout: Duration) -> Option<Reply> {
         let mut poll = libc::pollfd { fd: self.reply, events: libc::POLLIN, revents: 0 };
         // SAFETY: one pollfd on the stack.
@@ -187,6 +206,17 @@ impl HostWorker {
         assert_eq!(unsafe { libc::read(self.reply, (&mut reply as *mut Reply).cast(), size) }, size as isize);
         Some(reply)
     }
+}
+
+/// Whether the kernel lists `pid` as waiting for a lock: `/proc/locks`
+/// shows each waiter under the lock it waits for, as
+/// `4: -> POSIX  ADVISORY  WRITE <pid> ...`.
+fn host_waits(pid: libc::pid_t) -> bool {
+    let locks = std::fs::read_to_string("/proc/locks").expect("read /proc/locks");
+    locks.lines().any(|line| {
+        let mut words = line.split_whitespace().skip_while(|w| *w != "->");
+        words.next().is_some() && words.nth(3).and_then(|w| w.parse().ok()) == Some(pid)
+    })
 }
 
 impl Drop for HostWorker {
@@ -316,7 +346,7 @@ fn random_sequences_match_the_kernel() {
             for (i, (w, cmd)) in steps.iter().enumerate() {
                 // SEEK_CUR/SEEK_END are relative to offset 0 and size 0 on
                 // both sides: no data is ever written.
-                let want = host.run(*w, *cmd, Duration::from_secs(5)).expect("non-blocking op blocked");
+                let want = host.run(*w, *cmd, ANSWER).expect("non-blocking op blocked");
                 let got = model.run(*w, *cmd, &Interrupt::never());
                 prop_assert_eq!(got, want, "step {} of {:?}", i, steps);
             }
@@ -336,12 +366,11 @@ fn setlk(op: Op, fd: usize, t: i16, start: i64, len: i64) -> Cmd {
 fn deadlock_cycles_match_the_kernel() {
     let host = Host::new();
     let mut model = Model::new();
-    let short = Duration::from_millis(200);
     // Each worker takes byte w, then waits for byte w+1; the last closes
     // the cycle and gets EDEADLK on both.
     for w in 0..WORKERS {
         let c = setlk(Op::SetLk, 0, F_WRLCK, w as i64, 1);
-        assert_eq!(host.run(w, c, short).unwrap().err, 0);
+        assert_eq!(host.run(w, c, ANSWER).expect("answered").err, 0);
         assert_eq!(model.run(w, c, &Interrupt::never()).err, 0);
     }
     std::thread::scope(|s| {
@@ -350,7 +379,7 @@ fn deadlock_cycles_match_the_kernel() {
         let mut waiting = Vec::new();
         for w in 0..WORKERS - 1 {
             let c = setlk(Op::SetLkw, 0, F_WRLCK, w as i64 + 1, 1);
-            assert_eq!(host.run(w, c, short), None, "worker {w} blocks on the host");
+            host.workers[w].send_blocking(c);
             let (p, fd) = (&procs[w], fds[w][0]);
             waiting.push(s.spawn(move || p.fcntl_setlkw(fd, &to_flock(c.lock), &Interrupt::never())));
             while vfs.locks().blocked() < w + 1 {
@@ -359,17 +388,17 @@ fn deadlock_cycles_match_the_kernel() {
         }
         let last = WORKERS - 1;
         let c = setlk(Op::SetLkw, 0, F_WRLCK, 0, 1);
-        assert_eq!(host.run(last, c, short).unwrap().err, libc::EDEADLK);
+        assert_eq!(host.run(last, c, ANSWER).expect("answered").err, libc::EDEADLK);
         let (p, fd) = (&procs[last], fds[last][0]);
         assert_eq!(p.fcntl_setlkw(fd, &to_flock(c.lock), &Interrupt::never()), Err(Errno::EDEADLK));
         // The last worker lets go: the chain unwinds on both sides.
         let unlock = setlk(Op::SetLk, 0, F_UNLCK, 0, 0);
-        assert_eq!(host.run(last, unlock, short).unwrap().err, 0);
+        assert_eq!(host.run(last, unlock, ANSWER).expect("answered").err, 0);
         p.fcntl_setlk(fd, &to_flock(unlock.lock)).unwrap();
         for w in (0..WORKERS - 1).rev() {
-            assert_eq!(host.workers[w].recv(Duration::from_secs(5)).map(|r| r.err), Some(0));
+            assert_eq!(host.workers[w].recv(ANSWER).map(|r| r.err), Some(0), "worker {w} got its lock");
             assert_eq!(waiting.pop().unwrap().join().unwrap(), Ok(()));
-            assert_eq!(host.run(w, unlock, short).unwrap().err, 0);
+            assert_eq!(host.run(w, unlock, ANSWER).expect("answered").err, 0);
             procs[w].fcntl_setlk(fds[w][0], &to_flock(unlock.lock)).unwrap();
         }
     });
@@ -379,9 +408,8 @@ fn deadlock_cycles_match_the_kernel() {
 fn lease_cases_match_the_kernel() {
     let host = Host::new();
     let mut model = Model::new();
-    let short = Duration::from_millis(500);
     let mut both = |w: usize, c: Cmd| {
-        let want = host.run(w, c, short).expect("lease ops do not block here");
+        let want = host.run(w, c, ANSWER).expect("lease ops do not block here");
         let got = model.run(w, c, &Interrupt::never());
         assert_eq!((got.err, got.value), (want.err, want.value), "{c:?} by worker {w}");
         got
@@ -394,7 +422,7 @@ fn lease_cases_match_the_kernel() {
     both(0, lease(0, 9));
     both(0, lease(0, F_UNLCK));
     both(0, get(0));
-    assert_eq!(host.run(0, get(0), short).unwrap().value, i32::from(F_UNLCK));
+    assert_eq!(host.run(0, get(0), ANSWER).expect("answered").value, i32::from(F_UNLCK));
 }
 
 #[test]
@@ -417,7 +445,7 @@ fn bad_input_matches_the_kernel() {
         cmd(Op::Flock, 0, LOCK_SH | LOCK_EX, RawFlock::default()),
     ];
     for c in cases {
-        let want = host.run(1, c, Duration::from_secs(5)).expect("does not block");
+        let want = host.run(1, c, ANSWER).expect("does not block");
         assert_eq!(model.run(1, c, &Interrupt::never()), want, "{c:?}");
     }
 }

@@ -37,7 +37,7 @@ fn writes_stop_at_the_size_limit_and_space_comes_back() {
     p.close(fd).unwrap();
     drop(file);
     p.unlink("/big").unwrap();
-    assert!(vfs.drop_caches(Duration::from_secs(10)));
+    assert!(vfs.drop_caches(Duration::from_secs(60)));
     assert_eq!(vfs.statfs().blocks_free, 8);
 }
 
@@ -56,7 +56,7 @@ fn creating_stops_at_the_inode_limit() {
     assert_eq!(p.mkdir("/d", 0o755), Err(Errno::EEXIST), "existence is checked first");
     assert!(p.stat("/f").is_err());
     p.unlink("/s").unwrap();
-    assert!(vfs.drop_caches(Duration::from_secs(10)));
+    assert!(vfs.drop_caches(Duration::from_secs(60)));
     p.mknod("/f", libc::S_IFREG | 0o644, 0).unwrap();
 }
 
@@ -66,7 +66,7 @@ fn extended_attributes_take_inode_space() {
     p.mknod("/f", libc::S_IFREG | 0o644, 0).unwrap();
     assert_eq!(p.setxattr("/f", b"user.a", b"v", 0), Err(Errno::ENOSPC));
     p.unlink("/f").unwrap();
-    assert!(vfs.drop_caches(Duration::from_secs(10)));
+    assert!(vfs.drop_caches(Duration::from_secs(60)));
     let (vfs, p) = limited(0, 3);
     p.mknod("/f", libc::S_IFREG | 0o644, 0).unwrap();
     p.setxattr("/f", b"user.a", &[0; 200], 0).unwrap();
@@ -102,6 +102,6 @@ fn hard_links_take_inodes_as_on_tmpfs() {
     p.link("/f", "/h").unwrap();
     p.unlink("/h").unwrap();
     p.unlink("/g").unwrap();
-    assert!(vfs.drop_caches(Duration::from_secs(10)));
+    assert!(vfs.drop_caches(Duration::from_secs(60)));
     assert_eq!(vfs.statfs().files_free, 2);
 }

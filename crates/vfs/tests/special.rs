@@ -3,7 +3,7 @@
 //! set-group-ID bit, and failed operations leaving ctime alone.
 
 use vfscale::mode::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, S_ISGID};
-use vfscale::{Credentials, Errno, FileType, OpenFlags, Vfs};
+use vfscale::{Credentials, Errno, FileType, OpenFlags, Timespec, Vfs};
 
 fn world_writable() -> (Vfs, vfscale::Process) {
     let vfs = Vfs::default();
@@ -104,6 +104,14 @@ fn chmod_clears_setgid_for_outsiders() {
     assert_eq!(root.stat("/f").unwrap().mode & S_ISGID, 0);
 }
 
+/// Waits until the coarse clock that stamps inodes has moved past `t`, so
+/// that a change from now on gets a later stamp than `t`.
+fn wait_for_clock_past(t: Timespec) {
+    while Timespec::now() <= t {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn failed_operations_leave_ctime_alone() {
     let (vfs, root) = world_writable();
@@ -111,7 +119,8 @@ fn failed_operations_leave_ctime_alone() {
     root.mkdir("/d", 0o755).unwrap();
     let before = root.stat("/f").unwrap().ctime;
     let dir_before = root.stat("/d").unwrap().ctime;
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    // Any change from here on would be seen in a later stamp.
+    wait_for_clock_past(before.max(dir_before));
     let user = vfs.process(Credentials::user(1000, 1000, []));
     assert_eq!(user.chmod("/f", 0o777), Err(Errno::EPERM));
     assert_eq!(user.chown("/f", Some(1000), None), Err(Errno::EPERM));

@@ -13,7 +13,7 @@
 //! Iterations come from `VFSCALE_STRESS_ITERS` (default sized for a few
 //! seconds on two cores in a debug build).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
@@ -59,7 +59,7 @@ fn assert_empty_and_no_leaks(vfs: &Vfs) {
     let names: Vec<_> = root.list_dir("/").unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(names, [b".".to_vec(), b"..".to_vec()]);
     drop(root);
-    assert!(vfs.drop_caches(Duration::from_secs(10)), "{:?}: deferred releases never ran", vfs.config());
+    assert!(vfs.drop_caches(Duration::from_secs(60)), "{:?}: deferred releases never ran", vfs.config());
     let stats = vfs.statfs();
     assert_eq!(
         (stats.inodes, stats.dentries, stats.negative_dentries, stats.bytes),
@@ -428,8 +428,11 @@ fn stress_ref_walk_with_scalable_locking() {
 #[test]
 fn drop_caches_frees_everything_while_another_vfs_is_busy() {
     let stop = Arc::new(AtomicBool::new(false));
+    // Rounds the busy thread has done: drop_caches waits for the first, so
+    // it always runs beside a thread that is pinning and unpinning.
+    let rounds = Arc::new(AtomicU64::new(0));
     let busy = {
-        let stop = Arc::clone(&stop);
+        let (stop, rounds) = (Arc::clone(&stop), Arc::clone(&rounds));
         thread::spawn(move || {
             let other = Vfs::default();
             let p = other.process(Credentials::root());
@@ -439,10 +442,14 @@ fn drop_caches_frees_everything_while_another_vfs_is_busy() {
                 p.rename("/x", "/y").unwrap();
                 p.unlink("/y").unwrap();
                 n += 1;
+                rounds.store(n, SeqCst);
             }
             n
         })
     };
+    while rounds.load(SeqCst) == 0 {
+        thread::yield_now();
+    }
     let vfs = Vfs::default();
     let p = root_of(&vfs);
     for i in 0..2000 {
@@ -452,7 +459,7 @@ fn drop_caches_frees_everything_while_another_vfs_is_busy() {
         p.unlink("/g").unwrap();
     }
     drop(p);
-    assert!(vfs.drop_caches(Duration::from_secs(10)));
+    assert!(vfs.drop_caches(Duration::from_secs(60)));
     let stats = vfs.statfs();
     stop.store(true, SeqCst);
     assert!(busy.join().unwrap() > 0);
@@ -471,9 +478,11 @@ fn opens_racing_unlink_free_every_inode() {
     let p = root_of(&vfs);
     create(&p, "/hot", b"contents").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    // Successful opens so far: the unlinks start once a reader is opening.
+    let opens = Arc::new(AtomicUsize::new(0));
     let readers: Vec<_> = (0..3)
         .map(|_| {
-            let (vfs, stop) = (vfs.clone(), Arc::clone(&stop));
+            let (vfs, stop, opens) = (vfs.clone(), Arc::clone(&stop), Arc::clone(&opens));
             thread::spawn(move || {
                 let p = root_of(&vfs);
                 let (mut opened, mut held) = (0usize, Vec::new());
@@ -485,6 +494,7 @@ fn opens_racing_unlink_free_every_inode() {
                             let n = p.read(fd, &mut buf).unwrap();
                             assert!(&buf[..n] == b"contents" || n == 0, "{:?}", &buf[..n]);
                             opened += 1;
+                            opens.fetch_add(1, SeqCst);
                             // Keep a few open across the unlinks.
                             if opened % 7 == 0 && held.len() < 4 {
                                 held.push(fd);
@@ -503,16 +513,20 @@ fn opens_racing_unlink_free_every_inode() {
             })
         })
         .collect();
+    // /hot exists until the first unlink, so some reader's open succeeds.
+    while opens.load(SeqCst) == 0 {
+        thread::yield_now();
+    }
     for _ in 0..iterations() {
         p.unlink("/hot").unwrap();
         create(&p, "/hot", b"contents").unwrap();
     }
     stop.store(true, SeqCst);
     let opened: usize = readers.into_iter().map(|r| r.join().unwrap()).sum();
-    assert!(opened > 0);
+    assert_eq!(opened, opens.load(SeqCst));
     p.unlink("/hot").unwrap();
     drop(p);
-    assert!(vfs.drop_caches(Duration::from_secs(10)));
+    assert!(vfs.drop_caches(Duration::from_secs(60)));
     let stats = vfs.statfs();
     assert_eq!((stats.inodes, stats.dentries, stats.bytes), (1, 0, 0), "unlinked inodes kept: {stats:?}");
 }
