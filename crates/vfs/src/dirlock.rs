@@ -11,12 +11,15 @@
 use crate::config::DirLocking;
 use crate::inode::{Children, Directory};
 use std::fmt;
+use std::sync::Arc;
 use vfscale_sync::rwsem::{RwSem, RwSemReadGuard, RwSemWriteGuard, SpinPolicy};
 
 /// The directory-lock design of a superblock.
 pub(crate) enum DirLocks {
     PerDirectory,
-    Global(RwSem<()>),
+    /// Shared with the superblock's open directories, which take it for
+    /// readdir (only this "before" design counts the references).
+    Global(Arc<RwSem<()>>),
 }
 
 impl fmt::Debug for DirLocks {
@@ -50,7 +53,17 @@ impl DirLocks {
     pub fn new(design: DirLocking) -> DirLocks {
         match design {
             DirLocking::RwSem => DirLocks::PerDirectory,
-            DirLocking::GlobalMutex => DirLocks::Global(RwSem::new((), SpinPolicy::Block)),
+            DirLocking::GlobalMutex => DirLocks::Global(Arc::new(RwSem::new((), SpinPolicy::Block))),
+        }
+    }
+
+    /// What an open directory keeps to lock itself for readdir as every
+    /// other reader of its children does: nothing per directory, the
+    /// global mutex in the "before" design.
+    pub fn for_open_directory(&self) -> DirLocks {
+        match self {
+            DirLocks::PerDirectory => DirLocks::PerDirectory,
+            DirLocks::Global(mutex) => DirLocks::Global(Arc::clone(mutex)),
         }
     }
 

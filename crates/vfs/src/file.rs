@@ -157,6 +157,9 @@ pub struct OpenFile {
     /// The superblock's backend, which lists backed directories (held by
     /// directories only, so opening a file shares no count).
     backend: Option<Arc<dyn Backend>>,
+    /// How readdir locks the directory: as the superblock's other readers
+    /// of children do (`PerDirectory` for files).
+    dir_locks: crate::dirlock::DirLocks,
     flags: OpenFlags,
     readable: bool,
     writable: bool,
@@ -204,12 +207,14 @@ impl OpenFile {
         max_file_size: u64,
         backend: Option<Arc<dyn Backend>>,
         backed: Option<Box<dyn BackedFile>>,
+        dir_locks: crate::dirlock::DirLocks,
     ) -> OpenFile {
         OpenFile {
             _head: LinePad::new(),
             inode,
             backed,
             backend,
+            dir_locks,
             flags,
             readable: flags.may_read(),
             writable: flags.may_write(),
@@ -479,7 +484,8 @@ impl OpenFile {
                     out.extend(batch);
                 }
                 DirPos::After(last) => {
-                    let children = dir.children.read();
+                    let locked = self.dir_locks.read(dir);
+                    let children = &locked.children;
                     let range = match last {
                         None => children.range::<[u8], _>(..),
                         Some(last) => {
@@ -492,7 +498,7 @@ impl OpenFile {
                         out.push(DirEntry { name: name.to_vec(), ino: inode.ino(), file_type: inode.file_type() });
                         next = Some(name.clone());
                     }
-                    drop(children);
+                    drop(locked);
                     match next {
                         Some(name) => *pos = DirPos::After(Some(name)),
                         None => break,

@@ -4,7 +4,7 @@
 //! Invariant: a file descriptor names one open file description until it is
 //! closed; descriptors are allocated lowest-first, as Linux does, up to
 //! [`MAX_FDS`] (then EMFILE); looking one up writes only that descriptor's
-//! line ([`crate::fdtable`]). The working directory is read without a lock
+//! line (the `fdtable` module). The working directory is read without a lock
 //! (an epoch-protected pointer), so relative walks write nothing shared.
 
 use crate::cred::Access;
@@ -526,8 +526,12 @@ fn open_file(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResu
         (crate::inode::Body::Backed, Some(backend)) => Some(backend.open(&inode, flags, ctx.cred)?),
         _ => None,
     };
-    let backend = if inode.is_dir() { ctx.sb.backend.clone() } else { None };
-    let file = OpenFile::new(inode, flags, max, backend, backed);
+    let (backend, dir_locks) = if inode.is_dir() {
+        (ctx.sb.backend.clone(), ctx.sb.dir_locks.for_open_directory())
+    } else {
+        (None, crate::dirlock::DirLocks::PerDirectory)
+    };
+    let file = OpenFile::new(inode, flags, max, backend, backed, dir_locks);
     // Counted as open by now, so a racing F_SETLEASE sees this open.
     if !created {
         crate::locks::break_lease(&file)?;

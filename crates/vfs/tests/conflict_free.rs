@@ -213,3 +213,33 @@ fn pread_does_no_shared_writes() {
     let v = verdict(|| read(0, 8192), || assert_eq!(file.pwrite(b"x", 3, p.credentials()).unwrap(), 1));
     assert!(v.b.lock_acquisitions() >= 2 && !v.conflict_free(), "a write and a read of one page: {v:#?}");
 }
+
+/// The "before" design's one directory mutex serializes every directory
+/// operation, readdir included: a listing of one directory and a create in
+/// another meet on it. In the scalable design they share nothing.
+#[test]
+fn the_global_directory_mutex_serializes_readdir_against_a_create() {
+    use vfscale::config::DirLocking;
+    let listing_beside_a_create = |dir_locking: DirLocking| {
+        let (vfs, p) = tree(VfsConfig { dir_locking, ..VfsConfig::default() });
+        p.mkdir("/listed", 0o755).unwrap();
+        p.mkdir("/created", 0o755).unwrap();
+        let fd = p.open("/listed", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+        let q = vfs.process(Credentials::root());
+        let listing = || {
+            p.lseek(fd, 0, vfscale::Whence::Set).unwrap();
+            assert_eq!(p.readdir(fd, 16).unwrap().len(), 2, ". and ..");
+        };
+        let create = || {
+            let made = q.open("/created/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+            q.close(made).unwrap();
+            q.unlink("/created/f").unwrap();
+        };
+        verdict(listing, create)
+    };
+    let global = listing_beside_a_create(DirLocking::GlobalMutex);
+    let sites: Vec<&String> = global.conflicts.iter().flat_map(|c| &c.sites).collect();
+    assert!(sites.iter().any(|s| s.contains("dirlock.rs")), "the listing takes the global mutex: {sites:#?}");
+    let per_directory = listing_beside_a_create(DirLocking::RwSem);
+    assert!(per_directory.conflict_free(), "{:#?}", per_directory.conflicts);
+}
