@@ -1,4 +1,4 @@
-//! The atomics and locks the [`audit`](crate::audit) sees: drop-in
+//! The atomics and locks the [`audit`] sees: drop-in
 //! stand-ins for `std::sync::atomic`, `std::sync::{Mutex, Condvar, OnceLock}` and
 //! `crossbeam_epoch::Atomic` that report each access (address, read or
 //! write, the caller's file and line) before making it.
@@ -7,7 +7,7 @@
 //! and does exactly what that type does; the only addition is the report,
 //! which without the `audit` feature is nothing, and with it one relaxed
 //! load of a read-mostly word while no thread records. This crate reaches
-//! atomics only through [`crate::shim`], which re-exports these types
+//! atomics only through its `shim` module, which re-exports these types
 //! outside loom, and `vfscale` only through this module (a test greps for
 //! anything else).
 

@@ -20,7 +20,11 @@
 //! | [`Srcu`] | `srcu_struct` (classic two-phase SRCU) | [`srcu`] |
 //!
 //! Every primitive is model-checked with loom: build with
-//! `RUSTFLAGS="--cfg loom"` and run `cargo test -p vfscale-sync --release --lib`.
+//! `RUSTFLAGS="--cfg loom"` and run `cargo test -p vfscale-sync --release --lib`
+//! (`docs/testing.md` in the repository: the models and the mutations they
+//! catch). `docs/design.md` maps each primitive to the seed mechanism and
+//! the VFS module that uses it, and `docs/commutativity.md` describes the
+//! cache-line audit.
 
 #![warn(missing_docs, missing_debug_implementations)]
 

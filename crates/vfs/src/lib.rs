@@ -45,6 +45,11 @@
 //! | [`locks`] | flock, POSIX and OFD record locks, leases | `fs/locks.c` |
 //! | [`xattr`] | extended attributes | `fs/xattr.c` |
 //! | [`space`] | `size=` and `nr_inodes=` limits | `mm/shmem.c` |
+//!
+//! In the repository, `docs/design.md` maps these modules and the seed
+//! mechanism each holds, `docs/benchmarks.md` and `docs/commutativity.md`
+//! describe how the designs are measured, and `docs/results/` holds the
+//! measurements, each with its machine, date and command.
 
 #![warn(missing_docs, missing_debug_implementations)]
 
