@@ -35,6 +35,10 @@ pub(crate) struct Demo {
     /// Dropping it stops the refresher, which `Drop` then joins.
     stop: Option<mpsc::Sender<()>>,
     refresher: Option<JoinHandle<()>>,
+    /// Refreshes of `proc` done so far, the one before serving included:
+    /// what a caller waits on to know `proc` has seen a change on the host
+    /// (any refresh that began after it, so the second to end after it).
+    refreshes: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for Demo {
@@ -157,13 +161,15 @@ impl Demo {
         build_sys(&sys, vfs)?;
         let proc = Arc::new(Procfs::new(ProcConfig::rcu_revalidate()));
         refresh(&proc);
+        let refreshes = Arc::new(AtomicU64::new(1));
         let (stop, stopped) = mpsc::channel::<()>();
-        let follower = Arc::clone(&proc);
+        let (follower, done) = (Arc::clone(&proc), Arc::clone(&refreshes));
         let refresher = std::thread::Builder::new()
             .name("vfscale-proc".into())
             .spawn(move || {
                 while stopped.recv_timeout(REFRESH) == Err(mpsc::RecvTimeoutError::Timeout) {
                     refresh(&follower);
+                    done.fetch_add(1, Ordering::Release);
                 }
             })
             .map_err(|_| Errno::EAGAIN)?;
@@ -174,7 +180,13 @@ impl Demo {
             proc,
             stop: Some(stop),
             refresher: Some(refresher),
+            refreshes,
         })
+    }
+
+    /// The count of `proc`'s refreshes so far, which goes on growing.
+    pub fn refreshes(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.refreshes)
     }
 
     /// The trees as (directory of the served VFS they are mounted on, VFS
@@ -251,18 +263,24 @@ mod tests {
         assert!(cmdline.starts_with(&exe), "{cmdline:?}");
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id();
-        let seen = |want: bool| {
-            let deadline = std::time::Instant::now() + 10 * REFRESH;
-            while read(&proc, &format!("/{pid}/stat")).is_ok() != want {
-                assert!(std::time::Instant::now() < deadline, "pid {pid} not {}", if want { "added" } else { "gone" });
+        let refreshes = demo.refreshes();
+        // Two refreshes that end from now: the second began after the
+        // change on the host.
+        let refreshed = || {
+            let since = refreshes.load(Ordering::Acquire);
+            // A hang guard: a refresh comes every REFRESH.
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while refreshes.load(Ordering::Acquire) < since + 2 {
+                assert!(std::time::Instant::now() < deadline, "proc/ stopped refreshing");
                 std::thread::sleep(REFRESH / 5);
             }
         };
-        seen(true);
+        refreshed();
         assert!(read(&proc, &format!("/{pid}/stat")).unwrap().starts_with(&format!("{pid} (sleep) ")));
         child.kill().unwrap();
         child.wait().unwrap();
-        seen(false);
+        refreshed();
+        assert_eq!(read(&proc, &format!("/{pid}/stat")).unwrap_err(), Errno::ENOENT, "pid {pid} not gone");
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! (see the `ring` module); with them, the ones the kernel still sends
 //! through the device: `FORGET`, `BATCH_FORGET` and `INTERRUPT`. It also
 //! answers `INIT`, where it decides what the kernel may do without
-//! asking, and whether the queues start.
+//! asking, and whether the queues start. A request that fails with ENOSPC
+//! is served again once the forgets other threads are serving have ended
+//! (`VfsFs::unless_full`), as the queues do after draining forgets.
 
 use crate::fs::{AttrChanges, Client, Entry, VfsFs, Xattr};
 use crate::requests::Opcode;
@@ -139,6 +141,9 @@ impl Filesystem for Dev {
         // lingers, so a batch of a thousand nodes lingers once.
         thread_local!(static LAST_FORGET: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
         let first_of_request = LAST_FORGET.with(|last| last.replace(req.unique().0)) != req.unique().0;
+        // Begun before it is counted, and over before the rest: a STATFS
+        // or an ENOSPC retry waits for it, not for the rest.
+        let serving = self.fs.forgetting();
         let _served = if first_of_request {
             self.fs.count_forget_request();
             Some(self.fs.serve(Opcode::Forget))
@@ -147,6 +152,7 @@ impl Filesystem for Dev {
             None
         };
         self.fs.forget_node(ino.0, nlookup);
+        drop(serving);
         if let Some(drain) = self.rings.forget_rest() {
             // After a request's first node, rest, so the next forgets come
             // as one batch (see the `forgets` module).
@@ -198,13 +204,14 @@ impl Filesystem for Dev {
         reply: ReplyEntry,
     ) {
         let _served = self.fs.serve(Opcode::Namespace);
-        reply_entry(self.fs.make_node(&client(req), parent.0, name.as_bytes(), mode, rdev), reply);
+        let made = self.fs.unless_full(|| self.fs.make_node(&client(req), parent.0, name.as_bytes(), mode, rdev));
+        reply_entry(made, reply);
         self.fs.hand_on_releases(parent.0);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let _served = self.fs.serve(Opcode::Namespace);
-        reply_entry(self.fs.make_dir(&client(req), parent.0, name.as_bytes(), mode), reply);
+        reply_entry(self.fs.unless_full(|| self.fs.make_dir(&client(req), parent.0, name.as_bytes(), mode)), reply);
         self.fs.hand_on_releases(parent.0);
     }
 
@@ -223,7 +230,8 @@ impl Filesystem for Dev {
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         let _served = self.fs.serve(Opcode::Namespace);
         let target = target.as_os_str().as_bytes();
-        reply_entry(self.fs.make_symlink(&client(req), parent.0, link_name.as_bytes(), target), reply);
+        let made = self.fs.unless_full(|| self.fs.make_symlink(&client(req), parent.0, link_name.as_bytes(), target));
+        reply_entry(made, reply);
         self.fs.hand_on_releases(parent.0);
     }
 
@@ -282,7 +290,7 @@ impl Filesystem for Dev {
         reply: ReplyWrite,
     ) {
         let _served = self.fs.serve(Opcode::Write);
-        match self.fs.write_file(&client(req), ino.0, fh, offset, data) {
+        match self.fs.unless_full(|| self.fs.write_file(&client(req), ino.0, fh, offset, data)) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(e)),
         }
@@ -299,7 +307,7 @@ impl Filesystem for Dev {
         reply: ReplyEmpty,
     ) {
         let _served = self.fs.serve(Opcode::Other);
-        reply_empty(self.fs.allocate(&client(req), ino.0, fh, (offset, length), mode), reply);
+        reply_empty(self.fs.unless_full(|| self.fs.allocate(&client(req), ino.0, fh, (offset, length), mode)), reply);
     }
 
     fn lseek(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
@@ -379,7 +387,10 @@ impl Filesystem for Dev {
         reply: ReplyEmpty,
     ) {
         let _served = self.fs.serve(Opcode::Other);
-        reply_empty(self.fs.set_xattr(&client(req), ino.0, name.as_bytes(), value, flags), reply);
+        reply_empty(
+            self.fs.unless_full(|| self.fs.set_xattr(&client(req), ino.0, name.as_bytes(), value, flags)),
+            reply,
+        );
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -413,7 +424,7 @@ impl Filesystem for Dev {
         reply: ReplyCreate,
     ) {
         let _served = self.fs.serve(Opcode::Create);
-        match self.fs.create_file(&client(req), parent.0, name.as_bytes(), mode, flags) {
+        match self.fs.unless_full(|| self.fs.create_file(&client(req), parent.0, name.as_bytes(), mode, flags)) {
             Ok(((ttl, attr), fh, fopen)) => reply.created(&ttl, &attr, Generation(0), fh, fopen),
             Err(e) => reply.error(errno(e)),
         }

@@ -32,6 +32,16 @@
 //! the queues while they serve) gets EIO; so no request is left
 //! unanswered and no queue thread waits on the device. A rest ends within
 //! [`FORGET_REST`], or as soon as a drain begins.
+//!
+//! On either transport a forget may also be in the middle of being served
+//! on another thread when `STATFS`, or a request that failed with ENOSPC,
+//! comes: the kernel hands forgets over before the requests queued after
+//! them, so `rm` then `df` would race the reader that took the `FORGET`.
+//! [`InService`] closes that race for every forget that has begun: a
+//! reader enters it before it counts the forget, and what reports or
+//! needs free space waits for the forgets begun before it (see
+//! `VfsFs::settle_forgets`). A forget the kernel has handed to a reader
+//! that has not reached its handler yet is still not seen.
 
 use crate::fs::VfsFs;
 use crate::wire::{self, InHeader, IN_HEADER, OUT_HEADER};
@@ -51,9 +61,6 @@ const BATCH_SETTLE: Duration = Duration::from_micros(200);
 /// The longest a drain waits for forgets to settle.
 const SETTLE_AT_MOST: Duration = Duration::from_millis(10);
 
-/// How long a drain waits for what the forgotten nodes held to be freed.
-const COLLECT: Duration = Duration::from_millis(10);
-
 /// `FUSE_DEV_IOC_CLONE`: `_IOR(229, 0, uint32_t)`.
 const FUSE_DEV_IOC_CLONE: u32 = 0x8004_e500;
 
@@ -64,6 +71,21 @@ struct Rests {
     state: Mutex<RestState>,
     /// Signalled when a drain begins.
     cut: Condvar,
+    /// How long a rest lasts unless cut ([`FORGET_REST`]).
+    rest: Duration,
+    /// The longest a drain waits for forgets to settle ([`SETTLE_AT_MOST`]).
+    settle_at_most: Duration,
+}
+
+/// How a reader's [`Rests::served_forget`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rest {
+    /// It did not rest: not a request's first node, or a drain ran.
+    Skipped,
+    /// It rested until a drain began.
+    Cut,
+    /// It rested for the whole rest.
+    RanOut,
 }
 
 #[derive(Debug)]
@@ -80,8 +102,13 @@ struct RestState {
 
 impl Rests {
     fn new() -> Rests {
+        Rests::with(FORGET_REST, SETTLE_AT_MOST)
+    }
+
+    /// Rests of `rest`, and drains that wait at most `settle_at_most`.
+    fn with(rest: Duration, settle_at_most: Duration) -> Rests {
         let state = RestState { resting: 0, draining: 0, drains: 0, last_forget: Instant::now() };
-        Rests { state: Mutex::new(state), cut: Condvar::new() }
+        Rests { state: Mutex::new(state), cut: Condvar::new(), rest, settle_at_most }
     }
 
     fn state(&self) -> MutexGuard<'_, RestState> {
@@ -90,19 +117,22 @@ impl Rests {
 
     /// A reader served a forget; after a request's first node it rests
     /// (unless a drain runs).
-    fn served_forget(&self, first_of_request: bool) {
+    fn served_forget(&self, first_of_request: bool) -> Rest {
         let mut state = self.state();
         state.last_forget = Instant::now();
-        if first_of_request && state.draining == 0 {
-            state.resting += 1;
-            let drains = state.drains;
-            state = self
-                .cut
-                .wait_timeout_while(state, FORGET_REST, |s| s.drains == drains)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            state.resting -= 1;
-            state.last_forget = Instant::now();
+        if !first_of_request || state.draining != 0 {
+            return Rest::Skipped;
+        }
+        state.resting += 1;
+        let drains = state.drains;
+        let (mut state, waited) =
+            self.cut.wait_timeout_while(state, self.rest, |s| s.drains == drains).unwrap_or_else(|e| e.into_inner());
+        state.resting -= 1;
+        state.last_forget = Instant::now();
+        if waited.timed_out() {
+            Rest::RanOut
+        } else {
+            Rest::Cut
         }
     }
 
@@ -111,7 +141,7 @@ impl Rests {
     /// drain finds nothing, or [`SETTLE_AT_MOST`] has passed; whether any
     /// drain found something.
     fn drained(&self, mut drain: impl FnMut() -> bool) -> bool {
-        let deadline = Instant::now() + SETTLE_AT_MOST;
+        let deadline = Instant::now() + self.settle_at_most;
         let mut state = self.state();
         state.draining += 1;
         state.drains += 1;
@@ -169,14 +199,15 @@ impl Drain {
     /// A `/dev/fuse` reader served a forget; after a request's first node
     /// it rests (see the module doc).
     pub fn served_forget(&self, first_of_request: bool) {
-        self.rests.served_forget(first_of_request);
+        let _how = self.rests.served_forget(first_of_request);
     }
 
     /// Serves the forgets the kernel has sent so far (see the module doc),
-    /// then frees what the nodes held: if there were any, or `always`.
+    /// then waits for the forgets other readers are serving and frees what
+    /// the nodes held: if there were any, or `always`.
     pub fn drain_all(&self, fs: &VfsFs, always: bool) {
         if self.rests.drained(|| self.drain(fs) > 0) || always {
-            fs.collect(COLLECT);
+            fs.settle_forgets();
         }
     }
 
@@ -212,6 +243,7 @@ impl Drain {
                 Vec::new()
             }
         };
+        let _serving = (!forgets.is_empty()).then(|| fs.forgetting());
         if !forgets.is_empty() {
             fs.count_forget_request();
         }
@@ -223,31 +255,108 @@ impl Drain {
     }
 }
 
+/// The forgets being served now (see the module doc): each holds a ticket
+/// from when it began until its nodes are forgotten.
+#[derive(Debug, Default)]
+pub(crate) struct InService {
+    state: Mutex<Tickets>,
+    /// Signalled when a forget ends while someone waits.
+    ended: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Tickets {
+    /// The next forget's ticket.
+    next: u64,
+    /// The tickets of the forgets being served.
+    serving: Vec<u64>,
+    /// Threads in [`InService::wait_for_begun`].
+    waiting: usize,
+}
+
+/// A forget being served; it ends when this drops.
+#[must_use = "the forget ends when this drops"]
+#[derive(Debug)]
+pub(crate) struct Serving<'a> {
+    gate: &'a InService,
+    ticket: u64,
+}
+
+impl InService {
+    fn tickets(&self) -> MutexGuard<'_, Tickets> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A forget begins; to be called before it is counted, so that whoever
+    /// sees the count and waits also waits for it.
+    pub fn begin(&self) -> Serving<'_> {
+        let mut tickets = self.tickets();
+        let ticket = tickets.next;
+        tickets.next += 1;
+        tickets.serving.push(ticket);
+        Serving { gate: self, ticket }
+    }
+
+    /// Waits until every forget begun before this call has ended, or
+    /// `timeout` has passed; whether they all ended. Forgets that begin
+    /// meanwhile are not waited for, so a steady stream of them cannot
+    /// hold it up.
+    pub fn wait_for_begun(&self, timeout: Duration) -> bool {
+        let mut tickets = self.tickets();
+        let upto = tickets.next;
+        tickets.waiting += 1;
+        let (mut tickets, waited) = self
+            .ended
+            .wait_timeout_while(tickets, timeout, |t| t.serving.iter().any(|&ticket| ticket < upto))
+            .unwrap_or_else(|e| e.into_inner());
+        tickets.waiting -= 1;
+        !waited.timed_out()
+    }
+
+    /// Threads waiting for forgets to end now.
+    #[cfg(test)]
+    pub fn waiting(&self) -> usize {
+        self.tickets().waiting
+    }
+}
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        let mut tickets = self.gate.tickets();
+        if let Some(i) = tickets.serving.iter().position(|&t| t == self.ticket) {
+            tickets.serving.swap_remove(i);
+        }
+        let waiting = tickets.waiting > 0;
+        drop(tickets);
+        if waiting {
+            self.gate.ended.notify_all();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// Longer than any test takes: a rest or a wait of this length that
+    /// runs out means what should have ended it never came.
+    const NEVER: Duration = Duration::from_secs(60);
+
     #[test]
     fn a_reader_rests_after_a_forget_only_at_a_requests_first_node() {
         let rests = Rests::new();
-        let start = Instant::now();
-        rests.served_forget(false);
-        assert!(start.elapsed() < FORGET_REST, "a batch's later node rested");
-        rests.served_forget(true);
-        assert!(start.elapsed() >= FORGET_REST, "the first node did not rest");
+        assert_eq!(rests.served_forget(false), Rest::Skipped, "a batch's later node rested");
+        assert_eq!(rests.served_forget(true), Rest::RanOut, "the first node did not rest");
+        assert_eq!(rests.state().resting, 0);
     }
 
     #[test]
     fn a_drain_cuts_a_rest_short_and_waits_for_it() {
-        let rests = Arc::new(Rests::new());
+        let rests = Arc::new(Rests::with(NEVER, NEVER));
         let resting = {
             let rests = Arc::clone(&rests);
-            std::thread::spawn(move || {
-                let start = Instant::now();
-                rests.served_forget(true);
-                start.elapsed()
-            })
+            std::thread::spawn(move || rests.served_forget(true))
         };
         while rests.state().resting == 0 {
             std::thread::yield_now();
@@ -257,15 +366,34 @@ mod tests {
             drains += 1;
             drains == 1
         });
-        let rested = resting.join().unwrap();
         assert!(found);
-        assert!(rested < FORGET_REST, "the rest ran its course: {rested:?}");
-        assert_eq!(rests.state().resting, 0, "the drain ended with the rest over");
+        // The drain may give up only after NEVER, so it returned because
+        // the rest it cut had ended.
+        assert_eq!(rests.state().resting, 0, "the drain ended before the rest it cut");
         assert!(drains >= 2, "it drained again after finding something");
+        assert_eq!(resting.join().unwrap(), Rest::Cut, "the rest ran its course");
         // While a drain runs no rest begins.
         rests.state().draining += 1;
-        let start = Instant::now();
-        rests.served_forget(true);
-        assert!(start.elapsed() < FORGET_REST);
+        assert_eq!(rests.served_forget(true), Rest::Skipped);
+    }
+
+    #[test]
+    fn a_wait_for_forgets_covers_those_begun_before_it_only() {
+        let gate = InService::default();
+        let earlier = gate.begin();
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| gate.wait_for_begun(NEVER));
+            while gate.waiting() == 0 {
+                std::thread::yield_now();
+            }
+            let later = gate.begin();
+            drop(earlier);
+            assert!(waiter.join().unwrap(), "the wait ran out with the earlier forget over");
+            // The later forget, begun while the wait ran, still holds up
+            // a wait that begins after it.
+            assert!(!gate.wait_for_begun(Duration::ZERO));
+            drop(later);
+        });
+        assert!(gate.wait_for_begun(Duration::ZERO), "nothing is being served");
     }
 }

@@ -43,6 +43,7 @@
 //! threads as the session has.
 
 use crate::demo::Demo;
+use crate::forgets::{InService, Serving};
 use crate::linger::Linger;
 use crate::locks::Locks;
 use crate::nodes::{Nodes, ROOT};
@@ -69,6 +70,13 @@ const TTL: Duration = Duration::from_secs(24 * 3600);
 /// follow the VFS), so nothing of them is cached, and their files are read
 /// with direct I/O, past the sizes they report.
 const NO_TTL: Duration = Duration::ZERO;
+
+/// The longest [`VfsFs::settle_forgets`] waits for the forgets being
+/// served, and then for what they released to be freed. Both end as soon
+/// as that is done (a forget takes microseconds, the releases a few
+/// epochs); only a thread stuck elsewhere holds them up, and a busy
+/// machine may keep a reader off its CPU for a while.
+const SETTLE_AT_MOST: Duration = Duration::from_secs(10);
 
 /// How opens and closes reach the front end, decided once per mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +174,9 @@ pub(crate) struct VfsFs {
     no_open_refused: AtomicBool,
     requests: Arc<Counters>,
     linger: Arc<Linger>,
+    /// The forgets being served now, which `STATFS` and a retry after
+    /// ENOSPC wait for (see the `forgets` module).
+    forgets: InService,
     /// Keeps the demo trees' instances followed while the mount lives.
     demo: Option<Demo>,
 }
@@ -320,6 +331,7 @@ impl VfsFs {
             no_open_refused: AtomicBool::new(false),
             linger: Arc::new(Linger::new(linger, Arc::clone(&requests))),
             requests,
+            forgets: InService::default(),
             demo,
         })
     }
@@ -332,6 +344,11 @@ impl VfsFs {
     /// What decides lingering after replies, to attach the device to.
     pub fn linger(&self) -> Arc<Linger> {
         Arc::clone(&self.linger)
+    }
+
+    /// The count of the demo `proc/` tree's refreshes, with `--demo`.
+    pub fn demo_refreshes(&self) -> Option<Arc<AtomicU64>> {
+        self.demo.as_ref().map(Demo::refreshes)
     }
 
     /// The instance of node id `id`, its index and the id within it.
@@ -366,6 +383,34 @@ impl VfsFs {
     pub(crate) fn collect(&self, timeout: Duration) {
         for m in &self.mounts {
             m.vfs.reclaim(timeout);
+        }
+    }
+
+    /// A forget begins, before it is counted; it ends when the guard
+    /// drops (see the `forgets` module).
+    pub(crate) fn forgetting(&self) -> Serving<'_> {
+        self.forgets.begin()
+    }
+
+    /// Waits for the forgets begun so far to end, then frees what they
+    /// released, so that what follows sees the space and inodes of the
+    /// files they were the last references to.
+    pub(crate) fn settle_forgets(&self) {
+        self.forgets.wait_for_begun(SETTLE_AT_MOST);
+        self.collect(SETTLE_AT_MOST);
+    }
+
+    /// Runs `attempt`, and if it fails with ENOSPC runs it again once the
+    /// forgets being served, and what they released, are done: the space
+    /// of a file just unlinked comes back when the kernel's `FORGET` for
+    /// it has been served, which may still be under way on another thread.
+    pub(crate) fn unless_full<T>(&self, attempt: impl Fn() -> VfsResult<T>) -> VfsResult<T> {
+        match attempt() {
+            Err(Errno::ENOSPC) => {
+                self.settle_forgets();
+                attempt()
+            }
+            result => result,
         }
     }
 
@@ -904,11 +949,11 @@ impl VfsFs {
     }
 
     /// `STATFS`, as tmpfs: the limits (0 where there is none), so `df`
-    /// shows the `--size` and `--inodes` a mount was given.
+    /// shows the `--size` and `--inodes` a mount was given, and, after
+    /// the forgets being served have ended, without what they freed.
     pub(crate) fn fs_stats(&self) -> FsStats {
-        let vfs = &self.mounts[0].vfs;
-        vfs.reclaim(Duration::from_millis(100));
-        let s = vfs.statfs();
+        self.settle_forgets();
+        let s = self.mounts[0].vfs.statfs();
         let bsize = s.block_size as u32;
         FsStats {
             blocks: s.blocks,
@@ -1087,6 +1132,55 @@ mod tests {
         assert_eq!(fs.listed_id(0, sys.ino()), node_id(1, ROOT));
         assert_eq!(fs.not_mount_point(0, &sys), Err(Errno::EBUSY));
         assert_eq!(fs.listed_id(1, sys.ino()), node_id(1, fs.mounts[1].nodes.node_id(sys.ino())));
+    }
+
+    /// A mount of a VFS of `pages` pages, and a file `f` that filled it
+    /// and was unlinked, whose node the kernel still holds: its `FORGET`
+    /// is what gives the space back. Returns the node id.
+    fn full_of_an_unlinked_file(pages: u64) -> (VfsFs, Client, u64) {
+        let vfs = Vfs::new(vfscale::VfsConfig { size_limit: pages * 4096, ..Default::default() });
+        let fs = VfsFs::new(vfs, false, Caching::new(&MountOptions::default()), Duration::ZERO).unwrap();
+        let root = Client { uid: 0, gid: 0, pid: std::process::id() };
+        let ((_, attr), fh, _) = fs.create_file(&root, ROOT, b"f", 0o644, libc::O_RDWR).unwrap();
+        let size = (pages * 4096) as usize;
+        assert_eq!(fs.write_file(&root, attr.ino.0, fh, 0, &vec![1; size]), Ok(size as u32));
+        fs.remove(&root, ROOT, b"f", false).unwrap();
+        (fs, root, attr.ino.0)
+    }
+
+    /// Runs `ask` on another thread while a forget of `node` is being
+    /// served on this one, and serves it once `ask` waits for it or has
+    /// answered without waiting; what `ask` answered.
+    fn while_forgetting<T: Send>(fs: &VfsFs, node: u64, ask: impl FnOnce() -> T + Send) -> T {
+        let serving = fs.forgetting();
+        std::thread::scope(|s| {
+            let asking = s.spawn(ask);
+            while fs.forgets.waiting() == 0 && !asking.is_finished() {
+                std::thread::yield_now();
+            }
+            fs.forget_node(node, 1);
+            drop(serving);
+            asking.join().unwrap()
+        })
+    }
+
+    #[test]
+    fn statfs_waits_for_a_forget_being_served() {
+        let (fs, _, node) = full_of_an_unlinked_file(4);
+        let before = fs.fs_stats();
+        assert_eq!((before.blocks, before.bfree), (4, 0), "the node keeps the unlinked file");
+        let after = while_forgetting(&fs, node, || fs.fs_stats());
+        assert_eq!((after.blocks, after.bfree), (4, 4), "statfs answered before the forget it raced");
+    }
+
+    #[test]
+    fn enospc_is_tried_again_after_a_forget_being_served() {
+        let (fs, root, node) = full_of_an_unlinked_file(4);
+        let ((_, attr), fh, _) = fs.create_file(&root, ROOT, b"g", 0o644, libc::O_RDWR).unwrap();
+        let write = || fs.write_file(&root, attr.ino.0, fh, 0, &[2; 4096]);
+        assert_eq!(write(), Err(Errno::ENOSPC), "the node keeps the unlinked file");
+        let written = while_forgetting(&fs, node, || fs.unless_full(write));
+        assert_eq!(written, Ok(4096), "the write failed before the forget it raced");
     }
 
     #[test]

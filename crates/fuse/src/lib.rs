@@ -49,6 +49,10 @@
 //! 0.18 cannot tell a forwarded `flock` from a record lock. A blocked
 //! `F_SETLKW` ends with EINTR when a signal interrupts its caller (see the
 //! `locks` module for how, without `FUSE_INTERRUPT`).
+//!
+//! `docs/mount.md` in the repository describes the mount's options,
+//! caching, transports and differences from tmpfs; `docs/results/` holds
+//! the measurements, each with its machine, date and command.
 
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -115,10 +119,8 @@ pub struct MountOptions {
     /// always, requests come through the `/dev/fuse` reads of
     /// [`MountOptions::threads`] threads (which rest after a forget, see
     /// the `forgets` module). On by default: no shared request queue and
-    /// no thread spinning for the next request. On the 2-CPU machine
-    /// measured, a create + close + unlink took 5.8-6.6x tmpfs through the
-    /// queues against 11-13x through `/dev/fuse`, and the rows that send
-    /// no request were even (README, "Caching and speed").
+    /// no thread spinning for the next request. `docs/mount.md` in the
+    /// repository says why; `docs/results/mount-bench.md` has the figures.
     pub io_uring: bool,
 }
 
@@ -126,9 +128,8 @@ pub struct MountOptions {
 pub const LINGER_US: u64 = 50;
 
 /// The default [`MountOptions::linger`]: several times the gap between a
-/// reply and a busy client's next request (a create + close + unlink loop
-/// here: a quarter of its requests were waiting already, most others came
-/// 4-10 us after the reply, under 0.1% after 50 us), and a small fraction
+/// reply and a busy client's next request (measured gaps:
+/// `docs/results/mount-bench.md` in the repository), and a small fraction
 /// of a scheduler tick.
 pub const LINGER: Duration = Duration::from_micros(LINGER_US);
 
@@ -247,6 +248,7 @@ pub struct Mounted {
     requests: Arc<requests::Counters>,
     lingers: Arc<linger::Tally>,
     rings: Arc<ring::Rings>,
+    refreshes: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Mounted {
@@ -263,6 +265,15 @@ impl Mounted {
     /// How request threads' lingers after replies went so far.
     pub fn lingers(&self) -> Lingers {
         self.lingers.snapshot()
+    }
+
+    /// How many times the demo `proc/` tree has followed the host's
+    /// processes so far (`None` without [`MountOptions::demo`]). A process
+    /// that started, or was reaped, before a refresh began shows in
+    /// `proc/`, or is gone from it, once that refresh has ended: by the
+    /// second refresh to end after the change.
+    pub fn proc_refreshes(&self) -> Option<u64> {
+        self.refreshes.as_ref().map(|r| r.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// Whether requests go through io_uring queues (see
@@ -355,6 +366,7 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
         .map_err(|e| MountError::Invalid(format!("cannot set up the demo trees: {e}")))?;
     let requests = fs.requests();
     let linger = fs.linger();
+    let refreshes = fs.demo_refreshes();
     let lingers = linger.tally();
     // A blocked F_SETLKW is answered from another thread, which a queue
     // cannot take: with the VFS's locks, requests stay on the device.
@@ -396,7 +408,7 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
         Err(_) => {}
     }
     let session = session.spawn().map_err(|e| MountError::Os(dir.to_owned(), e))?;
-    Ok(Mounted { session: Some(session), dir: dir.to_owned(), requests, lingers, rings })
+    Ok(Mounted { session: Some(session), dir: dir.to_owned(), requests, lingers, rings, refreshes })
 }
 
 /// Mounts a fresh VFS (with the options' limits) on `dir` and serves it

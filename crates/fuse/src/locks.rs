@@ -132,11 +132,15 @@ fn signal_pending(tid: u32) -> bool {
 
 impl Locks {
     pub fn new(vfs: Vfs) -> Arc<Locks> {
+        Locks::with_releases(vfs, Releases::default())
+    }
+
+    fn with_releases(vfs: Vfs, releases: Releases) -> Arc<Locks> {
         Arc::new(Locks {
             vfs,
             owners: Mutex::new(HashMap::new()),
             through: Mutex::new(HashMap::new()),
-            releases: Arc::default(),
+            releases: Arc::new(releases),
             unmount: CancelToken::new(),
         })
     }
@@ -370,10 +374,14 @@ mod tests {
     use vfscale::locks::{F_RDLCK, F_WRLCK};
     use vfscale::OpenFlags;
 
+    /// Longer than any test takes: a wait for a release or an answer that
+    /// runs this out means what should have ended it never came.
+    const LONG: Duration = Duration::from_secs(60);
+
     fn setup() -> (Arc<Locks>, Arc<OpenFile>) {
         let vfs = Vfs::default();
         let file = vfs.process(Credentials::root()).open_description("/f", OpenFlags::CREAT | OpenFlags::RDONLY, 0o644);
-        (Locks::new(vfs), file.unwrap())
+        (Locks::with_releases(vfs, Releases::with_grace(LONG)), file.unwrap())
     }
 
     /// This test's own thread as the caller (no signal pending).
@@ -386,7 +394,7 @@ mod tests {
     fn answered<T: Send + 'static>(ask: impl FnOnce(Box<dyn FnOnce(T) + Send>)) -> T {
         let (tx, rx) = mpsc::channel();
         ask(Box::new(move |r| tx.send(r).unwrap()));
-        rx.recv_timeout(Duration::from_secs(5)).unwrap()
+        rx.recv_timeout(2 * LONG).unwrap()
     }
 
     fn setlk(locks: &Arc<Locks>, file: &Arc<OpenFile>, owner: u64, range: (u64, u64, i32), pid: u32) -> VfsResult<()> {
@@ -452,10 +460,10 @@ mod tests {
         locks.setlkw(Arc::clone(&file), 2, (0, OFFSET_MAX, WR), me(222), move |r| tx.send(r).unwrap());
         assert!(rx.recv_timeout(Duration::from_millis(50)).is_err(), "granted while held");
         locks.close(&file, 1);
-        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Ok(()));
+        assert_eq!(rx.recv_timeout(LONG).unwrap(), Ok(()));
         locks.setlkw(Arc::clone(&file), 3, (0, 0, RD), me(333), move |r| tx2.send(r).unwrap());
         locks.cancel_waits();
-        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Err(Errno::EINTR));
+        assert_eq!(rx.recv_timeout(LONG).unwrap(), Err(Errno::EINTR));
         locks.setlkw(file, 4, (3, 1, RD), me(444), |r| assert_eq!(r, Err(Errno::EINVAL)));
         assert_eq!(locks.table().len(), 1, "only owner 2 holds a lock");
     }
@@ -478,10 +486,13 @@ mod tests {
             Arc::new(locks.vfs.process(Credentials::root()).open_description("/f", OpenFlags::RDONLY, 0).unwrap());
         setlk(&locks, &file, 1, (0, 0, WR), 111).unwrap();
         locks.flushed(&file);
+        // The release comes once the conflicting request waits for it.
         let releaser = {
             let (locks, file) = (Arc::clone(&locks), Arc::clone(&file));
             std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(20));
+                while locks.releases.waiting() == 0 {
+                    std::thread::yield_now();
+                }
                 locks.release(&file);
             })
         };
@@ -498,6 +509,6 @@ mod tests {
         // A thread that is gone counts as interrupted.
         let (tx, rx) = mpsc::channel();
         locks.setlkw(file, 2, (0, 0, WR), Caller { host_pid: 222, thread: u32::MAX }, move |r| tx.send(r).unwrap());
-        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Err(Errno::EINTR));
+        assert_eq!(rx.recv_timeout(LONG).unwrap(), Err(Errno::EINTR));
     }
 }

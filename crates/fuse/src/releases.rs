@@ -7,9 +7,10 @@
 //!
 //! Invariant: `count` grows at every release of a file that held locks,
 //! under the mutex that also guards the flushed files, and a request
-//! compares the count it took before its attempt; so a release that lands
-//! between an attempt and the wait is seen, and no wait outlasts
-//! [`RELEASE_GRACE`] from the request.
+//! compares the count it took before its attempt, before anything else;
+//! so a release that lands between an attempt and the wait is seen, as is
+//! one that lands as the grace runs out, and no wait outlasts the grace
+//! ([`RELEASE_GRACE`]) from the request.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -23,11 +24,19 @@ pub(crate) const RELEASE_GRACE: Duration = Duration::from_millis(200);
 
 /// The flushed files whose release may be on its way, and the releases so
 /// far.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Releases {
     state: Mutex<State>,
-    /// Signalled at every counted release.
+    /// Signalled at every counted release while a request waits.
     released: Condvar,
+    /// [`RELEASE_GRACE`], or what a test sets.
+    grace: Duration,
+}
+
+impl Default for Releases {
+    fn default() -> Releases {
+        Releases::with_grace(RELEASE_GRACE)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -37,6 +46,8 @@ struct State {
     flushed: HashMap<usize, Instant>,
     /// Releases of files that held locks.
     count: u64,
+    /// Requests waiting for a release now.
+    waiting: usize,
 }
 
 /// What a request that saw a conflict does next.
@@ -51,6 +62,11 @@ enum Outlook {
 }
 
 impl Releases {
+    /// Requests that saw a conflict wait up to `grace` for releases.
+    pub fn with_grace(grace: Duration) -> Releases {
+        Releases { state: Mutex::default(), released: Condvar::new(), grace }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -67,8 +83,11 @@ impl Releases {
         state.flushed.remove(&key);
         if held_locks {
             state.count += 1;
+            let waiting = state.waiting > 0;
             drop(state);
-            self.released.notify_all();
+            if waiting {
+                self.released.notify_all();
+            }
         }
     }
 
@@ -78,17 +97,19 @@ impl Releases {
     }
 
     /// For a request `asked` at a time when `count` releases had come.
-    fn outlook(state: &mut State, count: u64, asked: Instant) -> Outlook {
-        let left = RELEASE_GRACE.saturating_sub(asked.elapsed());
-        if left.is_zero() {
-            return Outlook::Final;
-        }
+    fn outlook(&self, state: &mut State, count: u64, asked: Instant) -> Outlook {
+        // A release that came is worth a try even when the grace has run
+        // out since: a waiter it woke may get its CPU only after that.
         if state.count != count {
             return Outlook::Retry;
         }
-        state.flushed.retain(|_, at| at.elapsed() < RELEASE_GRACE);
+        let left = self.grace.saturating_sub(asked.elapsed());
+        if left.is_zero() {
+            return Outlook::Final;
+        }
+        state.flushed.retain(|_, at| at.elapsed() < self.grace);
         match state.flushed.values().max() {
-            Some(latest) => Outlook::Wait(left.min(RELEASE_GRACE.saturating_sub(latest.elapsed()))),
+            Some(latest) => Outlook::Wait(left.min(self.grace.saturating_sub(latest.elapsed()))),
             None => Outlook::Final,
         }
     }
@@ -98,11 +119,13 @@ impl Releases {
     fn settle(&self, count: u64, asked: Instant) -> bool {
         let mut state = self.state();
         loop {
-            match Self::outlook(&mut state, count, asked) {
+            match self.outlook(&mut state, count, asked) {
                 Outlook::Retry => return true,
                 Outlook::Final => return false,
                 Outlook::Wait(left) => {
+                    state.waiting += 1;
                     state = self.released.wait_timeout(state, left).unwrap_or_else(|e| e.into_inner()).0;
+                    state.waiting -= 1;
                 }
             }
         }
@@ -126,7 +149,7 @@ impl Releases {
             if !conflict(&result) {
                 return done(result);
             }
-            let outlook = Self::outlook(&mut self.state(), count, asked);
+            let outlook = self.outlook(&mut self.state(), count, asked);
             match outlook {
                 Outlook::Retry => {
                     count = self.count();
@@ -173,6 +196,10 @@ mod tests {
     use std::sync::mpsc;
     use vfscale::Errno;
 
+    /// A grace no test outlasts: a wait that runs it out means the release
+    /// that should have ended it was missed.
+    const LONG: Duration = Duration::from_secs(60);
+
     fn busy(r: &VfsResult<()>) -> bool {
         *r == Err(Errno::EAGAIN)
     }
@@ -183,9 +210,16 @@ mod tests {
         move || if releases.count() > 0 { Ok(()) } else { Err(Errno::EAGAIN) }
     }
 
+    impl Releases {
+        /// Requests waiting for a release now.
+        pub(crate) fn waiting(&self) -> usize {
+            self.state().waiting
+        }
+    }
+
     #[test]
     fn an_ordinary_conflict_is_answered_at_once() {
-        let releases = Arc::new(Releases::default());
+        let releases = Arc::new(Releases::with_grace(LONG));
         let (tx, rx) = mpsc::channel();
         releases.answer(until_released(&releases), busy, move |r| tx.send(r).unwrap());
         assert_eq!(rx.try_recv(), Ok(Err(Errno::EAGAIN)), "nothing flushed: no wait");
@@ -193,19 +227,22 @@ mod tests {
 
     #[test]
     fn a_conflict_waits_off_the_request_thread_for_the_release() {
-        let releases = Arc::new(Releases::default());
+        let releases = Arc::new(Releases::with_grace(LONG));
         releases.flushed(1);
         let (tx, rx) = mpsc::channel();
         releases.answer(until_released(&releases), busy, move |r| tx.send(r).unwrap());
         assert!(rx.try_recv().is_err(), "answered before the release came");
         // This thread is free to take the release, as a request thread is.
+        while releases.waiting() == 0 {
+            std::thread::yield_now();
+        }
         releases.released(1, true);
-        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(Ok(())));
+        assert_eq!(rx.recv_timeout(2 * LONG), Ok(Ok(())));
     }
 
     #[test]
     fn a_release_between_the_conflict_and_the_wait_is_not_missed() {
-        let releases = Arc::new(Releases::default());
+        let releases = Arc::new(Releases::with_grace(LONG));
         releases.flushed(1);
         let tries = Arc::new(AtomicU32::new(0));
         let attempt = {
@@ -226,6 +263,24 @@ mod tests {
         assert_eq!(tries.load(Ordering::Relaxed), 2);
     }
 
+    /// A waiter woken by a release may run only once the grace is over; the
+    /// release still counts.
+    #[test]
+    fn a_release_that_came_counts_after_the_grace_ran_out() {
+        let grace = Duration::from_millis(1);
+        let releases = Releases::with_grace(grace);
+        releases.flushed(1);
+        let asked = Instant::now();
+        let count = releases.count();
+        releases.released(1, true);
+        while asked.elapsed() <= grace {
+            std::thread::yield_now();
+        }
+        assert!(releases.settle(count, asked), "the release was dropped as the grace ran out");
+        // Nothing came since: the answer stands.
+        assert!(!releases.settle(releases.count(), asked));
+    }
+
     #[test]
     fn no_wait_outlasts_the_grace() {
         let releases = Arc::new(Releases::default());
@@ -233,12 +288,20 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let start = Instant::now();
         releases.answer(until_released(&releases), busy, move |r| tx.send(r).unwrap());
-        // Closes that keep coming (a dup'd descriptor's) do not stretch it.
+        // Closes that keep coming (a dup'd descriptor's) do not stretch it:
+        // a wait they stretched would never end. The deadline only catches
+        // that, so it is far past the grace, which a busy machine may
+        // overrun by a scheduling delay or two.
+        let deadline = start + LONG;
         let answer = loop {
             if let Ok(answer) = rx.try_recv() {
                 break answer;
             }
-            assert!(start.elapsed() < RELEASE_GRACE * 10, "still waiting");
+            assert!(
+                Instant::now() < deadline,
+                "still waiting {:?} after a grace of {RELEASE_GRACE:?}",
+                start.elapsed()
+            );
             releases.flushed(2);
             std::thread::sleep(Duration::from_millis(10));
         };

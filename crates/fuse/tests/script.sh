@@ -16,6 +16,64 @@ listing() {
         NR > 1 && $NF != ".." && $1 ~ /^d/ { print $1, $2, $3, $4, $NF }'
 }
 types() { stat -c '%n %F %s %h %a %u %g' "$@"; }
+# Waits until `[ "$@" ]` holds, or a minute (a hang guard) has passed.
+until_true() {
+    local _
+    for _ in $(seq 6000); do
+        [ "$@" ] && return 0
+        sleep 0.01
+    done
+    echo "never: [ $* ]"
+    return 1
+}
+# A holder takes a flock of lockf (with the options given), says so by
+# creating `held`, and keeps it until let_go, so what the other lockers
+# see does not depend on timing.
+hold() {
+    mkfifo go
+    flock "$@" lockf -c "touch held; cat go > /dev/null" &
+    until_true -e held
+}
+let_go() {
+    [ -e held ] && echo > go
+    wait
+    rm -f held go
+}
+# Waits until /proc/locks shows a process blocked on a flock of file $1.
+blocked_on() {
+    local id _
+    id=$(python3 -c 'import os, sys; s = os.stat(sys.argv[1]); print("%02x:%02x:%d" % (os.major(s.st_dev), os.minor(s.st_dev), s.st_ino))' "$1")
+    for _ in $(seq 6000); do
+        grep -q -- "-> FLOCK .* $id " /proc/locks && return 0
+        sleep 0.01
+    done
+    echo "never blocked on $1"
+    return 1
+}
+# flock(1): the second locker must fail while the first holds the lock.
+second_locker_fails() {
+    hold -n
+    flock -n lockf -c true
+    echo second=$?
+    let_go
+    flock -n lockf -c true
+    echo after=$?
+}
+# A blocking flock waits for the holder: it gets the lock only once the
+# holder has let go, after it was seen blocked.
+blocking_flock_waits() {
+    hold
+    timeout 60 flock lockf -c "echo waited" &
+    blocked_on lockf
+    echo letting go
+    let_go
+}
+# Shared flocks coexist.
+shared_flocks_coexist() {
+    hold -s
+    flock -n -s lockf -c "echo shared"
+    let_go
+}
 
 run mkdir -p a/b/c
 run mkdir a
@@ -111,8 +169,7 @@ run sh -c 'head -c 5 chr | od -An -c'
 run rm fifo sock chr blk
 run rm -r a d2
 run sh -c 'find . | sort'
-# flock(1): the second locker must fail while the first holds the lock.
-run sh -c 'flock -n lockf -c "sleep 2" & sleep 0.5; flock -n lockf -c true; echo second=$?; wait; flock -n lockf -c true; echo after=$?'
+run second_locker_fails
 # fcntl POSIX locks across two processes.
 run python3 - <<'EOF'
 import fcntl, os, subprocess, sys
@@ -152,11 +209,10 @@ time.sleep(0.5)
 print('child blocked', child.poll() is None)
 fcntl.lockf(fd, fcntl.LOCK_UN, 5, 2)
 print(getlk)
-print(child.communicate(timeout=10)[0].strip())
+print(child.communicate(timeout=60)[0].strip())
 EOF
-# A blocking flock waits for the holder; shared flocks coexist.
-run sh -c 'flock lockf -c "sleep 1" & sleep 0.3; timeout 10 flock lockf -c "echo waited"; wait'
-run sh -c 'flock -s lockf -c "sleep 1" & sleep 0.3; flock -n -s lockf -c "echo shared"; wait'
+run blocking_flock_waits
+run shared_flocks_coexist
 # flock and fcntl locks are independent, F_GETLK sees only record locks,
 # flock converts, OFD locks belong to their open file, and a signal ends a
 # blocked F_SETLKW with EINTR -- all across processes.
@@ -211,8 +267,14 @@ holder.stdout.readline()
 def alarm(signum, frame):
     raise InterruptedError(errno.EINTR, 'interrupted')
 signal.signal(signal.SIGALRM, alarm)
-signal.setitimer(signal.ITIMER_REAL, 0.3)
-print('setlkw interrupted:', attempt(lambda: fcntl.lockf(fd, fcntl.LOCK_EX)))
+def interrupted_lock():
+    # Armed here, so that however late it fires, it fires inside attempt.
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+print('setlkw interrupted:', attempt(interrupted_lock))
 print('getlk after:', getlk(fd)[0])
 holder.stdin.close(); holder.wait()
 print('setlkw after holder left:', attempt(lambda: fcntl.lockf(fd, fcntl.LOCK_EX)))
