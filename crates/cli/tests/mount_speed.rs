@@ -3,15 +3,14 @@
 //! in several directories at once. The mount-bench test is skipped, with
 //! the reason printed, where FUSE mounts are not possible.
 
+mod common;
 use serde_json::Value;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 #[test]
 fn mount_bench_judges_every_goal() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
-        return eprintln!("SKIPPED: mounting needs root and /dev/fuse");
+    if !common::can_mount("vfscale mount-bench") {
+        return;
     }
     let child = Command::new(env!("CARGO_BIN_EXE_vfscale"))
         .args(["mount-bench", "--quick", "--runs", "1", "--goals-only"])
@@ -69,9 +68,8 @@ fn host_drivers_run_side_by_side_in_given_directories() {
 /// A mount-bench stopped by SIGTERM takes its mounts with it.
 #[test]
 fn a_stopped_mount_bench_leaves_no_mount() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || !Path::new("/dev/fuse").exists() {
-        return eprintln!("SKIPPED: mounting needs root and /dev/fuse");
+    if !common::can_mount("vfscale mount-bench") {
+        return;
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_vfscale"))
         .arg("mount-bench")

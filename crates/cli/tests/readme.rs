@@ -19,6 +19,8 @@
 //! a `#anchor` must be the slug (as GitHub makes it) of a heading of the
 //! file it points into, or of the linking file for an anchor alone.
 
+mod common;
+use common::can_mount;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -75,25 +77,6 @@ const QUICK: &[(&str, Quick)] = &[
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository root")
-}
-
-fn under_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
-}
-
-/// Whether this machine can mount: root and `/dev/fuse`. Under CI a
-/// machine that cannot is a failure.
-fn can_mount(what: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let fuse = Path::new("/dev/fuse").exists();
-    if root && fuse {
-        return true;
-    }
-    let why = if root { "no /dev/fuse" } else { "not root" };
-    assert!(!under_ci(), "CI is set, but `{what}` cannot run here: {why}");
-    eprintln!("SKIPPED: `{what}` needs root and /dev/fuse ({why}; with CI set, a failure)");
-    false
 }
 
 /// The README's `vfscale` command lines, in order, without the prefix and
