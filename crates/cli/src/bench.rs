@@ -135,7 +135,7 @@ impl Cells {
                 variant,
                 threads,
                 runs: plan.runs,
-                iterations: plan.iterations,
+                iterations: runs.iterations,
                 hold_us: self.hold.map(|p| p.hold_us),
                 work_us: self.hold.map(|p| p.work_us),
                 note: self.note.clone(),
@@ -337,7 +337,7 @@ pub(crate) mod tests {
             workload: workloads::find("prim-lockref").unwrap(),
             variants: vec!["atomic", "lockref"],
             threads,
-            plan: RunPlan { runs: 2, iterations: 1000 },
+            plan: RunPlan::new(2, 1000),
             params: Params::default(),
         }
     }

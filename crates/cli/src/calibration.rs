@@ -137,7 +137,7 @@ impl Calibration {
     pub fn measure(threads: &[usize], runs: usize, run_time: Duration) -> Calibration {
         let subject = PrivateTables { tables: RwLock::default() };
         let probe = 20_000;
-        let probed = run_cells(&[(&subject, 1)], RunPlan { runs: 1, iterations: probe }, |_, _| {});
+        let probed = run_cells(&[(&subject, 1)], RunPlan::new(1, probe), |_, _| {});
         let probe_secs = probed[0].elapsed[0].as_secs_f64().max(1e-6);
         let iterations = ((probe as f64 * run_time.as_secs_f64() / probe_secs) as u64).max(1000);
         let counts: Vec<usize> = std::iter::once(1)
@@ -146,7 +146,7 @@ impl Calibration {
             .into_iter()
             .collect();
         let cells: Vec<(&dyn Subject, usize)> = counts.iter().map(|&t| (&subject as &dyn Subject, t)).collect();
-        let measured: Vec<Vec<f64>> = run_cells(&cells, RunPlan { runs, iterations }, |_, _| {})
+        let measured: Vec<Vec<f64>> = run_cells(&cells, RunPlan::new(runs, iterations), |_, _| {})
             .iter()
             .map(|cell| cell.stats().ops_per_sec_samples)
             .collect();

@@ -26,6 +26,27 @@ pub struct RunPlan {
     pub runs: usize,
     /// Operations per thread per run.
     pub iterations: u64,
+    /// Where set, a cell whose warm-up says a run of `iterations` would
+    /// be shorter than this gets more iterations, so that each of its runs
+    /// lasts about a fifth longer than it (cells already longer keep
+    /// `iterations`).
+    pub min_run: Option<Duration>,
+}
+
+impl RunPlan {
+    /// `runs` runs of `iterations` operations per thread, of any length.
+    pub fn new(runs: usize, iterations: u64) -> RunPlan {
+        RunPlan { runs, iterations, min_run: None }
+    }
+
+    /// Operations per thread for a cell whose warm-up of `warm_up`
+    /// operations per thread took `took`.
+    fn iterations_after(&self, warm_up: u64, took: Duration) -> u64 {
+        let Some(min_run) = self.min_run else { return self.iterations };
+        let per_op = took.as_secs_f64().max(1e-9) / warm_up as f64;
+        let wanted = (1.2 * min_run.as_secs_f64() / per_op).ceil() as u64;
+        wanted.max(self.iterations)
+    }
 }
 
 /// The measured runs of one cell.
@@ -163,26 +184,25 @@ pub fn run_cells(
     mut before_run: impl FnMut(usize, usize),
 ) -> Vec<CellRuns> {
     assert!(cells.iter().all(|&(_, t)| t > 0) && plan.runs > 0 && plan.iterations > 0, "validated by the caller");
+    let warm_up = (plan.iterations / 10).max(1);
+    let mut results: Vec<CellRuns> = Vec::with_capacity(cells.len());
     for (index, &(subject, threads)) in cells.iter().enumerate() {
         before_run(index, 0);
-        one_run(subject, threads, (plan.iterations / 10).max(1));
-    }
-    let mut results: Vec<CellRuns> = cells
-        .iter()
-        .map(|&(_, threads)| CellRuns {
+        let took = one_run(subject, threads, warm_up).elapsed;
+        results.push(CellRuns {
             threads,
-            iterations: plan.iterations,
+            iterations: plan.iterations_after(warm_up, took),
             elapsed: Vec::new(),
             cpu: Vec::new(),
             thread_elapsed: Vec::new(),
-        })
-        .collect();
+        });
+    }
     for round in 0..plan.runs {
         for offset in 0..cells.len() {
             let index = (round + offset) % cells.len();
             let (subject, threads) = cells[index];
             before_run(index, round + 1);
-            let run = one_run(subject, threads, plan.iterations);
+            let run = one_run(subject, threads, results[index].iterations);
             let runs = &mut results[index];
             runs.elapsed.push(run.elapsed);
             runs.cpu.push(run.cpu);
@@ -288,13 +308,25 @@ mod tests {
     #[test]
     fn every_thread_runs_every_iteration_plus_warmup() {
         let subject = Counting { ops: AtomicU64::new(0), runs: AtomicU64::new(0) };
-        let runs = run_cell(&subject, 3, RunPlan { runs: 4, iterations: 100 });
+        let runs = run_cell(&subject, 3, RunPlan::new(4, 100));
         assert_eq!(runs.elapsed.len(), 4);
         assert_eq!(runs.thread_elapsed.len(), 4);
         assert!(runs.thread_elapsed.iter().all(|run| run.len() == 3));
         // 3 threads x (10 warm-up + 4 x 100 measured).
         assert_eq!(subject.ops.load(Ordering::Relaxed), 3 * (10 + 400));
         assert_eq!(subject.runs.load(Ordering::Relaxed), 5);
+    }
+
+    #[test]
+    fn a_minimum_run_raises_the_iterations_of_short_cells_only() {
+        let plan = RunPlan { min_run: Some(Duration::from_millis(50)), ..RunPlan::new(1, 1000) };
+        assert_eq!(plan.iterations_after(100, Duration::from_millis(1)), 6000, "10 us per op: 60 ms");
+        assert_eq!(plan.iterations_after(100, Duration::from_millis(100)), 1000, "already long enough");
+        assert_eq!(RunPlan::new(1, 1000).iterations_after(100, Duration::from_nanos(1)), 1000);
+        let subject = Counting { ops: AtomicU64::new(0), runs: AtomicU64::new(0) };
+        let runs = run_cell(&subject, 1, RunPlan { min_run: Some(Duration::from_millis(5)), ..RunPlan::new(1, 10) });
+        assert!(runs.iterations > 10, "ten counts take far less than 5 ms: {}", runs.iterations);
+        assert_eq!(subject.ops.load(Ordering::Relaxed), 1 + runs.iterations, "the warm-up, then the raised run");
     }
 
     #[test]

@@ -241,7 +241,7 @@ fn bench_request(args: &BenchArgs) -> Result<BenchRequest, String> {
         workload,
         variants,
         threads: args.threads.clone(),
-        plan: RunPlan { runs: args.runs, iterations },
+        plan: RunPlan::new(args.runs, iterations),
         params,
     })
 }
@@ -288,7 +288,7 @@ fn host_command(args: BenchArgs) -> Result<(), String> {
     if iterations == 0 {
         return Err("--iterations must be at least 1".into());
     }
-    let plan = RunPlan { runs: args.runs, iterations };
+    let plan = RunPlan::new(args.runs, iterations);
     let measured = host::measure(driver, &targets, &args.threads, plan, |v, t, run| {
         if run == 0 {
             eprintln!("[host {name}] {v} x{t}");

@@ -420,7 +420,7 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
     for op in Op::ALL {
         let subjects = [OpSubject { op, files: &files[0] }, OpSubject { op, files: &files[1] }];
         let cells = Cells { workload: op.workload(), hold: None, note: None };
-        let plan = RunPlan { runs, iterations: op.iterations() / scale };
+        let plan = RunPlan::new(runs, op.iterations() / scale);
         let reports = host::quietly(|| {
             cells.measure(&[("tmpfs", &subjects[0]), ("vfscale", &subjects[1])], &[1], plan, |variant, _, run| {
                 if run == 0 {
@@ -646,7 +646,7 @@ fn seed_workloads(scene: &Scene, runs: usize, scale: u64) -> Result<(), String> 
     let targets = host::label_dirs(&[scene.tmpfs.clone(), scene.mount_point.clone()]);
     println!("\nseed workloads (host drivers) on tmpfs and on the mount, 1 and 2 threads:");
     for driver in host::all().iter().filter(|d| d.takes_dir()) {
-        let plan = RunPlan { runs, iterations: (driver.default_iterations / scale).max(1) };
+        let plan = RunPlan::new(runs, (driver.default_iterations / scale).max(1));
         let (reports, skipped) = host::measure(driver, &targets, &[1, 2], plan, |variant, threads, run| {
             if run == 0 {
                 eprintln!("[mount-bench] {} on {variant} x{threads}", driver.name);

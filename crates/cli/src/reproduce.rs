@@ -292,32 +292,12 @@ impl Plan {
     }
 }
 
-/// The shortest a lock workload's 1-thread run may be: shorter runs of
+/// The shortest a lock workload's run may be in a full reproduce (each
+/// cell's warm-up sizes its runs; see `RunPlan::min_run`): shorter runs of
 /// these 0.2-1 us operations swing with every scheduler tick and
 /// frequency change (one machine measured lease01 at 0.53-2.14 M ops/s
 /// over five runs of 25 ms).
 pub const MIN_LOCK_RUN: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// `iterations`, raised so that a 1-thread run of the fastest variant of
-/// `workload` lasts at least [`MIN_LOCK_RUN`] here (by one untimed probe
-/// run of each variant, aiming a fifth above it).
-fn long_enough(workload: &Workload, params: &Params, iterations: u64) -> u64 {
-    let fastest = workload
-        .all_variants()
-        .iter()
-        .map(|variant| {
-            let subject = workload.subject(variant, params, 1);
-            let runs = crate::harness::run_cells(&[(subject.as_ref(), 1)], RunPlan { runs: 1, iterations }, |_, _| {});
-            runs[0].elapsed[0]
-        })
-        .min()
-        .unwrap_or(MIN_LOCK_RUN);
-    if fastest >= MIN_LOCK_RUN {
-        return iterations;
-    }
-    let scale = 1.2 * MIN_LOCK_RUN.as_secs_f64() / fastest.as_secs_f64().max(1e-6);
-    (iterations as f64 * scale).ceil() as u64
-}
 
 /// The number of runs, warm-ups included, that `run` will report to its
 /// `progress` callback (for the progress bar).
@@ -348,17 +328,14 @@ pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(
         };
         if let Some(workload) = plan.vfs {
             let iterations = options.iterations((workload.default_iterations)(&params));
-            let iterations = if options.quick || !workloads::locks::NAMES.contains(&workload.name) {
-                iterations
-            } else {
-                long_enough(workload, &params, iterations)
-            };
             result.iterations = Some(iterations);
+            let lock_workload = workloads::locks::NAMES.contains(&workload.name);
+            let min_run = (lock_workload && !options.quick).then_some(MIN_LOCK_RUN);
             let request = BenchRequest {
                 workload,
                 variants: workload.all_variants(),
                 threads: options.threads.clone(),
-                plan: RunPlan { runs, iterations },
+                plan: RunPlan { min_run, ..RunPlan::new(runs, iterations) },
                 params,
             };
             result.cells.extend(request.run(|v: &str, t: usize, _: usize| {
@@ -373,7 +350,7 @@ pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(
                 let subjects = [(host::VARIANT, built.subject.as_ref())];
                 let mut tell =
                     |_: &str, t: usize, _: usize| progress(&format!("[{}] host {} x{t}", experiment.name, driver.name));
-                host::quietly(|| cells.measure(&subjects, &options.threads, RunPlan { runs, iterations }, &mut tell))
+                host::quietly(|| cells.measure(&subjects, &options.threads, RunPlan::new(runs, iterations), &mut tell))
             });
             match outcome {
                 Ok(cells) => {
@@ -472,7 +449,12 @@ pub fn render(experiment: &Experiment, result: &ExperimentResult, options: &Opti
         };
         let hold = case.hold_us.map_or(String::new(), |h| format!(", hold {h} us, work {h} us"));
         let iterations = [
-            case.iterations.map(|i| format!("{i} iterations per thread")),
+            case.iterations.map(|i| {
+                let raised = case.cells.iter().any(|c| c.variant != host::VARIANT && c.iterations > i);
+                let more =
+                    if raised { format!(" (more where a run would be under {MIN_LOCK_RUN:?})") } else { String::new() };
+                format!("{i} iterations per thread{more}")
+            }),
             case.host_iterations.map(|i| format!("host {i}")),
         ]
         .into_iter()
@@ -768,14 +750,6 @@ mod tests {
         let efficiency = text.lines().find(|l| l.contains("efficiency (S / S private, ")).expect(&text);
         assert!(efficiency.contains("scales): x2 lockref ") && efficiency.contains(", atomic "), "{efficiency}");
         assert!(!efficiency.contains("private "), "private is the reference: {efficiency}");
-    }
-
-    /// Ten lock operations take microseconds, five thousand times less
-    /// than the floor, on any machine: they are raised.
-    #[test]
-    fn lock_runs_are_raised_to_the_floor() {
-        let flock = workloads::find("flock01").unwrap();
-        assert!(long_enough(flock, &Params::default(), 10) > 10);
     }
 
     #[test]

@@ -168,7 +168,7 @@ const ITERATIONS: std::ops::RangeInclusive<u64> = 200..=200_000;
 /// leaves the host out).
 pub fn measure(pair: &Pair, plan: Plan, mut before_run: impl FnMut(usize, usize)) -> Result<Measured, String> {
     let iterations = calibrate(pair, Target::Vfscale, plan).map_err(|e| format!("{}: {e}", pair.name))?;
-    let run_plan = RunPlan { runs: plan.runs, iterations };
+    let run_plan = RunPlan::new(plan.runs, iterations);
     let vfscale = PairSubject::new(pair, Target::Vfscale, iterations);
     let private = PairSubject::new(pair, Target::Private, iterations);
     let runs = run_cells(&[(&vfscale, 1), (&vfscale, 2), (&private, 2)], run_plan, &mut before_run);
@@ -180,7 +180,7 @@ pub fn measure(pair: &Pair, plan: Plan, mut before_run: impl FnMut(usize, usize)
     let host = World::host(pair.fs).map(drop).and_then(|()| {
         let iterations = calibrate(pair, Target::Host, plan)?;
         let host = PairSubject::new(pair, Target::Host, iterations);
-        let runs = run_cells(&[(&host, 1), (&host, 2)], RunPlan { runs: plan.runs, iterations }, &mut before_run);
+        let runs = run_cells(&[(&host, 1), (&host, 2)], RunPlan::new(plan.runs, iterations), &mut before_run);
         host.failure().map_or(Ok(()), Err)?;
         Ok(Scaling::of(&runs[0], &runs[1]).judged(&private_s2))
     });
@@ -194,7 +194,7 @@ fn calibrate(pair: &Pair, target: Target, plan: Plan) -> Result<u64, String> {
         return Ok(n);
     }
     let probe = PairSubject::new(pair, target, CALIBRATION_OPS);
-    let runs = run_cells(&[(&probe, 1)], RunPlan { runs: 1, iterations: CALIBRATION_OPS }, |_, _| {});
+    let runs = run_cells(&[(&probe, 1)], RunPlan::new(1, CALIBRATION_OPS), |_, _| {});
     probe.failure().map_or(Ok(()), Err)?;
     let spent = runs[0].thread_elapsed[0][0].as_secs_f64().max(1e-9);
     let wanted = plan.run_time.as_secs_f64() / (spent / CALIBRATION_OPS as f64);

@@ -367,7 +367,7 @@ mod tests {
             match driver.probe() {
                 Ok(built) => {
                     for threads in [1, 3] {
-                        let runs = run_cell(built.subject.as_ref(), threads, RunPlan { runs: 1, iterations: 4 });
+                        let runs = run_cell(built.subject.as_ref(), threads, RunPlan::new(1, 4));
                         assert_eq!(runs.thread_elapsed[0].len(), threads, "{}", driver.name);
                     }
                 }
@@ -421,7 +421,7 @@ mod tests {
         let dirs = [std::env::temp_dir(), std::env::temp_dir()];
         let targets = label_dirs(&dirs);
         for driver in all().iter().filter(|d| d.takes_dir()) {
-            let plan = RunPlan { runs: 1, iterations: 3 };
+            let plan = RunPlan::new(1, 3);
             match measure(driver, &targets, &[1, 2], plan, |_, _, _| {}) {
                 Ok((reports, _)) => {
                     assert_eq!(reports.len(), 4, "{}", driver.name);

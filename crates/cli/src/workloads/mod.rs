@@ -133,7 +133,7 @@ mod tests {
         for w in all() {
             for variant in w.all_variants() {
                 let subject = w.subject(variant, &params, 3);
-                let runs = run_cell(subject.as_ref(), 3, RunPlan { runs: 1, iterations: 200 });
+                let runs = run_cell(subject.as_ref(), 3, RunPlan::new(1, 200));
                 assert_eq!(runs.elapsed.len(), 1, "{} {}", w.name, variant);
             }
         }

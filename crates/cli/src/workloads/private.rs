@@ -119,8 +119,8 @@ mod tests {
     fn each_thread_runs_its_own_instance_of_the_first_variant_as_thread_0() {
         let private = TEST.subject(PRIVATE, &Params::default(), 3);
         assert_eq!(BUILT.load(Ordering::Relaxed), 3, "one instance per thread, built with the subject");
-        run_cell(private.as_ref(), 3, RunPlan { runs: 2, iterations: 50 });
-        run_cell(private.as_ref(), 2, RunPlan { runs: 1, iterations: 50 });
+        run_cell(private.as_ref(), 3, RunPlan::new(2, 50));
+        run_cell(private.as_ref(), 2, RunPlan::new(1, 50));
         assert_eq!(BUILT.load(Ordering::Relaxed), 3, "runs build nothing");
         let seen = SEEN.lock().unwrap();
         assert!(seen.iter().all(|(_, variant, thread, _)| variant == "ours" && *thread == 0), "{seen:?}");
