@@ -97,12 +97,6 @@ impl Caching {
         let vfs_locks = options.locks == RecordLocks::Vfs;
         Caching { vfs_locks, no_open: !vfs_locks && !options.demo }
     }
-
-    /// Whether the kernel must check permissions at open
-    /// (`default_permissions`), since opens may send no request.
-    pub fn checks_at_open(self) -> bool {
-        self.no_open
-    }
 }
 
 /// Node id bits below an instance's index: its own node ids (inode

@@ -171,9 +171,9 @@ pub enum RecordLocks {
     /// In the kernel, on the mount's inodes, as `flock` locks are and as
     /// on any local filesystem: the same code as on tmpfs decides them.
     /// The mount holds no lock, so files are opened and closed without a
-    /// request (`FUSE_NO_OPEN_SUPPORT`, no `FLUSH`), and the kernel checks
-    /// permissions at open (`default_permissions`) from the attributes it
-    /// caches. With the demo trees, whose files need an `OPEN` for direct
+    /// request (`FUSE_NO_OPEN_SUPPORT`, no `FLUSH`); the kernel checks
+    /// permissions (`default_permissions`, in every mode) from the
+    /// attributes it caches. With the demo trees, whose files need an `OPEN` for direct
     /// I/O, opens still ask, but closes do not.
     #[default]
     Kernel,
@@ -379,10 +379,13 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
     if unsafe { libc::geteuid() } == 0 {
         config.mount_options.extend([MountOption::Dev, MountOption::Suid]);
     }
-    if caching.checks_at_open() {
-        // Opens that send no request must be checked by the kernel.
-        config.mount_options.push(MountOption::DefaultPermissions);
-    }
+    // The kernel checks permissions from the attributes it caches, in
+    // every mode: it keeps entries for a day and walks through cached
+    // directories without asking, so without this a walk it served from
+    // its cache would skip the search permission of every directory on
+    // the way. Opens that send no request need it too. Where an open or
+    // another request does reach the server, the VFS checks again.
+    config.mount_options.push(MountOption::DefaultPermissions);
     config.acl = if options.allow_other { SessionACL::All } else { SessionACL::Owner };
     config.n_threads = Some(options.threads);
     config.clone_fd = true;

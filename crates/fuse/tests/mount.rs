@@ -617,3 +617,105 @@ fn demo_trees_never_go_stale() {
     assert!(!entry.exists(), "pid {} still in proc/ after a refresh since it was reaped", child.id());
     mounted.unmount().expect("unmount");
 }
+
+/// What `nobody` (uid and gid 65534, no groups) gets when it opens,
+/// stats and lists `paths[0]`, `paths[1]` and `paths[2]` through the
+/// mount: each an errno, 0 for success. Forked, so the test's own
+/// credentials stay root.
+fn as_nobody(paths: [&Path; 3]) -> [i32; 3] {
+    use std::os::unix::ffi::OsStrExt;
+    let paths = paths.map(|p| std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap());
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe(2) writes.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child calls only async-signal-safe functions (setgroups,
+    // setgid, setuid, open, stat, write, _exit) on memory that exists
+    // before the fork, and never returns.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: as above; every pointer is to a live local or CString.
+        unsafe {
+            let mut errors = [0i32; 3];
+            let dropped =
+                libc::setgroups(0, std::ptr::null()) == 0 && libc::setgid(65534) == 0 && libc::setuid(65534) == 0;
+            if !dropped {
+                libc::_exit(2);
+            }
+            let errno = || *libc::__errno_location();
+            let fd = libc::open(paths[0].as_ptr(), libc::O_RDONLY);
+            errors[0] = if fd >= 0 { 0 } else { errno() };
+            let mut st: libc::stat = std::mem::zeroed();
+            errors[1] = if libc::stat(paths[1].as_ptr(), &mut st) == 0 { 0 } else { errno() };
+            let dir = libc::open(paths[2].as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+            errors[2] = if dir >= 0 { 0 } else { errno() };
+            let bytes = std::mem::size_of_val(&errors);
+            let written = libc::write(fds[1], errors.as_ptr().cast(), bytes) == bytes as isize;
+            libc::_exit(if written { 0 } else { 3 });
+        }
+    }
+    assert!(pid > 0, "fork: {}", std::io::Error::last_os_error());
+    // SAFETY: plain syscalls on descriptors and a pid this test owns.
+    unsafe {
+        libc::close(fds[1]);
+        let mut errors = [0i32; 3];
+        let got = libc::read(fds[0], errors.as_mut_ptr().cast(), std::mem::size_of_val(&errors));
+        libc::close(fds[0]);
+        let mut status = 0;
+        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child failed: {status:#x}");
+        assert_eq!(got, std::mem::size_of_val(&errors) as isize);
+        errors
+    }
+}
+
+/// Root makes `P/D/f` inside `P` (0700) and reads it, so the kernel
+/// caches every entry on the way; then another user tries it. The kernel
+/// walks cached entries without asking the server, so it must check the
+/// search permission of `P` itself: in every mode, as on tmpfs, the
+/// other user is refused at `P`.
+#[test]
+fn a_cached_walk_checks_search_permission_in_every_mode() {
+    let _serial = serial();
+    let modes = [
+        MountOptions { io_uring: false, ..MountOptions::default() },
+        MountOptions { io_uring: false, locks: RecordLocks::Vfs, ..MountOptions::default() },
+        MountOptions { io_uring: false, demo: true, ..MountOptions::default() },
+    ];
+    let reference = tmpfs_dir();
+    let mnts: Vec<tempfile::TempDir> = modes.iter().map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut outcomes = Vec::new();
+    for (dir, options) in [reference.path()]
+        .into_iter()
+        .chain(mnts.iter().map(|d| d.path()))
+        .zip(std::iter::once(None).chain(modes.iter().map(Some)))
+    {
+        // Other users must reach the mount point's own directory.
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mounted = match options {
+            Some(options) => {
+                let Some(m) = try_mount(dir, &MountOptions { allow_other: true, ..options.clone() }) else { return };
+                Some(m)
+            }
+            None => None,
+        };
+        let p = dir.join("P");
+        std::fs::create_dir(&p).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        std::fs::create_dir(p.join("D")).unwrap();
+        std::fs::write(p.join("D/f"), "secret").unwrap();
+        assert_eq!(std::fs::read_to_string(p.join("D/f")).unwrap(), "secret");
+        assert!(std::fs::metadata(p.join("D")).unwrap().is_dir());
+        outcomes.push((options.map(|o| (o.locks, o.demo)), as_nobody([&p.join("D/f"), &p.join("D"), &p.join("D")])));
+        std::fs::remove_dir_all(&p).unwrap();
+        if let Some(m) = mounted {
+            m.unmount().expect("unmount");
+        }
+    }
+    for (mode, errors) in &outcomes {
+        assert_eq!(
+            *errors,
+            [libc::EACCES; 3],
+            "nobody's open, stat and opendir of P/D/f, P/D ({mode:?} on the mount; None: tmpfs)"
+        );
+    }
+}
