@@ -20,8 +20,7 @@ use crate::calibration::Calibration;
 use crate::harness::RunPlan;
 use crate::host;
 use crate::machine::Machine;
-use crate::stats::{self, Comparison};
-use crate::stats::{Bound, Judgement};
+use crate::stats::{self, Bound, Comparison, Judgement};
 use crate::workloads::{self, Params, Workload, PRIVATE};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -614,16 +613,9 @@ pub fn efficiency_line(cells: &[CellReport]) -> Option<String> {
 /// How many efficiency figures above 1 thread met [`SCALES`], missed it,
 /// or could not tell, over every case.
 fn efficiency_tally(results: &[ExperimentResult]) -> [usize; 3] {
-    let mut tally = [0; 3];
     let cells = results.iter().flat_map(|r| &r.cases).flat_map(|c| &c.cells);
-    for e in cells.filter(|c| c.threads > 1 && c.variant != PRIVATE).filter_map(|c| c.efficiency_estimate()) {
-        tally[match SCALES.judge(e.ci95) {
-            Judgement::Met => 0,
-            Judgement::NotMet => 1,
-            Judgement::Inconclusive => 2,
-        }] += 1;
-    }
-    tally
+    let estimates = cells.filter(|c| c.threads > 1 && c.variant != PRIVATE).filter_map(|c| c.efficiency_estimate());
+    Judgement::tally(estimates.map(|e| SCALES.judge(e.ci95)))
 }
 
 /// The closing summary: every verdict of every experiment on one line each,

@@ -270,6 +270,18 @@ pub enum Judgement {
     Inconclusive,
 }
 
+impl Judgement {
+    /// How many of `judgements` are met, not met and inconclusive, in
+    /// that order.
+    pub fn tally(judgements: impl IntoIterator<Item = Judgement>) -> [usize; 3] {
+        let mut counts = [0; 3];
+        for j in judgements {
+            counts[j as usize] += 1;
+        }
+        counts
+    }
+}
+
 impl std::fmt::Display for Judgement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -483,6 +495,8 @@ mod tests {
         assert_eq!(cap.judge([1.4, 1.6]), Judgement::Inconclusive);
         assert_eq!((cap.show("x"), bar.show("")), ("<= 1.5x".to_string(), ">= 0.9".to_string()));
         assert_eq!(Judgement::NotMet.to_string(), "not met");
+        let all = [Judgement::Inconclusive, Judgement::Met, Judgement::NotMet, Judgement::Met];
+        assert_eq!(Judgement::tally(all), [2, 1, 1]);
         assert_eq!(serde_json::to_value(Judgement::Inconclusive).unwrap(), "inconclusive");
     }
 
