@@ -200,19 +200,6 @@ pub fn noise_line(cells: &[CellReport]) -> Option<String> {
     (!spreads.is_empty()).then(|| format!("noise (private's S per round): {}", spreads.join(", ")))
 }
 
-/// [`noise_line`] of every workload among `reports`, each on its own line.
-pub fn noise_lines(reports: &[CellReport]) -> String {
-    let mut workloads: Vec<&str> = reports.iter().map(|r| r.workload).collect();
-    workloads.dedup();
-    workloads
-        .into_iter()
-        .filter_map(|w| {
-            let cells: Vec<CellReport> = reports.iter().filter(|r| r.workload == w).cloned().collect();
-            noise_line(&cells).map(|line| format!("{w}: {line}\n"))
-        })
-        .collect()
-}
-
 /// Renders reports as an aligned text table: for the lockperf analogs
 /// (seed 004) the per-run time in milliseconds, as the seed reports it.
 pub fn table(reports: &[CellReport]) -> String {
@@ -435,7 +422,6 @@ pub(crate) mod tests {
             rounds(PRIVATE, 2, &[200.0, 180.0, 160.0]),
         ];
         assert_eq!(noise_line(&cells).unwrap(), "noise (private's S per round): x2 1.60-2.00 (22%)");
-        assert_eq!(noise_lines(&cells), "w: noise (private's S per round): x2 1.60-2.00 (22%)\n");
         assert_eq!(noise_line(&cells[..1]), None);
     }
 

@@ -195,7 +195,9 @@ fn bench_command(args: BenchArgs) -> Result<(), String> {
         println!("{}, {} CPUs ({}); {}", machine.kernel, machine.cpus, machine.cpu_model, calibration.line());
         print!("{}", describe(&request));
         print!("{}", bench::table(&reports));
-        print!("{}", bench::noise_lines(&reports));
+        if let Some(line) = bench::noise_line(&reports) {
+            println!("{line}");
+        }
         for note in calibration.ceiling_notes(&reports) {
             println!("{note}");
         }
