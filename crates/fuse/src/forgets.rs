@@ -243,10 +243,12 @@ impl Drain {
                 Vec::new()
             }
         };
-        let _serving = (!forgets.is_empty()).then(|| fs.forgetting());
-        if !forgets.is_empty() {
+        // Begun before it is counted, as on the /dev/fuse readers.
+        let _serving = (!forgets.is_empty()).then(|| {
+            let serving = fs.forgetting();
             fs.count_forget_request();
-        }
+            serving
+        });
         for &(node, nlookup) in &forgets {
             fs.count(crate::requests::Opcode::Forget);
             fs.forget_node(node, nlookup);
