@@ -28,6 +28,12 @@ pub fn possible_cpus() -> usize {
     }
 }
 
+/// How many CPUs this process may run on now (its affinity mask, at least
+/// 1): the thread count that fills the machine without oversubscribing it.
+pub fn usable_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
 /// The CPU the caller is running on now (a hint, see the module doc).
 ///
 /// Under loom it is always 0; models choose slots explicitly.

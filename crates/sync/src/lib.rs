@@ -45,6 +45,7 @@ pub mod pad;
 pub mod percpu_counter;
 pub mod percpu_ref;
 pub mod percpu_rwsem;
+pub mod poison;
 pub mod rwsem;
 pub mod seqcount;
 pub mod spin;
