@@ -1,6 +1,8 @@
 //! The cache-line audit: which lines of shared memory a thread reads and
 //! writes, and where, so a test can ask sv6's question of two operations:
-//! did one write a line the other touched (kernel-notes §2 and §7)?
+//! did one write a line the other touched? Such a line moves between the
+//! CPUs on every call and stops the pair from scaling (`docs/design.md`,
+//! "Conflict-free hot paths").
 //!
 //! Invariant: every atomic and lock of this crate, and of `vfscale` through
 //! [`crate::audited`], reports each access here with its address and its

@@ -1,5 +1,6 @@
 //! The conflict checker: do two operations, run on two CPUs, share a cache
-//! line that one of them writes? (sv6's conflict-freedom, kernel-notes §7.)
+//! line that one of them writes? (sv6's conflict-freedom; `docs/design.md`,
+//! "Conflict-free hot paths".)
 //!
 //! Invariant: both operations run on their own long-lived thread, each with
 //! its own [virtual CPU](crate::cpu::with_virtual_cpu), so per-thread and

@@ -1,5 +1,7 @@
 //! Thin wrappers over the Linux `futex(2)` wait/wake calls on an `AtomicU32`,
-//! and, under loom, a faithful model of them that spinning waiters share.
+//! and, under loom, a faithful model of them built on `shim`'s parking queue.
+//!
+//! Imports from this crate: only `shim` (atomics, and the loom parking queue).
 //!
 //! `wait` may return spuriously, so every caller re-checks its condition in a
 //! loop. Invariant (the futex contract the callers rely on): a waiter that
@@ -31,10 +33,8 @@
 //!   waiter's check both ways, as the bucket lock orders `FUTEX_WAKE`
 //!   against `FUTEX_WAIT`.
 //!
-//! The queue lives in a thread-local of the OS thread that runs the model
-//! (loom runs every model thread there, one at a time); it is empty at the
-//! end of every execution that loom accepts, since a thread still queued
-//! there is parked forever, which loom reports as a deadlock.
+//! The queue is `shim`'s parking queue, which the spinners' model shares
+//! (`shim` module doc).
 //!
 //! # For a new primitive
 //!
@@ -96,78 +96,27 @@ pub fn wake(word: &AtomicU32, count: u32) {
 /// [`wake`] on `word`; with a timeout, may also return unwoken.
 #[cfg(loom)]
 pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    use crate::shim::SpinWord;
+    use crate::shim::{parking, SpinWord};
     let key = word as *const AtomicU32 as usize;
-    model::park_if(key, timeout.is_some(), || word.still(expected));
+    parking::park_if(key, timeout.is_some(), || word.still(expected));
 }
 
 /// Loom model (module doc): unparks at most `count` threads parked in
 /// [`wait`] on `word`.
 #[cfg(loom)]
 pub fn wake(word: &AtomicU32, count: u32) {
-    use crate::shim::SpinWord;
+    use crate::shim::{parking, SpinWord};
     // A read-modify-write that stores nothing makes the wake-up an event
     // loom orders against the waiters' checks, whatever the caller did in
     // between (the value it reads does not matter).
     word.still(0);
-    model::unpark(word as *const AtomicU32 as usize, count);
-}
-
-/// The loom waiter queue, keyed by address: what [`wait`], [`wake`] and the
-/// shim's `spin_wait` / `wake_spinners` share.
-#[cfg(loom)]
-pub(crate) mod model {
-    use std::cell::RefCell;
-
-    struct Parked {
-        key: usize,
-        thread: loom::thread::Thread,
-    }
-
-    std::thread_local! {
-        /// Threads parked on an address, oldest first.
-        static PARKED: RefCell<Vec<Parked>> = const { RefCell::new(Vec::new()) };
-    }
-
-    /// Runs `still_waiting` (one loom atomic operation), and if it says so,
-    /// queues the thread on `key` before any other thread runs, then parks
-    /// until [`unpark`] on `key`. A `timed` wait yields instead of parking
-    /// and leaves the queue if nobody woke it: it may return either way.
-    pub(crate) fn park_if(key: usize, timed: bool, still_waiting: impl FnOnce() -> bool) {
-        if !still_waiting() {
-            return;
-        }
-        let me = loom::thread::current();
-        let id = me.id();
-        PARKED.with(|parked| parked.borrow_mut().push(Parked { key, thread: me }));
-        if !timed {
-            loom::thread::park();
-            return;
-        }
-        loom::thread::yield_now();
-        PARKED.with(|parked| parked.borrow_mut().retain(|p| p.thread.id() != id));
-    }
-
-    /// Unparks up to `count` threads queued on `key`, oldest first.
-    pub(crate) fn unpark(key: usize, count: u32) {
-        let mut left = count;
-        PARKED.with(|parked| {
-            parked.borrow_mut().retain(|p| {
-                if p.key != key || left == 0 {
-                    return true;
-                }
-                left -= 1;
-                p.thread.unpark();
-                false
-            })
-        });
-    }
+    parking::unpark(word as *const AtomicU32 as usize, count);
 }
 
 #[cfg(all(test, loom))]
 mod loom_models {
     use super::*;
-    use crate::shim::{spin_wait, wake_spinners, AtomicBool, Ordering};
+    use crate::shim::Ordering;
     use loom::sync::Arc;
     use loom::thread;
 
@@ -200,29 +149,6 @@ mod loom_models {
             let word = AtomicU32::new(0);
             wait(&word, 0, Some(Duration::from_millis(1)));
             wake(&word, 1);
-        });
-    }
-
-    /// Two spinners on one flag are both let go by one store and its wake.
-    #[test]
-    fn spin_wait_two_spinners_one_release() {
-        loom::model(|| {
-            let flag = Arc::new(AtomicBool::new(true));
-            let spinners: Vec<_> = (0..2)
-                .map(|_| {
-                    let flag = flag.clone();
-                    thread::spawn(move || {
-                        while flag.load(Ordering::Acquire) {
-                            spin_wait(&*flag, true);
-                        }
-                    })
-                })
-                .collect();
-            flag.store(false, Ordering::Release);
-            wake_spinners(&*flag);
-            for spinner in spinners {
-                spinner.join().unwrap();
-            }
         });
     }
 }

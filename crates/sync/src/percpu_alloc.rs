@@ -30,6 +30,7 @@ mod arena {
     //! The process-wide arena (see the module doc).
 
     use crate::audited::{AtomicIsize, AtomicPtr, Mutex, OnceLock, Ordering};
+    use crate::poison::unpoisoned;
     use std::cell::RefCell;
 
     /// Slots per CPU row of a chunk (8 KiB rows, whole cache lines).
@@ -68,7 +69,7 @@ mod arena {
         /// Moves up to `n` free indices into `out`, growing the arena by a
         /// chunk when the free list is empty.
         fn refill(&self, out: &mut Vec<u32>, n: usize) {
-            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            let mut free = unpoisoned(self.free.lock());
             if free.0.is_empty() {
                 let chunk = free.1;
                 // 2^32 objects would need 32 GiB of slots per CPU first.
@@ -91,7 +92,7 @@ mod arena {
         }
 
         fn give_back(&self, indices: impl Iterator<Item = u32>) {
-            self.free.lock().unwrap_or_else(|e| e.into_inner()).0.extend(indices);
+            unpoisoned(self.free.lock()).0.extend(indices);
         }
 
         /// Object `index`'s slot in CPU 0's row; CPU `c`'s is `c * CHUNK`

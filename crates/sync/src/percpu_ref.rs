@@ -1,6 +1,7 @@
 //! A reference count whose gets and puts touch only the calling CPU's
 //! counter while the object is live (Linux `lib/percpu-refcount.c`, and the
-//! `mnt_count` "long-term reference" pattern of kernel-notes section 7).
+//! `mnt_count` pattern: the owner's long-term reference keeps the count off
+//! zero; `docs/design.md`, "Conflict-free hot paths").
 //!
 //! Invariant: the true count is `atomic - BIAS + sum(slots)` while the
 //! ref is in per-CPU mode and `atomic` alone once it is in atomic mode; the

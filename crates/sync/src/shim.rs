@@ -2,6 +2,9 @@
 //! One switch between `std` and `loom`, so every primitive is model-checked
 //! with the same code that ships (the tokio pattern).
 //!
+//! Imports from this crate: only [`crate::audited`] (the shipped atomics,
+//! outside loom). `futex` and the primitives import this, never the reverse.
+//!
 //! Build with `RUSTFLAGS="--cfg loom"` to run the loom models; everything in
 //! this crate reaches atomics, cells, threads and hints only through here.
 //!
@@ -12,20 +15,28 @@
 //! version checks what the shipped one does:
 //! - [`spin_wait`], one round of a busy-wait on a word, is a CPU pause in
 //!   the shipped build and, under loom, parks the spinner until
-//!   [`wake_spinners`] on that word (the [`crate::futex`] model). Loom runs
-//!   `spin_loop` as a yield and lets any thread run after one, without
-//!   spending a preemption, so two spinners could take turns forever and
-//!   blow its branch limit; parked, a spinner costs nothing until the word
-//!   it polls changes. Sound because a spinner only loads while it waits:
-//!   a round that re-reads an unchanged word changes no state, so skipping
-//!   it hides no interleaving, and loom still runs the same load after the
-//!   store without parking (where the spinner gains no synchronization from
-//!   the wake-up). A store with no [`wake_spinners`] after it leaves the
+//!   [`wake_spinners`] on that word (the parking queue below, which
+//!   `futex`'s loom model shares). Loom runs `spin_loop` as a yield and
+//!   lets any thread run after one, without spending a preemption, so two
+//!   spinners could take turns forever and blow its branch limit; parked,
+//!   a spinner costs nothing until the word it polls changes. Sound
+//!   because a spinner only loads while it waits: a round that re-reads an
+//!   unchanged word changes no state, so skipping it hides no
+//!   interleaving, and loom still runs the same load after the store
+//!   without parking (where the spinner gains no synchronization from the
+//!   wake-up). A store with no [`wake_spinners`] after it leaves the
 //!   spinner parked: a deadlock that loom reports, never a missed bug.
 //! - [`Deadline`] counts steps instead of reading a clock, so every
 //!   execution takes the same branches and every budget is tiny.
 //! - [`seqcst_fence_for_loom`] stands in for the total order of `SeqCst`
 //!   accesses that loom does not model.
+//!
+//! Under loom, `parking` is the waiter queue keyed by address that
+//! [`spin_wait`] / [`wake_spinners`] and `futex::wait` / `futex::wake`
+//! share. It lives in a thread-local of the OS thread that runs the model
+//! (loom runs every model thread there, one at a time); it is empty at the
+//! end of every execution that loom accepts, since a thread still queued
+//! there is parked forever, which loom reports as a deadlock.
 
 #[cfg(loom)]
 pub(crate) use loom::{
@@ -110,7 +121,7 @@ pub(crate) fn spin_wait<W: SpinWord>(word: &W, seen: W::Value) {
         spin_loop();
     }
     #[cfg(loom)]
-    crate::futex::model::park_if(word as *const W as usize, false, || word.still(seen));
+    parking::park_if(word as *const W as usize, false, || word.still(seen));
 }
 
 /// Ends every [`spin_wait`] on `word`; call it right after each store that
@@ -123,7 +134,7 @@ pub(crate) fn wake_spinners<W>(word: *const W) {
     #[cfg(not(loom))]
     let _ = word;
     #[cfg(loom)]
-    crate::futex::model::unpark(word as usize, u32::MAX);
+    parking::unpark(word as usize, u32::MAX);
 }
 
 /// Loom models `SeqCst` loads, stores and read-modify-writes as plain
@@ -207,5 +218,86 @@ impl Deadline {
             self.steps_left -= 1;
             false
         }
+    }
+}
+
+/// The loom waiter queue, keyed by address (module doc).
+#[cfg(loom)]
+pub(crate) mod parking {
+    use std::cell::RefCell;
+
+    struct Parked {
+        key: usize,
+        thread: loom::thread::Thread,
+    }
+
+    std::thread_local! {
+        /// Threads parked on an address, oldest first.
+        static PARKED: RefCell<Vec<Parked>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Runs `still_waiting` (one loom atomic operation), and if it says so,
+    /// queues the thread on `key` before any other thread runs, then parks
+    /// until [`unpark`] on `key`. A `timed` wait yields instead of parking
+    /// and leaves the queue if nobody woke it: it may return either way.
+    pub(crate) fn park_if(key: usize, timed: bool, still_waiting: impl FnOnce() -> bool) {
+        if !still_waiting() {
+            return;
+        }
+        let me = loom::thread::current();
+        let id = me.id();
+        PARKED.with(|parked| parked.borrow_mut().push(Parked { key, thread: me }));
+        if !timed {
+            loom::thread::park();
+            return;
+        }
+        loom::thread::yield_now();
+        PARKED.with(|parked| parked.borrow_mut().retain(|p| p.thread.id() != id));
+    }
+
+    /// Unparks up to `count` threads queued on `key`, oldest first.
+    pub(crate) fn unpark(key: usize, count: u32) {
+        let mut left = count;
+        PARKED.with(|parked| {
+            parked.borrow_mut().retain(|p| {
+                if p.key != key || left == 0 {
+                    return true;
+                }
+                left -= 1;
+                p.thread.unpark();
+                false
+            })
+        });
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// Two spinners on one flag are both let go by one store and its wake
+    /// (with `wake_spinners` left out, loom reports a deadlock).
+    #[test]
+    fn spin_wait_two_spinners_one_release() {
+        loom::model(|| {
+            let flag = Arc::new(AtomicBool::new(true));
+            let spinners: Vec<_> = (0..2)
+                .map(|_| {
+                    let flag = flag.clone();
+                    thread::spawn(move || {
+                        while flag.load(Ordering::Acquire) {
+                            spin_wait(&*flag, true);
+                        }
+                    })
+                })
+                .collect();
+            flag.store(false, Ordering::Release);
+            wake_spinners(&*flag);
+            for spinner in spinners {
+                spinner.join().unwrap();
+            }
+        });
     }
 }

@@ -14,7 +14,8 @@
 //! Use it where readers are many and short and an update must know when
 //! the old value is no longer in use, without readers writing a shared
 //! word (a descriptor table: a look-up writes only its CPU's slot, where a
-//! counted reference would write the open file's count, kernel-notes §7).
+//! counted reference would write the open file's count; `docs/design.md`,
+//! "Conflict-free hot paths").
 //! An idle `synchronize` (no reader inside) reads every CPU's slots and
 //! returns; one that finds readers flips the phase, so new readers count
 //! on the other slots, waits for the old phase's slots to drain, and does

@@ -145,7 +145,7 @@ mod load {
 
     pub(super) fn oversubscribed() -> bool {
         let (start, cpus) = START.get_or_init(|| {
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+            let cpus = crate::cpu::usable_cpus() as u64;
             (Instant::now(), cpus)
         });
         let now = start.elapsed().as_nanos() as u64;
