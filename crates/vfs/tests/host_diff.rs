@@ -20,127 +20,34 @@
 //! not.
 //!
 //! Cases come from `PROPTEST_CASES` (default 64).
+//!
+//! The calls are the shared language of `common/ops.rs`; what is this
+//! test's own is the host's side and the strategies.
 #![cfg(target_os = "linux")]
 
+#[path = "common/ops.rs"]
+mod ops;
+
+use ops::{
+    components, data, fd_arg, name, open_flags, run_vfs, vfs_tree, Attr, Comparison, FdArg, Flags, Op, Out, Res, Tree,
+};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::Config;
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr};
-use std::fmt;
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirEntryExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use vfscale::mode::{S_IFDIR, S_IFLNK, S_IFMT};
-use vfscale::{Credentials, Errno, FileType, OpenFlags, Process, RenameFlags, Stat, Vfs};
+use vfscale::{Credentials, Errno, FileType, Vfs};
 
-/// `open(2)` flags, shown by name in failure reports.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Flags(i32);
-
-impl fmt::Debug for Flags {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let access = match self.0 & libc::O_ACCMODE {
-            libc::O_RDONLY => "O_RDONLY",
-            libc::O_WRONLY => "O_WRONLY",
-            libc::O_RDWR => "O_RDWR",
-            _ => "O_ACCMODE",
-        };
-        f.write_str(access)?;
-        let named = [
-            (libc::O_CREAT, "O_CREAT"),
-            (libc::O_EXCL, "O_EXCL"),
-            (libc::O_TRUNC, "O_TRUNC"),
-            (libc::O_DIRECTORY, "O_DIRECTORY"),
-            (libc::O_NOFOLLOW, "O_NOFOLLOW"),
-            (libc::O_APPEND, "O_APPEND"),
-        ];
-        for (flag, name) in named {
-            if self.0 & flag != 0 {
-                write!(f, "|{name}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A descriptor argument: a vfscale descriptor number (the host side uses
-/// the host descriptor opened alongside it), or the latest one `open`
-/// returned.
-#[derive(Clone, Copy, Debug)]
-enum FdArg {
-    Latest,
-    Num(i32),
-}
-
-impl FdArg {
-    fn num(self) -> i32 {
-        match self {
-            FdArg::Num(fd) => fd,
-            FdArg::Latest => unreachable!("`check` resolves FdArg::Latest before running a call"),
-        }
-    }
-}
-
-/// One system call. A path of the form `@k` + suffix names the `k`-th
-/// existing path (modulo their number) + suffix, so that calls often find
-/// something; `check` resolves it first.
-#[derive(Clone, Debug)]
-enum Op {
-    Mkdir(String, u32),
-    Rmdir(String),
-    Unlink(String),
-    Rename { from: String, to: String, noreplace: bool },
-    Link(String, String),
-    Symlink { target: String, path: String },
-    Readlink(String),
-    Open(String, Flags, u32),
-    Write(FdArg, Vec<u8>),
-    Read(FdArg, usize),
-    Close(FdArg),
-    Ftruncate(FdArg, i64),
-    Stat(String),
-    Lstat(String),
-    Chmod(String, u32),
-    ListDir(String),
-}
+// ---------------------------------------------------------------------------
+// Which calls are made, and what of their results is compared.
+// ---------------------------------------------------------------------------
 
 impl Op {
-    fn resolved(&self, latest: i32, existing: &[String]) -> Op {
-        let fd = |fd: &FdArg| match fd {
-            FdArg::Latest => FdArg::Num(latest),
-            fd => *fd,
-        };
-        let path = |path: &String| match path.strip_prefix('@') {
-            Some(rest) => {
-                let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-                let k: usize = rest[..digits].parse().expect("@ is followed by a number");
-                format!("{}{}", existing[k % existing.len()], &rest[digits..])
-            }
-            None => path.clone(),
-        };
-        match self {
-            Op::Mkdir(p, perm) => Op::Mkdir(path(p), *perm),
-            Op::Rmdir(p) => Op::Rmdir(path(p)),
-            Op::Unlink(p) => Op::Unlink(path(p)),
-            Op::Rename { from, to, noreplace } => Op::Rename { from: path(from), to: path(to), noreplace: *noreplace },
-            Op::Link(old, new) => Op::Link(path(old), path(new)),
-            Op::Symlink { target, path: p } => Op::Symlink { target: target.clone(), path: path(p) },
-            Op::Readlink(p) => Op::Readlink(path(p)),
-            Op::Open(p, flags, perm) => Op::Open(path(p), *flags, *perm),
-            Op::Write(f, data) => Op::Write(fd(f), data.clone()),
-            Op::Read(f, len) => Op::Read(fd(f), *len),
-            Op::Close(f) => Op::Close(fd(f)),
-            Op::Ftruncate(f, len) => Op::Ftruncate(fd(f), *len),
-            Op::Stat(p) => Op::Stat(path(p)),
-            Op::Lstat(p) => Op::Lstat(path(p)),
-            Op::Chmod(p, perm) => Op::Chmod(path(p), *perm),
-            Op::ListDir(p) => Op::ListDir(path(p)),
-        }
-    }
-
     /// Whether the call stays inside the root: every path keeps `..` from
     /// going above it, and a new symlink's target is safe (see the module
     /// documentation).
@@ -154,6 +61,7 @@ impl Op {
             | Op::Stat(p)
             | Op::Lstat(p)
             | Op::Chmod(p, _)
+            | Op::Chown { path: p, .. }
             | Op::ListDir(p) => path_stays_inside(p),
             Op::Rename { from: a, to: b, .. } | Op::Link(a, b) => path_stays_inside(a) && path_stays_inside(b),
             Op::Symlink { target, path } => target_is_safe(target) && path_stays_inside(path),
@@ -184,124 +92,32 @@ fn target_is_safe(target: &str) -> bool {
     !target.starts_with('/') && !names.contains(&"..") && names.iter().any(|&name| name != ".")
 }
 
-/// What `stat` tells, as far as it is the same on every filesystem: the
-/// size and link count of a directory are not.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Attr {
-    file_type: FileType,
-    size: Option<u64>,
-    nlink: Option<u64>,
-    /// The inode number on its side (see [`Idents`]).
-    ident: u64,
+/// What of a result is the same on every filesystem: permission bits (the
+/// host has a umask), owners, and a directory's size and link count are
+/// zeroed, and a listing leaves out `.` and `..` (the top's `..` is outside
+/// the temporary directory).
+fn portable(out: Res<Out>) -> Res<Out> {
+    Ok(match out? {
+        Out::Attr(attr) => Out::Attr(portable_attr(attr)),
+        Out::Entries(entries) => Out::Entries(entries.into_iter().filter(|e| e.0 != b"." && e.0 != b"..").collect()),
+        out => out,
+    })
 }
 
-impl Attr {
-    fn new(file_type: FileType, size: u64, nlink: u64, ident: u64) -> Attr {
-        let is_dir = file_type == FileType::Directory;
-        Attr { file_type, size: (!is_dir).then_some(size), nlink: (!is_dir).then_some(nlink), ident }
+fn portable_attr(attr: Attr) -> Attr {
+    let is_dir = attr.file_type == FileType::Directory;
+    Attr {
+        perm: 0,
+        uid: 0,
+        gid: 0,
+        size: if is_dir { 0 } else { attr.size },
+        nlink: if is_dir { 0 } else { attr.nlink },
+        ..attr
     }
 }
 
-/// The successful result of a call; `open` answers vfscale's descriptor
-/// number on both sides.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Out {
-    Done,
-    Fd(i32),
-    Count(usize),
-    Bytes(Vec<u8>),
-    Attr(Attr),
-    /// Entries other than `.` and `..`, sorted by name: name, type, ident.
-    Entries(Vec<(Vec<u8>, FileType, u64)>),
-}
-
-type Res<T> = Result<T, Errno>;
-
-// ---------------------------------------------------------------------------
-// vfscale's side.
-// ---------------------------------------------------------------------------
-
-fn file_type_of_mode(mode: u32) -> FileType {
-    match mode & S_IFMT {
-        S_IFDIR => FileType::Directory,
-        S_IFLNK => FileType::Symlink,
-        _ => FileType::Regular,
-    }
-}
-
-fn vfs_attr(stat: Stat) -> Attr {
-    Attr::new(file_type_of_mode(stat.mode), stat.size, u64::from(stat.nlink), stat.ino)
-}
-
-fn run_vfs(p: &Process, op: &Op) -> Res<Out> {
-    match op {
-        Op::Mkdir(path, perm) => p.mkdir(path, *perm).map(|()| Out::Done),
-        Op::Rmdir(path) => p.rmdir(path).map(|()| Out::Done),
-        Op::Unlink(path) => p.unlink(path).map(|()| Out::Done),
-        Op::Rename { from, to, noreplace } => {
-            p.rename2(from, to, RenameFlags { noreplace: *noreplace }).map(|()| Out::Done)
-        }
-        Op::Link(old, new) => p.link(old, new).map(|()| Out::Done),
-        Op::Symlink { target, path } => p.symlink(target, path).map(|()| Out::Done),
-        Op::Readlink(path) => p.readlink(path).map(Out::Bytes),
-        Op::Open(path, flags, perm) => p.open(path, OpenFlags(flags.0), *perm).map(Out::Fd),
-        Op::Write(fd, data) => p.write(fd.num(), data).map(Out::Count),
-        Op::Read(fd, len) => {
-            let mut buf = vec![0; *len];
-            p.read(fd.num(), &mut buf).map(|n| Out::Bytes(buf[..n].to_vec()))
-        }
-        Op::Close(fd) => p.close(fd.num()).map(|()| Out::Done),
-        Op::Ftruncate(fd, len) => p.ftruncate(fd.num(), *len).map(|()| Out::Done),
-        Op::Stat(path) => p.stat(path).map(|s| Out::Attr(vfs_attr(s))),
-        Op::Lstat(path) => p.lstat(path).map(|s| Out::Attr(vfs_attr(s))),
-        Op::Chmod(path, perm) => p.chmod(path, *perm).map(|()| Out::Done),
-        Op::ListDir(path) => p.list_dir(path).map(|entries| {
-            let mut entries: Vec<_> = entries
-                .into_iter()
-                .filter(|e| e.name != b"." && e.name != b"..")
-                .map(|e| (e.name, e.file_type, e.ino))
-                .collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Out::Entries(entries)
-        }),
-    }
-}
-
-/// Every name below the root with its attributes and contents (file data
-/// or symlink target), keyed by its path without the leading slash.
-fn vfs_tree(p: &Process) -> BTreeMap<String, (Attr, Vec<u8>)> {
-    let mut out = BTreeMap::new();
-    let mut pending = vec![String::new()];
-    while let Some(dir) = pending.pop() {
-        for entry in p.list_dir(format!("/{dir}")).expect("list a directory") {
-            if entry.name == b"." || entry.name == b".." {
-                continue;
-            }
-            let name = String::from_utf8(entry.name).expect("generated names are ASCII");
-            let path = if dir.is_empty() { name } else { format!("{dir}/{name}") };
-            let attr = vfs_attr(p.lstat(&path).expect("lstat a listed name"));
-            let content = match attr.file_type {
-                FileType::Directory => {
-                    pending.push(path.clone());
-                    Vec::new()
-                }
-                FileType::Symlink => p.readlink(&path).expect("readlink a listed symlink"),
-                FileType::Regular => {
-                    let fd = p.open(&path, OpenFlags::RDONLY, 0).expect("open a listed file");
-                    let mut data = vec![0; attr.size.map_or(0, |size| size as usize) + 1];
-                    let n = p.read(fd, &mut data).expect("read a listed file");
-                    p.close(fd).expect("close");
-                    data.truncate(n);
-                    data
-                }
-                FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice => {
-                    unreachable!("the generated operations make no special files")
-                }
-            };
-            out.insert(path, (attr, content));
-        }
-    }
-    out
+fn portable_tree(tree: Tree) -> Tree {
+    tree.into_iter().map(|(path, (attr, content))| (path, (portable_attr(attr), content))).collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -381,7 +197,15 @@ impl Host {
         let path = self.path(path);
         let meta = if follow { std::fs::metadata(path) } else { std::fs::symlink_metadata(path) };
         let meta = meta.map_err(io_errno)?;
-        Ok(Attr::new(std_type(meta.file_type()), meta.size(), meta.nlink(), meta.ino()))
+        Ok(Attr {
+            file_type: std_type(meta.file_type()),
+            perm: meta.mode() & 0o7777,
+            nlink: u32::try_from(meta.nlink()).expect("a link count fits 32 bits"),
+            uid: meta.uid(),
+            gid: meta.gid(),
+            size: meta.size(),
+            ident: meta.ino(),
+        })
     }
 
     /// Runs `op`; `vfs_fd` is what vfscale's `open` returned, if it did,
@@ -489,6 +313,20 @@ impl Host {
                 // SAFETY: `path` is a live C string.
                 done(unsafe { libc::chmod(path.as_ptr(), *perm) }.into())
             }
+            Op::Chown { path, uid, gid, follow } => {
+                let path = self.c_path(path);
+                // -1 leaves an id as it is.
+                let (uid, gid) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
+                // SAFETY: `path` is a live C string.
+                let ret = unsafe {
+                    if *follow {
+                        libc::chown(path.as_ptr(), uid, gid)
+                    } else {
+                        libc::lchown(path.as_ptr(), uid, gid)
+                    }
+                };
+                done(ret.into())
+            }
             Op::ListDir(path) => {
                 let mut entries = Vec::new();
                 for entry in std::fs::read_dir(self.path(path)).map_err(io_errno)? {
@@ -520,9 +358,10 @@ impl Host {
     /// The host's counterpart of [`vfs_tree`], after
     /// [`make_traversable`](Self::make_traversable) (permission bits are
     /// not compared).
-    fn tree(&self) -> BTreeMap<String, (Attr, Vec<u8>)> {
+    fn tree(&self) -> Tree {
         self.make_traversable();
-        let mut out = BTreeMap::new();
+        let mut out = Tree::new();
+        out.insert(".".to_string(), (self.stat(".", false).expect("lstat the top"), Vec::new()));
         let mut pending = vec![String::new()];
         while let Some(dir) = pending.pop() {
             for entry in std::fs::read_dir(self.path(&dir)).expect("list a directory") {
@@ -553,36 +392,6 @@ impl Host {
 // Comparing.
 // ---------------------------------------------------------------------------
 
-/// Inode numbers of the two sides, which must correspond one to one
-/// (until something is removed: the host reuses numbers).
-#[derive(Default)]
-struct Idents {
-    to_host: BTreeMap<u64, u64>,
-    to_vfs: BTreeMap<u64, u64>,
-}
-
-impl Idents {
-    fn pair(&mut self, vfs: u64, host: u64) -> Result<(), String> {
-        match (self.to_host.get(&vfs), self.to_vfs.get(&host)) {
-            (None, None) => {
-                self.to_host.insert(vfs, host);
-                self.to_vfs.insert(host, vfs);
-                Ok(())
-            }
-            (Some(&h), Some(&v)) if h == host && v == vfs => Ok(()),
-            (h, v) => Err(format!("inode mismatch: vfscale {vfs} was host {h:?}, host {host} was vfscale {v:?}")),
-        }
-    }
-}
-
-fn split_idents(out: &mut Out) -> Vec<u64> {
-    match out {
-        Out::Attr(attr) => vec![std::mem::take(&mut attr.ident)],
-        Out::Entries(entries) => entries.iter_mut().map(|e| std::mem::take(&mut e.2)).collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// vfscale credentials equal to this process's effective ids and groups.
 fn host_credentials() -> Credentials {
     // SAFETY: these calls only read the caller's credentials.
@@ -607,52 +416,31 @@ fn check(ops: &[Op], noreplace_supported: bool) -> Result<(), String> {
     admin.chown("/", Some(top.uid()), Some(top.gid())).expect("chown vfscale's root");
     admin.chmod("/", top.mode() & 0o7777).expect("chmod vfscale's root");
     let p = vfs.process(host_credentials());
-    let mut idents = Idents::default();
+    let mut comparison = Comparison::new("the host");
     let mut latest = -1;
     for (i, op) in ops.iter().enumerate() {
-        let existing: Vec<String> = std::iter::once(".".to_string()).chain(vfs_tree(&admin).into_keys()).collect();
+        let existing: Vec<String> = vfs_tree(&admin).into_keys().collect();
         let op = &op.resolved(latest, &existing);
         if !op.stays_inside() || (matches!(op, Op::Rename { noreplace: true, .. }) && !noreplace_supported) {
             continue;
         }
-        let mut actual = run_vfs(&p, op);
+        let actual = run_vfs(&p, op);
         let vfs_fd = match &actual {
             Ok(Out::Fd(fd)) => Some(*fd),
             _ => None,
         };
-        let mut expected = host.run(op, vfs_fd);
-        if let (Ok(expected), Ok(actual)) = (&mut expected, &mut actual) {
-            for (vfs_ino, host_ino) in split_idents(actual).into_iter().zip(split_idents(expected)) {
-                idents.pair(vfs_ino, host_ino).map_err(|e| format!("call #{i} {op:?}: {e}"))?;
-            }
-        }
-        if expected != actual {
-            return Err(format!("call #{i} {op:?}: the host gives {expected:?}, vfscale {actual:?}"));
-        }
+        let expected = host.run(op, vfs_fd);
+        let removed = matches!((op, &actual), (Op::Unlink(_) | Op::Rmdir(_) | Op::Rename { .. }, Ok(_)));
+        comparison.results(portable(expected), portable(actual)).map_err(|e| format!("call #{i} {op:?}: {e}"))?;
         if let Some(fd) = vfs_fd {
             latest = fd;
         }
-        if matches!((op, &actual), (Op::Unlink(_) | Op::Rmdir(_) | Op::Rename { .. }, Ok(_))) {
+        if removed {
             // The host may reuse a freed inode number for a new file.
-            idents = Idents::default();
+            comparison = Comparison::new("the host");
         }
     }
-    let expected = host.tree();
-    let actual = vfs_tree(&admin);
-    let names = |tree: &BTreeMap<String, (Attr, Vec<u8>)>| tree.keys().cloned().collect::<Vec<_>>();
-    if names(&expected) != names(&actual) {
-        return Err(format!("final names: the host has {:?}, vfscale {:?}", names(&expected), names(&actual)));
-    }
-    for ((path, (mut want, want_content)), (_, (mut got, got_content))) in expected.into_iter().zip(actual) {
-        idents.pair(got.ident, want.ident).map_err(|e| format!("final {path}: {e}"))?;
-        (want.ident, got.ident) = (0, 0);
-        if (&want, &want_content) != (&got, &got_content) {
-            return Err(format!(
-                "final {path}: the host has {want:?} {want_content:?}, vfscale {got:?} {got_content:?}"
-            ));
-        }
-    }
-    Ok(())
+    comparison.trees(portable_tree(host.tree()), portable_tree(vfs_tree(&admin)))
 }
 
 /// Whether the host filesystem of temporary directories supports
@@ -679,26 +467,6 @@ fn host_supports_noreplace() -> bool {
 // ---------------------------------------------------------------------------
 // Generating calls.
 // ---------------------------------------------------------------------------
-
-fn name() -> impl Strategy<Value = &'static str> + Clone {
-    prop_oneof![Just("a"), Just("b"), Just("c")]
-}
-
-/// One to three components from `component`, shorter more often.
-fn components(component: impl Strategy<Value = &'static str> + Clone) -> impl Strategy<Value = String> {
-    let depth = prop_oneof![4 => Just(1), 3 => Just(2), 1 => Just(3)];
-    let separator = prop_oneof![12 => Just("/"), 1 => Just("//")];
-    depth.prop_flat_map(move |n| prop::collection::vec((component.clone(), separator.clone()), n)).prop_map(|parts| {
-        let mut path = String::new();
-        for (i, (name, separator)) in parts.iter().enumerate() {
-            if i > 0 {
-                path.push_str(separator);
-            }
-            path.push_str(name);
-        }
-        path
-    })
-}
 
 /// A random path (sometimes absolute, sometimes with a trailing slash), or
 /// an existing one, perhaps with something after it.
@@ -729,31 +497,6 @@ fn target() -> impl Strategy<Value = String> {
         .prop_map(|(names, slash)| format!("{names}{}", if slash { "/" } else { "" }))
 }
 
-fn fd() -> impl Strategy<Value = FdArg> {
-    prop_oneof![3 => Just(FdArg::Latest), 1 => (0..4i32).prop_map(FdArg::Num)]
-}
-
-fn data() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(b'p'..=b'z', 0..6)
-}
-
-fn open_flags() -> impl Strategy<Value = Flags> {
-    let access = prop_oneof![
-        4 => select(vec![libc::O_RDONLY, libc::O_WRONLY, libc::O_RDWR]),
-        1 => Just(libc::O_ACCMODE)
-    ];
-    let extra = [
-        (libc::O_CREAT, 0.45),
-        (libc::O_EXCL, 0.15),
-        (libc::O_TRUNC, 0.2),
-        (libc::O_DIRECTORY, 0.12),
-        (libc::O_NOFOLLOW, 0.12),
-        (libc::O_APPEND, 0.2),
-    ]
-    .map(|(flag, p)| prop::bool::weighted(p).prop_map(move |on| if on { flag } else { 0 }));
-    (access, extra).prop_map(|(access, extra)| Flags(extra.into_iter().fold(access, |all, flag| all | flag)))
-}
-
 /// Calls that build a tree: directories, files with contents, symlinks.
 fn setup_op() -> impl Strategy<Value = Vec<Op>> {
     let inside = (0..64usize, name()).prop_map(|(k, name)| format!("@{k}/{name}"));
@@ -778,10 +521,10 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (target(), new_path()).prop_map(|(target, path)| Op::Symlink { target, path }),
         1 => path().prop_map(Op::Readlink),
         6 => (new_path(), open_flags(), select(vec![0o644, 0o600])).prop_map(|(p, f, m)| Op::Open(p, f, m)),
-        3 => (fd(), data()).prop_map(|(fd, d)| Op::Write(fd, d)),
-        3 => (fd(), 0..8usize).prop_map(|(fd, n)| Op::Read(fd, n)),
-        1 => fd().prop_map(Op::Close),
-        2 => (fd(), select(vec![-1i64, 0, 2, 7])).prop_map(|(fd, n)| Op::Ftruncate(fd, n)),
+        3 => (fd_arg(), data()).prop_map(|(fd, d)| Op::Write(fd, d)),
+        3 => (fd_arg(), 0..8usize).prop_map(|(fd, n)| Op::Read(fd, n)),
+        1 => fd_arg().prop_map(Op::Close),
+        2 => (fd_arg(), select(vec![-1i64, 0, 2, 7])).prop_map(|(fd, n)| Op::Ftruncate(fd, n)),
         2 => path().prop_map(Op::Stat),
         2 => path().prop_map(Op::Lstat),
         1 => (path(), perm).prop_map(|(p, m)| Op::Chmod(p, m)),
@@ -795,12 +538,8 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
         .prop_map(|(setup, ops)| setup.into_iter().flatten().chain(ops).collect())
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
-}
-
 proptest! {
-    #![proptest_config(Config { cases: cases(), failure_persistence: None, ..Config::default() })]
+    #![proptest_config(Config { cases: ops::cases(), failure_persistence: None, ..Config::default() })]
 
     #[test]
     fn namespace_matches_host_kernel(ops in ops()) {

@@ -17,17 +17,25 @@
 //! and `..`, at most three deep (often naming an existing path, see
 //! [`Op::resolved`]). Fixed sequences at the end pin rules on which vfscale
 //! and Linux have differed.
+//!
+//! The calls are the shared language of `common/ops.rs`; what is this
+//! test's own is who makes each call ([`Call`]) and the model.
 
 mod common;
+#[path = "common/ops.rs"]
+mod ops;
 
 use common::all_configs;
+use ops::{
+    components, data, fd_arg, name, open_flags, run_vfs, vfs_tree, Attr, Comparison, FdArg, Flags, Op, Out, Res, Tree,
+};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::Config;
 use std::collections::BTreeMap;
 use std::fmt;
-use vfscale::mode::{S_IFMT, S_ISGID, S_ISUID, S_ISVTX, S_IXGRP};
-use vfscale::{Credentials, Errno, FileType, OpenFlags, Process, RenameFlags, Stat, Vfs, VfsConfig};
+use vfscale::mode::{S_ISGID, S_ISUID, S_ISVTX, S_IXGRP};
+use vfscale::{Credentials, Errno, FileType, Vfs, VfsConfig};
 
 /// Linux `MAXSYMLINKS`: the most symlinks one path walk follows.
 const MAX_SYMLINKS: u32 = 40;
@@ -66,6 +74,10 @@ impl Who {
         gid == self.gid()
     }
 
+    fn makes(self, op: Op) -> Call {
+        Call { who: self, op }
+    }
+
     fn credentials(self) -> Credentials {
         match self {
             Who::Root => Credentials::root(),
@@ -74,165 +86,39 @@ impl Who {
     }
 }
 
-/// `open(2)` flags, shown by name in failure reports.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Flags(i32);
-
-impl Flags {
-    fn has(self, flag: i32) -> bool {
-        self.0 & flag != 0
-    }
+/// One system call and who makes it.
+#[derive(Clone)]
+struct Call {
+    who: Who,
+    op: Op,
 }
 
-impl fmt::Debug for Flags {
+impl fmt::Debug for Call {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let access = match self.0 & libc::O_ACCMODE {
-            libc::O_RDONLY => "O_RDONLY",
-            libc::O_WRONLY => "O_WRONLY",
-            libc::O_RDWR => "O_RDWR",
-            _ => "O_ACCMODE",
-        };
-        f.write_str(access)?;
-        let named = [
-            (libc::O_CREAT, "O_CREAT"),
-            (libc::O_EXCL, "O_EXCL"),
-            (libc::O_TRUNC, "O_TRUNC"),
-            (libc::O_DIRECTORY, "O_DIRECTORY"),
-            (libc::O_NOFOLLOW, "O_NOFOLLOW"),
-            (libc::O_APPEND, "O_APPEND"),
-        ];
-        for (flag, name) in named {
-            if self.has(flag) {
-                write!(f, "|{name}")?;
-            }
-        }
-        Ok(())
+        write!(f, "{:?} {:?}", self.who, self.op)
     }
 }
 
-/// A descriptor argument: a number from the caller's own table (handed out
-/// lowest first, so it may be unused: EBADF), or whatever the latest
-/// successful `open` returned, used by the process that opened it.
-#[derive(Clone, Copy, Debug)]
-enum FdArg {
-    Latest,
-    Num(i32),
-}
-
-impl FdArg {
-    fn num(self) -> i32 {
-        match self {
-            FdArg::Num(fd) => fd,
-            FdArg::Latest => unreachable!("`check` resolves FdArg::Latest before running a call"),
-        }
+impl Call {
+    /// The call with its paths resolved as [`Op::resolved`] does, and a
+    /// descriptor argument [`FdArg::Latest`] replaced by whatever the latest
+    /// successful `open` returned (`latest`: who opened what, `None` before
+    /// any did), then made by the process that opened it.
+    fn resolved(&self, latest: Option<(Who, i32)>, existing: &[String]) -> Call {
+        let uses_latest = matches!(
+            self.op,
+            Op::Write(FdArg::Latest, _)
+                | Op::Read(FdArg::Latest, _)
+                | Op::Close(FdArg::Latest)
+                | Op::Ftruncate(FdArg::Latest, _)
+        );
+        let (who, fd) = match latest {
+            Some((opener, fd)) if uses_latest => (opener, fd),
+            _ => (self.who, -1),
+        };
+        Call { who, op: self.op.resolved(fd, existing) }
     }
 }
-
-/// One system call.
-#[derive(Clone, Debug)]
-enum Op {
-    Mkdir(Who, String, u32),
-    Rmdir(Who, String),
-    Unlink(Who, String),
-    Rename { who: Who, from: String, to: String, noreplace: bool },
-    Link(Who, String, String),
-    Symlink { who: Who, target: String, path: String },
-    Readlink(Who, String),
-    Open(Who, String, Flags, u32),
-    Write(Who, FdArg, Vec<u8>),
-    Read(Who, FdArg, usize),
-    Close(Who, FdArg),
-    Ftruncate(Who, FdArg, i64),
-    Stat(Who, String),
-    Lstat(Who, String),
-    Chmod(Who, String, u32),
-    Chown { who: Who, path: String, uid: Option<u32>, gid: Option<u32>, follow: bool },
-    ListDir(Who, String),
-}
-
-impl Op {
-    /// The call with [`FdArg::Latest`] replaced by `latest` (who opened
-    /// what; `None` before any open succeeded), and each path of the form
-    /// `@k` + suffix by the `k`-th (modulo their number) of the `existing`
-    /// paths + suffix, so that calls often name something that exists.
-    fn resolved(&self, latest: Option<(Who, i32)>, existing: &[String]) -> Op {
-        let fd = |who: &Who, fd: &FdArg| match (fd, latest) {
-            (FdArg::Latest, Some((opener, fd))) => (opener, FdArg::Num(fd)),
-            (FdArg::Latest, None) => (*who, FdArg::Num(-1)),
-            (fd, _) => (*who, *fd),
-        };
-        let path = |path: &String| match path.strip_prefix('@') {
-            Some(rest) => {
-                let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-                let k: usize = rest[..digits].parse().expect("@ is followed by a number");
-                format!("{}{}", existing[k % existing.len()], &rest[digits..])
-            }
-            None => path.clone(),
-        };
-        match self {
-            Op::Mkdir(who, p, perm) => Op::Mkdir(*who, path(p), *perm),
-            Op::Rmdir(who, p) => Op::Rmdir(*who, path(p)),
-            Op::Unlink(who, p) => Op::Unlink(*who, path(p)),
-            Op::Rename { who, from, to, noreplace } => {
-                Op::Rename { who: *who, from: path(from), to: path(to), noreplace: *noreplace }
-            }
-            Op::Link(who, old, new) => Op::Link(*who, path(old), path(new)),
-            Op::Symlink { who, target, path: p } => Op::Symlink { who: *who, target: path(target), path: path(p) },
-            Op::Readlink(who, p) => Op::Readlink(*who, path(p)),
-            Op::Open(who, p, flags, perm) => Op::Open(*who, path(p), *flags, *perm),
-            Op::Write(who, f, data) => {
-                let (who, f) = fd(who, f);
-                Op::Write(who, f, data.clone())
-            }
-            Op::Read(who, f, len) => {
-                let (who, f) = fd(who, f);
-                Op::Read(who, f, *len)
-            }
-            Op::Close(who, f) => {
-                let (who, f) = fd(who, f);
-                Op::Close(who, f)
-            }
-            Op::Ftruncate(who, f, len) => {
-                let (who, f) = fd(who, f);
-                Op::Ftruncate(who, f, *len)
-            }
-            Op::Stat(who, p) => Op::Stat(*who, path(p)),
-            Op::Lstat(who, p) => Op::Lstat(*who, path(p)),
-            Op::Chmod(who, p, perm) => Op::Chmod(*who, path(p), *perm),
-            Op::Chown { who, path: p, uid, gid, follow } => {
-                Op::Chown { who: *who, path: path(p), uid: *uid, gid: *gid, follow: *follow }
-            }
-            Op::ListDir(who, p) => Op::ListDir(*who, path(p)),
-        }
-    }
-}
-
-/// What `stat` tells about a node; `ident` is the model's node id or
-/// vfscale's inode number (see [`Idents`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Attr {
-    file_type: FileType,
-    perm: u32,
-    nlink: u32,
-    uid: u32,
-    gid: u32,
-    size: u64,
-    ident: u64,
-}
-
-/// The successful result of a call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Out {
-    Done,
-    Fd(i32),
-    Count(usize),
-    Bytes(Vec<u8>),
-    Attr(Attr),
-    /// Directory entries sorted by name: name, type, ident.
-    Entries(Vec<(Vec<u8>, FileType, u64)>),
-}
-
-type Res<T> = Result<T, Errno>;
 
 // ---------------------------------------------------------------------------
 // The reference model.
@@ -522,27 +408,26 @@ impl Model {
         }
     }
 
-    fn apply(&mut self, op: &Op) -> Res<Out> {
-        match op {
-            Op::Mkdir(who, path, perm) => self.mkdir(*who, path, *perm).map(|()| Out::Done),
-            Op::Rmdir(who, path) => self.rmdir(*who, path).map(|()| Out::Done),
-            Op::Unlink(who, path) => self.unlink(*who, path).map(|()| Out::Done),
-            Op::Rename { who, from, to, noreplace } => self.rename(*who, from, to, *noreplace).map(|()| Out::Done),
-            Op::Link(who, old, new) => self.link(*who, old, new).map(|()| Out::Done),
-            Op::Symlink { who, target, path } => self.symlink(*who, target, path).map(|()| Out::Done),
-            Op::Readlink(who, path) => self.readlink(*who, path).map(Out::Bytes),
-            Op::Open(who, path, flags, perm) => self.open(*who, path, *flags, *perm).map(Out::Fd),
-            Op::Write(who, fd, data) => self.write(*who, fd.num(), data).map(Out::Count),
-            Op::Read(who, fd, len) => self.read(*who, fd.num(), *len).map(Out::Bytes),
-            Op::Close(who, fd) => self.close(*who, fd.num()).map(|()| Out::Done),
-            Op::Ftruncate(who, fd, len) => self.ftruncate(*who, fd.num(), *len).map(|()| Out::Done),
-            Op::Stat(who, path) => self.lookup(*who, path, true).map(|id| Out::Attr(self.attr(id))),
-            Op::Lstat(who, path) => self.lookup(*who, path, false).map(|id| Out::Attr(self.attr(id))),
-            Op::Chmod(who, path, perm) => self.chmod(*who, path, *perm).map(|()| Out::Done),
-            Op::Chown { who, path, uid, gid, follow } => {
-                self.chown(*who, path, *uid, *gid, *follow).map(|()| Out::Done)
-            }
-            Op::ListDir(who, path) => self.list_dir(*who, path).map(Out::Entries),
+    fn apply(&mut self, call: &Call) -> Res<Out> {
+        let who = call.who;
+        match &call.op {
+            Op::Mkdir(path, perm) => self.mkdir(who, path, *perm).map(|()| Out::Done),
+            Op::Rmdir(path) => self.rmdir(who, path).map(|()| Out::Done),
+            Op::Unlink(path) => self.unlink(who, path).map(|()| Out::Done),
+            Op::Rename { from, to, noreplace } => self.rename(who, from, to, *noreplace).map(|()| Out::Done),
+            Op::Link(old, new) => self.link(who, old, new).map(|()| Out::Done),
+            Op::Symlink { target, path } => self.symlink(who, target, path).map(|()| Out::Done),
+            Op::Readlink(path) => self.readlink(who, path).map(Out::Bytes),
+            Op::Open(path, flags, perm) => self.open(who, path, *flags, *perm).map(Out::Fd),
+            Op::Write(fd, data) => self.write(who, fd.num(), data).map(Out::Count),
+            Op::Read(fd, len) => self.read(who, fd.num(), *len).map(Out::Bytes),
+            Op::Close(fd) => self.close(who, fd.num()).map(|()| Out::Done),
+            Op::Ftruncate(fd, len) => self.ftruncate(who, fd.num(), *len).map(|()| Out::Done),
+            Op::Stat(path) => self.lookup(who, path, true).map(|id| Out::Attr(self.attr(id))),
+            Op::Lstat(path) => self.lookup(who, path, false).map(|id| Out::Attr(self.attr(id))),
+            Op::Chmod(path, perm) => self.chmod(who, path, *perm).map(|()| Out::Done),
+            Op::Chown { path, uid, gid, follow } => self.chown(who, path, *uid, *gid, *follow).map(|()| Out::Done),
+            Op::ListDir(path) => self.list_dir(who, path).map(Out::Entries),
         }
     }
 
@@ -934,14 +819,15 @@ impl Model {
         Ok(entries)
     }
 
-    /// Every reachable name with its attributes and contents (file data or
-    /// symlink target), as root would see it.
-    fn tree(&self) -> BTreeMap<String, (Attr, Vec<u8>)> {
-        let mut out = BTreeMap::new();
+    /// Every reachable name with its attributes and contents, as root
+    /// would see it (see [`Tree`]).
+    fn tree(&self) -> Tree {
+        let mut out = Tree::new();
+        out.insert(".".to_string(), (self.attr(ROOT), Vec::new()));
         let mut pending = vec![(String::new(), ROOT)];
         while let Some((path, dir)) = pending.pop() {
             for (name, &id) in self.children(dir) {
-                let child_path = format!("{path}/{name}");
+                let child_path = if path.is_empty() { name.clone() } else { format!("{path}/{name}") };
                 let content = match &self.nodes[id].body {
                     Body::Dir { .. } => {
                         pending.push((child_path.clone(), id));
@@ -953,176 +839,33 @@ impl Model {
                 out.insert(child_path, (self.attr(id), content));
             }
         }
-        out.insert("/".to_string(), (self.attr(ROOT), Vec::new()));
         out
     }
 }
 
 // ---------------------------------------------------------------------------
-// Running the same calls on vfscale.
+// Running the same calls on the model and on vfscale.
 // ---------------------------------------------------------------------------
 
-fn attr_of(stat: Stat) -> Attr {
-    let file_type = match stat.mode & S_IFMT {
-        vfscale::mode::S_IFDIR => FileType::Directory,
-        vfscale::mode::S_IFLNK => FileType::Symlink,
-        _ => FileType::Regular,
-    };
-    Attr {
-        file_type,
-        perm: stat.mode & 0o7777,
-        nlink: stat.nlink,
-        uid: stat.uid,
-        gid: stat.gid,
-        size: stat.size,
-        ident: stat.ino,
-    }
-}
-
-fn run_vfs(procs: &[Process; 2], op: &Op) -> Res<Out> {
-    let p = |who: &Who| &procs[who.index()];
-    match op {
-        Op::Mkdir(who, path, perm) => p(who).mkdir(path, *perm).map(|()| Out::Done),
-        Op::Rmdir(who, path) => p(who).rmdir(path).map(|()| Out::Done),
-        Op::Unlink(who, path) => p(who).unlink(path).map(|()| Out::Done),
-        Op::Rename { who, from, to, noreplace } => {
-            p(who).rename2(from, to, RenameFlags { noreplace: *noreplace }).map(|()| Out::Done)
-        }
-        Op::Link(who, old, new) => p(who).link(old, new).map(|()| Out::Done),
-        Op::Symlink { who, target, path } => p(who).symlink(target, path).map(|()| Out::Done),
-        Op::Readlink(who, path) => p(who).readlink(path).map(Out::Bytes),
-        Op::Open(who, path, flags, perm) => p(who).open(path, OpenFlags(flags.0), *perm).map(Out::Fd),
-        Op::Write(who, fd, data) => p(who).write(fd.num(), data).map(Out::Count),
-        Op::Read(who, fd, len) => {
-            let mut buf = vec![0; *len];
-            p(who).read(fd.num(), &mut buf).map(|n| Out::Bytes(buf[..n].to_vec()))
-        }
-        Op::Close(who, fd) => p(who).close(fd.num()).map(|()| Out::Done),
-        Op::Ftruncate(who, fd, len) => p(who).ftruncate(fd.num(), *len).map(|()| Out::Done),
-        Op::Stat(who, path) => p(who).stat(path).map(|s| Out::Attr(attr_of(s))),
-        Op::Lstat(who, path) => p(who).lstat(path).map(|s| Out::Attr(attr_of(s))),
-        Op::Chmod(who, path, perm) => p(who).chmod(path, *perm).map(|()| Out::Done),
-        Op::Chown { who, path, uid, gid, follow: true } => p(who).chown(path, *uid, *gid).map(|()| Out::Done),
-        Op::Chown { who, path, uid, gid, follow: false } => p(who).lchown(path, *uid, *gid).map(|()| Out::Done),
-        Op::ListDir(who, path) => p(who).list_dir(path).map(|entries| {
-            let mut entries: Vec<_> = entries.into_iter().map(|e| (e.name, e.file_type, e.ino)).collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Out::Entries(entries)
-        }),
-    }
-}
-
-/// vfscale's counterpart of [`Model::tree`], read through the API as root.
-fn vfs_tree(root: &Process) -> BTreeMap<String, (Attr, Vec<u8>)> {
-    let mut out = BTreeMap::new();
-    out.insert("/".to_string(), (attr_of(root.stat("/").expect("stat /")), Vec::new()));
-    let mut pending = vec![String::new()];
-    while let Some(dir) = pending.pop() {
-        let listing = root.list_dir(if dir.is_empty() { "/" } else { &dir }).expect("list a directory as root");
-        for entry in listing {
-            if entry.name == b"." || entry.name == b".." {
-                continue;
-            }
-            let path = format!("{dir}/{}", String::from_utf8(entry.name).expect("generated names are ASCII"));
-            let attr = attr_of(root.lstat(&path).expect("lstat a listed name"));
-            let content = match attr.file_type {
-                FileType::Directory => {
-                    pending.push(path.clone());
-                    Vec::new()
-                }
-                FileType::Symlink => root.readlink(&path).expect("readlink a listed symlink"),
-                FileType::Regular => {
-                    let fd = root.open(&path, OpenFlags::RDONLY, 0).expect("open a listed file as root");
-                    let mut data = vec![0; attr.size as usize + 1];
-                    let n = root.read(fd, &mut data).expect("read a listed file");
-                    root.close(fd).expect("close");
-                    data.truncate(n);
-                    data
-                }
-                FileType::Fifo | FileType::Socket | FileType::CharDevice | FileType::BlockDevice => {
-                    unreachable!("the generated operations make no special files")
-                }
-            };
-            out.insert(path, (attr, content));
-        }
-    }
-    out
-}
-
-/// The correspondence between model node ids and vfscale inode numbers,
-/// which must be one to one: hard links share both, and nothing else does.
-#[derive(Default)]
-struct Idents {
-    to_vfs: BTreeMap<u64, u64>,
-    to_model: BTreeMap<u64, u64>,
-}
-
-impl Idents {
-    fn pair(&mut self, model: u64, vfs: u64) -> Result<(), String> {
-        match (self.to_vfs.get(&model), self.to_model.get(&vfs)) {
-            (None, None) => {
-                self.to_vfs.insert(model, vfs);
-                self.to_model.insert(vfs, model);
-                Ok(())
-            }
-            (Some(&v), Some(&m)) if v == vfs && m == model => Ok(()),
-            (v, m) => Err(format!(
-                "identity mismatch: model node {model} is inode {v:?} so far, inode {vfs} is model node {m:?}"
-            )),
-        }
-    }
-}
-
-/// Takes the identities out of a result, so the rest compares with `==`.
-fn split_idents(out: &mut Out) -> Vec<u64> {
-    match out {
-        Out::Attr(attr) => vec![std::mem::take(&mut attr.ident)],
-        Out::Entries(entries) => entries.iter_mut().map(|e| std::mem::take(&mut e.2)).collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// Runs `ops` on a fresh vfscale and a fresh model; the first difference
+/// Runs `calls` on a fresh vfscale and a fresh model; the first difference
 /// is returned as a message naming the call.
-fn check(config: VfsConfig, ops: &[Op]) -> Result<(), String> {
+fn check(config: VfsConfig, calls: &[Call]) -> Result<(), String> {
     let vfs = Vfs::new(config);
     let procs = [vfs.process(Who::Root.credentials()), vfs.process(Who::User.credentials())];
     let mut model = Model::new();
-    let mut idents = Idents::default();
+    let mut comparison = Comparison::new("Linux");
     let mut latest = None;
-    for (i, op) in ops.iter().enumerate() {
-        let existing =
-            model.tree().into_keys().map(|path| if path == "/" { ".".to_string() } else { path[1..].to_string() });
-        let op = &op.resolved(latest, &existing.collect::<Vec<_>>());
-        let mut expected = model.apply(op);
-        let mut actual = run_vfs(&procs, op);
-        if let (Ok(expected), Ok(actual)) = (&mut expected, &mut actual) {
-            let pairs = split_idents(expected).into_iter().zip(split_idents(actual));
-            for (model_id, ino) in pairs {
-                idents.pair(model_id, ino).map_err(|e| format!("call #{i} {op:?}: {e}"))?;
-            }
+    for (i, call) in calls.iter().enumerate() {
+        let existing: Vec<String> = model.tree().into_keys().collect();
+        let call = &call.resolved(latest, &existing);
+        let expected = model.apply(call);
+        let actual = run_vfs(&procs[call.who.index()], &call.op);
+        if let (Op::Open(..), Ok(Out::Fd(fd))) = (&call.op, &expected) {
+            latest = Some((call.who, *fd));
         }
-        if expected != actual {
-            return Err(format!("call #{i} {op:?}: Linux gives {expected:?}, vfscale {actual:?}"));
-        }
-        if let (Op::Open(who, ..), Ok(Out::Fd(fd))) = (op, &expected) {
-            latest = Some((*who, *fd));
-        }
+        comparison.results(expected, actual).map_err(|e| format!("call #{i} {call:?}: {e}"))?;
     }
-    let expected = model.tree();
-    let actual = vfs_tree(&procs[0]);
-    let names = |tree: &BTreeMap<String, (Attr, Vec<u8>)>| tree.keys().cloned().collect::<Vec<_>>();
-    if names(&expected) != names(&actual) {
-        return Err(format!("final names: Linux has {:?}, vfscale {:?}", names(&expected), names(&actual)));
-    }
-    for ((path, (mut want, want_content)), (_, (mut got, got_content))) in expected.into_iter().zip(actual) {
-        idents.pair(want.ident, got.ident).map_err(|e| format!("final {path}: {e}"))?;
-        (want.ident, got.ident) = (0, 0);
-        if (&want, &want_content) != (&got, &got_content) {
-            return Err(format!("final {path}: Linux has {want:?} {want_content:?}, vfscale {got:?} {got_content:?}"));
-        }
-    }
-    Ok(())
+    comparison.trees(model.tree(), vfs_tree(&procs[Who::Root.index()]))
 }
 
 // ---------------------------------------------------------------------------
@@ -1133,29 +876,8 @@ fn who() -> impl Strategy<Value = Who> {
     prop_oneof![Just(Who::Root), Just(Who::User)]
 }
 
-fn name() -> impl Strategy<Value = &'static str> + Clone {
-    prop_oneof![Just("a"), Just("b"), Just("c")]
-}
-
 fn component() -> impl Strategy<Value = &'static str> + Clone {
     prop_oneof![12 => name(), 1 => Just("."), 1 => Just("..")]
-}
-
-/// One to three components (shorter more often, since deep names rarely
-/// exist), joined by one slash or, rarely, two.
-fn components(component: impl Strategy<Value = &'static str> + Clone) -> impl Strategy<Value = String> {
-    let depth = prop_oneof![4 => Just(1), 3 => Just(2), 1 => Just(3)];
-    let separator = prop_oneof![12 => Just("/"), 1 => Just("//")];
-    depth.prop_flat_map(move |n| prop::collection::vec((component.clone(), separator.clone()), n)).prop_map(|parts| {
-        let mut path = String::new();
-        for (i, (name, separator)) in parts.iter().enumerate() {
-            if i > 0 {
-                path.push_str(separator);
-            }
-            path.push_str(name);
-        }
-        path
-    })
 }
 
 /// A path of one to three components, sometimes absolute, sometimes with
@@ -1182,51 +904,27 @@ fn new_path() -> impl Strategy<Value = String> {
 
 /// Calls that build a tree to work on: directories (some writable by all,
 /// some sticky), files with contents, and symlinks.
-fn setup_op() -> impl Strategy<Value = Vec<Op>> {
+fn setup_calls() -> impl Strategy<Value = Vec<Call>> {
     let inside = (0..64usize, name()).prop_map(|(k, name)| format!("@{k}/{name}"));
     let plain = move || prop_oneof![components(name()), inside.clone()];
     let dir_perm = select(vec![0o755, 0o777, 0o1777, 0o2777, 0o700]);
     let creat = Flags(libc::O_WRONLY | libc::O_CREAT);
     prop_oneof![
-        3 => (plain(), dir_perm).prop_map(|(p, m)| vec![Op::Mkdir(Who::Root, p, m)]),
-        1 => plain().prop_map(|p| vec![Op::Mkdir(Who::User, p, 0o755)]),
-        5 => (who(), plain(), data()).prop_map(move |(w, p, d)| {
-            vec![Op::Open(w, p, creat, 0o644), Op::Write(w, FdArg::Latest, d)]
+        3 => (plain(), dir_perm).prop_map(|(p, m)| vec![Who::Root.makes(Op::Mkdir(p, m))]),
+        1 => plain().prop_map(|p| vec![Who::User.makes(Op::Mkdir(p, 0o755))]),
+        5 => (who(), plain(), data()).prop_map(move |(who, p, d)| {
+            vec![who.makes(Op::Open(p, creat, 0o644)), who.makes(Op::Write(FdArg::Latest, d))]
         }),
-        1 => (who(), path(), plain()).prop_map(|(who, target, path)| vec![Op::Symlink { who, target, path }]),
+        1 => (who(), path(), plain()).prop_map(|(who, target, path)| vec![who.makes(Op::Symlink { target, path })]),
     ]
 }
 
 /// A few setup calls, then any calls at all.
-fn ops() -> impl Strategy<Value = Vec<Op>> {
-    let setup = prop::collection::vec(setup_op(), 2..10);
-    (setup, prop::collection::vec(op(), 1..50))
-        .prop_map(|(setup, ops)| setup.into_iter().flatten().chain(ops).collect())
-}
-
-fn fd() -> impl Strategy<Value = FdArg> {
-    prop_oneof![3 => Just(FdArg::Latest), 1 => (0..4i32).prop_map(FdArg::Num)]
-}
-
-fn open_flags() -> impl Strategy<Value = Flags> {
-    let access = prop_oneof![
-        4 => select(vec![libc::O_RDONLY, libc::O_WRONLY, libc::O_RDWR]),
-        1 => Just(libc::O_ACCMODE)
-    ];
-    let extra = [
-        (libc::O_CREAT, 0.45),
-        (libc::O_EXCL, 0.15),
-        (libc::O_TRUNC, 0.2),
-        (libc::O_DIRECTORY, 0.12),
-        (libc::O_NOFOLLOW, 0.12),
-        (libc::O_APPEND, 0.2),
-    ]
-    .map(|(flag, p)| prop::bool::weighted(p).prop_map(move |on| if on { flag } else { 0 }));
-    (access, extra).prop_map(|(access, extra)| Flags(extra.into_iter().fold(access, |all, flag| all | flag)))
-}
-
-fn data() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(b'p'..=b'z', 0..6)
+fn calls() -> impl Strategy<Value = Vec<Call>> {
+    let setup = prop::collection::vec(setup_calls(), 2..10);
+    let any = (who(), op()).prop_map(|(who, op)| Call { who, op });
+    (setup, prop::collection::vec(any, 1..50))
+        .prop_map(|(setup, calls)| setup.into_iter().flatten().chain(calls).collect())
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -1236,38 +934,34 @@ fn op() -> impl Strategy<Value = Op> {
     let file_perm = select(vec![0o644, 0o600, 0o666, 0o000, 0o755]);
     let id = select(vec![None, Some(0), Some(1000)]);
     prop_oneof![
-        6 => (who(), new_path(), dir_perm).prop_map(|(w, p, m)| Op::Mkdir(w, p, m)),
-        2 => (who(), path()).prop_map(|(w, p)| Op::Rmdir(w, p)),
-        2 => (who(), path()).prop_map(|(w, p)| Op::Unlink(w, p)),
-        4 => (who(), path(), new_path(), prop::bool::weighted(0.3))
-            .prop_map(|(who, from, to, noreplace)| Op::Rename { who, from, to, noreplace }),
-        2 => (who(), path(), new_path()).prop_map(|(w, a, b)| Op::Link(w, a, b)),
-        3 => (who(), path(), new_path()).prop_map(|(who, target, path)| Op::Symlink { who, target, path }),
-        1 => (who(), path()).prop_map(|(w, p)| Op::Readlink(w, p)),
-        6 => (who(), new_path(), open_flags(), file_perm).prop_map(|(w, p, f, m)| Op::Open(w, p, f, m)),
-        3 => (who(), fd(), data()).prop_map(|(w, fd, d)| Op::Write(w, fd, d)),
-        3 => (who(), fd(), 0..8usize).prop_map(|(w, fd, n)| Op::Read(w, fd, n)),
-        1 => (who(), fd()).prop_map(|(w, fd)| Op::Close(w, fd)),
-        2 => (who(), fd(), select(vec![-1i64, 0, 2, 7])).prop_map(|(w, fd, n)| Op::Ftruncate(w, fd, n)),
-        2 => (who(), path()).prop_map(|(w, p)| Op::Stat(w, p)),
-        2 => (who(), path()).prop_map(|(w, p)| Op::Lstat(w, p)),
-        2 => (who(), path(), any_perm).prop_map(|(w, p, m)| Op::Chmod(w, p, m)),
-        1 => (who(), path(), id.clone(), id, any::<bool>())
-            .prop_map(|(who, path, uid, gid, follow)| Op::Chown { who, path, uid, gid, follow }),
-        1 => (who(), path()).prop_map(|(w, p)| Op::ListDir(w, p)),
+        6 => (new_path(), dir_perm).prop_map(|(p, m)| Op::Mkdir(p, m)),
+        2 => path().prop_map(Op::Rmdir),
+        2 => path().prop_map(Op::Unlink),
+        4 => (path(), new_path(), prop::bool::weighted(0.3))
+            .prop_map(|(from, to, noreplace)| Op::Rename { from, to, noreplace }),
+        2 => (path(), new_path()).prop_map(|(a, b)| Op::Link(a, b)),
+        3 => (path(), new_path()).prop_map(|(target, path)| Op::Symlink { target, path }),
+        1 => path().prop_map(Op::Readlink),
+        6 => (new_path(), open_flags(), file_perm).prop_map(|(p, f, m)| Op::Open(p, f, m)),
+        3 => (fd_arg(), data()).prop_map(|(fd, d)| Op::Write(fd, d)),
+        3 => (fd_arg(), 0..8usize).prop_map(|(fd, n)| Op::Read(fd, n)),
+        1 => fd_arg().prop_map(Op::Close),
+        2 => (fd_arg(), select(vec![-1i64, 0, 2, 7])).prop_map(|(fd, n)| Op::Ftruncate(fd, n)),
+        2 => path().prop_map(Op::Stat),
+        2 => path().prop_map(Op::Lstat),
+        2 => (path(), any_perm).prop_map(|(p, m)| Op::Chmod(p, m)),
+        1 => (path(), id.clone(), id, any::<bool>())
+            .prop_map(|(path, uid, gid, follow)| Op::Chown { path, uid, gid, follow }),
+        1 => path().prop_map(Op::ListDir),
     ]
 }
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
-}
-
 proptest! {
-    #![proptest_config(Config { cases: cases(), failure_persistence: None, ..Config::default() })]
+    #![proptest_config(Config { cases: ops::cases(), failure_persistence: None, ..Config::default() })]
 
     #[test]
-    fn namespace_matches_model(config in 0..16usize, ops in ops()) {
-        let result = check(all_configs()[config], &ops);
+    fn namespace_matches_model(config in 0..16usize, calls in calls()) {
+        let result = check(all_configs()[config], &calls);
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
     }
 }
@@ -1303,15 +997,15 @@ impl Want {
 /// Checks that the model gives what each call wants (so the model is
 /// right), then that vfscale agrees with the model call by call and in the
 /// final tree. Descriptors must be given as numbers.
-fn expect(calls: &[(Op, Want)]) {
+fn expect(calls: &[(Call, Want)]) {
     let mut model = Model::new();
-    for (op, want) in calls {
-        let got = model.apply(op);
-        assert!(want.matches(&got), "the model gives {got:?} for {op:?}, Linux {want:?}");
+    for (call, want) in calls {
+        let got = model.apply(call);
+        assert!(want.matches(&got), "the model gives {got:?} for {call:?}, Linux {want:?}");
     }
-    let ops: Vec<Op> = calls.iter().map(|(op, _)| op.clone()).collect();
+    let calls: Vec<Call> = calls.iter().map(|(call, _)| call.clone()).collect();
     for config in all_configs() {
-        let result = check(config, &ops);
+        let result = check(config, &calls);
         assert!(result.is_ok(), "{config:?}: {}", result.unwrap_err());
     }
 }
@@ -1320,33 +1014,33 @@ fn s(text: &str) -> String {
     text.to_string()
 }
 
-fn create_file(who: Who, path: &str) -> (Op, Want) {
-    (Op::Open(who, s(path), Flags(libc::O_RDWR | libc::O_CREAT), 0o644), Want::Ok)
+fn create_file(who: Who, path: &str) -> (Call, Want) {
+    (who.makes(Op::Open(s(path), Flags(libc::O_RDWR | libc::O_CREAT), 0o644)), Want::Ok)
 }
 
 #[test]
 fn open_with_creat_and_directory_is_einval_and_creates_nothing() {
     let flags = Flags(libc::O_RDONLY | libc::O_CREAT | libc::O_DIRECTORY);
     expect(&[
-        (Op::Open(Who::Root, s("a"), flags, 0o644), Want::Err(Errno::EINVAL)),
-        (Op::Mkdir(Who::Root, s("d"), 0o755), Want::Ok),
-        (Op::Open(Who::Root, s("d"), flags, 0o644), Want::Err(Errno::EINVAL)),
-        (Op::Stat(Who::Root, s("a")), Want::Err(Errno::ENOENT)),
+        (Who::Root.makes(Op::Open(s("a"), flags, 0o644)), Want::Err(Errno::EINVAL)),
+        (Who::Root.makes(Op::Mkdir(s("d"), 0o755)), Want::Ok),
+        (Who::Root.makes(Op::Open(s("d"), flags, 0o644)), Want::Err(Errno::EINVAL)),
+        (Who::Root.makes(Op::Stat(s("a"))), Want::Err(Errno::ENOENT)),
     ]);
 }
 
 #[test]
 fn ftruncate_checks_the_length_before_the_descriptor() {
-    expect(&[(Op::Ftruncate(Who::Root, FdArg::Num(3), -1), Want::Err(Errno::EINVAL))]);
+    expect(&[(Who::Root.makes(Op::Ftruncate(FdArg::Num(3), -1)), Want::Err(Errno::EINVAL))]);
 }
 
 #[test]
 fn symlink_with_trailing_slash_is_enoent_or_eexist() {
     expect(&[
-        (Op::Symlink { who: Who::Root, target: s("x"), path: s("a/") }, Want::Err(Errno::ENOENT)),
-        (Op::Lstat(Who::Root, s("a")), Want::Err(Errno::ENOENT)),
-        (Op::Mkdir(Who::Root, s("d"), 0o755), Want::Ok),
-        (Op::Symlink { who: Who::Root, target: s("x"), path: s("d/") }, Want::Err(Errno::EEXIST)),
+        (Who::Root.makes(Op::Symlink { target: s("x"), path: s("a/") }), Want::Err(Errno::ENOENT)),
+        (Who::Root.makes(Op::Lstat(s("a"))), Want::Err(Errno::ENOENT)),
+        (Who::Root.makes(Op::Mkdir(s("d"), 0o755)), Want::Ok),
+        (Who::Root.makes(Op::Symlink { target: s("x"), path: s("d/") }), Want::Err(Errno::EEXIST)),
     ]);
 }
 
@@ -1354,26 +1048,26 @@ fn symlink_with_trailing_slash_is_enoent_or_eexist() {
 fn open_trunc_asks_for_write_even_when_read_only() {
     let read_trunc = Flags(libc::O_RDONLY | libc::O_TRUNC);
     expect(&[
-        (Op::Open(Who::Root, s("."), read_trunc, 0), Want::Err(Errno::EISDIR)),
+        (Who::Root.makes(Op::Open(s("."), read_trunc, 0)), Want::Err(Errno::EISDIR)),
         create_file(Who::Root, "f"),
-        (Op::Write(Who::Root, FdArg::Num(0), b"xyz".to_vec()), Want::Ok),
-        (Op::Open(Who::Root, s("f"), read_trunc, 0), Want::Ok),
-        (Op::Stat(Who::Root, s("f")), Want::Size(0)),
-        (Op::Open(Who::User, s("f"), read_trunc, 0), Want::Err(Errno::EACCES)),
+        (Who::Root.makes(Op::Write(FdArg::Num(0), b"xyz".to_vec())), Want::Ok),
+        (Who::Root.makes(Op::Open(s("f"), read_trunc, 0)), Want::Ok),
+        (Who::Root.makes(Op::Stat(s("f"))), Want::Size(0)),
+        (Who::User.makes(Op::Open(s("f"), read_trunc, 0)), Want::Err(Errno::EACCES)),
     ]);
 }
 
 #[test]
 fn link_reports_the_new_name_before_the_source_type() {
     expect(&[
-        (Op::Mkdir(Who::Root, s("d"), 0o755), Want::Ok),
+        (Who::Root.makes(Op::Mkdir(s("d"), 0o755)), Want::Ok),
         create_file(Who::Root, "f"),
-        (Op::Link(Who::Root, s("d"), s("f")), Want::Err(Errno::EEXIST)),
-        (Op::Link(Who::Root, s("d"), s("f/")), Want::Err(Errno::EEXIST)),
-        (Op::Link(Who::Root, s("f"), s("g/")), Want::Err(Errno::ENOENT)),
-        (Op::Link(Who::Root, s("d"), s("g/")), Want::Err(Errno::ENOENT)),
-        (Op::Link(Who::User, s("d"), s("g")), Want::Err(Errno::EACCES)),
-        (Op::Link(Who::Root, s("d"), s("g")), Want::Err(Errno::EPERM)),
+        (Who::Root.makes(Op::Link(s("d"), s("f"))), Want::Err(Errno::EEXIST)),
+        (Who::Root.makes(Op::Link(s("d"), s("f/"))), Want::Err(Errno::EEXIST)),
+        (Who::Root.makes(Op::Link(s("f"), s("g/"))), Want::Err(Errno::ENOENT)),
+        (Who::Root.makes(Op::Link(s("d"), s("g/"))), Want::Err(Errno::ENOENT)),
+        (Who::User.makes(Op::Link(s("d"), s("g"))), Want::Err(Errno::EACCES)),
+        (Who::Root.makes(Op::Link(s("d"), s("g"))), Want::Err(Errno::EPERM)),
     ]);
 }
 
@@ -1381,18 +1075,18 @@ fn link_reports_the_new_name_before_the_source_type() {
 fn open_creat_excl_of_an_existing_directory_name_is_eexist() {
     let flags = Flags(libc::O_RDONLY | libc::O_CREAT | libc::O_EXCL);
     expect(&[
-        (Op::Open(Who::Root, s("."), flags, 0o644), Want::Err(Errno::EEXIST)),
-        (Op::Open(Who::Root, s("/"), flags, 0o644), Want::Err(Errno::EEXIST)),
-        (Op::Open(Who::Root, s(".."), Flags(libc::O_RDONLY | libc::O_CREAT), 0o644), Want::Err(Errno::EISDIR)),
+        (Who::Root.makes(Op::Open(s("."), flags, 0o644)), Want::Err(Errno::EEXIST)),
+        (Who::Root.makes(Op::Open(s("/"), flags, 0o644)), Want::Err(Errno::EEXIST)),
+        (Who::Root.makes(Op::Open(s(".."), Flags(libc::O_RDONLY | libc::O_CREAT), 0o644)), Want::Err(Errno::EISDIR)),
     ]);
 }
 
 #[test]
 fn rename_noreplace_onto_an_existing_name_is_eexist_before_other_checks() {
-    let rename = |from: &str, to: &str| Op::Rename { who: Who::Root, from: s(from), to: s(to), noreplace: true };
+    let rename = |from: &str, to: &str| Who::Root.makes(Op::Rename { from: s(from), to: s(to), noreplace: true });
     expect(&[
-        (Op::Mkdir(Who::Root, s("a"), 0o755), Want::Ok),
-        (Op::Mkdir(Who::Root, s("a/b"), 0o755), Want::Ok),
+        (Who::Root.makes(Op::Mkdir(s("a"), 0o755)), Want::Ok),
+        (Who::Root.makes(Op::Mkdir(s("a/b"), 0o755)), Want::Ok),
         create_file(Who::Root, "f"),
         (rename("a", "a/b"), Want::Err(Errno::EEXIST)),
         (rename("a/b", "a"), Want::Err(Errno::EEXIST)),
@@ -1404,13 +1098,13 @@ fn rename_noreplace_onto_an_existing_name_is_eexist_before_other_checks() {
 #[test]
 fn open_nofollow_directory_of_a_symlink_is_enotdir() {
     expect(&[
-        (Op::Mkdir(Who::Root, s("d"), 0o755), Want::Ok),
-        (Op::Symlink { who: Who::Root, target: s("d"), path: s("s") }, Want::Ok),
+        (Who::Root.makes(Op::Mkdir(s("d"), 0o755)), Want::Ok),
+        (Who::Root.makes(Op::Symlink { target: s("d"), path: s("s") }), Want::Ok),
         (
-            Op::Open(Who::Root, s("s"), Flags(libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_DIRECTORY), 0),
+            Who::Root.makes(Op::Open(s("s"), Flags(libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_DIRECTORY), 0)),
             Want::Err(Errno::ENOTDIR),
         ),
-        (Op::Open(Who::Root, s("s"), Flags(libc::O_RDONLY | libc::O_NOFOLLOW), 0), Want::Err(Errno::ELOOP)),
+        (Who::Root.makes(Op::Open(s("s"), Flags(libc::O_RDONLY | libc::O_NOFOLLOW), 0)), Want::Err(Errno::ELOOP)),
     ]);
 }
 
@@ -1418,33 +1112,33 @@ fn open_nofollow_directory_of_a_symlink_is_enotdir() {
 fn empty_write_in_append_mode_leaves_the_offset() {
     expect(&[
         create_file(Who::Root, "f"),
-        (Op::Write(Who::Root, FdArg::Num(0), b"xyz".to_vec()), Want::Ok),
-        (Op::Open(Who::Root, s("f"), Flags(libc::O_RDWR | libc::O_APPEND), 0), Want::Ok),
-        (Op::Write(Who::Root, FdArg::Num(1), Vec::new()), Want::Ok),
-        (Op::Read(Who::Root, FdArg::Num(1), 8), Want::Bytes(b"xyz")),
+        (Who::Root.makes(Op::Write(FdArg::Num(0), b"xyz".to_vec())), Want::Ok),
+        (Who::Root.makes(Op::Open(s("f"), Flags(libc::O_RDWR | libc::O_APPEND), 0)), Want::Ok),
+        (Who::Root.makes(Op::Write(FdArg::Num(1), Vec::new())), Want::Ok),
+        (Who::Root.makes(Op::Read(FdArg::Num(1), 8)), Want::Bytes(b"xyz")),
     ]);
 }
 
 #[test]
 fn write_by_a_non_member_drops_set_group_id() {
     expect(&[
-        (Op::Open(Who::Root, s("f"), Flags(libc::O_WRONLY | libc::O_CREAT), 0o666), Want::Ok),
-        (Op::Chmod(Who::Root, s("f"), 0o2666), Want::Ok),
-        (Op::Open(Who::User, s("f"), Flags(libc::O_WRONLY), 0), Want::Ok),
-        (Op::Write(Who::User, FdArg::Num(0), b"x".to_vec()), Want::Ok),
-        (Op::Stat(Who::Root, s("f")), Want::Perm(0o666)),
+        (Who::Root.makes(Op::Open(s("f"), Flags(libc::O_WRONLY | libc::O_CREAT), 0o666)), Want::Ok),
+        (Who::Root.makes(Op::Chmod(s("f"), 0o2666)), Want::Ok),
+        (Who::User.makes(Op::Open(s("f"), Flags(libc::O_WRONLY), 0)), Want::Ok),
+        (Who::User.makes(Op::Write(FdArg::Num(0), b"x".to_vec())), Want::Ok),
+        (Who::Root.makes(Op::Stat(s("f"))), Want::Perm(0o666)),
     ]);
 }
 
 #[test]
 fn chown_without_ids_by_a_stranger_may_not_clear_set_user_id() {
-    let chown = |who: Who| Op::Chown { who, path: s("f"), uid: None, gid: None, follow: true };
+    let chown = |who: Who| who.makes(Op::Chown { path: s("f"), uid: None, gid: None, follow: true });
     expect(&[
         create_file(Who::Root, "f"),
-        (Op::Chmod(Who::Root, s("f"), 0o4755), Want::Ok),
+        (Who::Root.makes(Op::Chmod(s("f"), 0o4755)), Want::Ok),
         (chown(Who::User), Want::Err(Errno::EPERM)),
-        (Op::Stat(Who::Root, s("f")), Want::Perm(0o4755)),
+        (Who::Root.makes(Op::Stat(s("f"))), Want::Perm(0o4755)),
         (chown(Who::Root), Want::Ok),
-        (Op::Stat(Who::Root, s("f")), Want::Perm(0o755)),
+        (Who::Root.makes(Op::Stat(s("f"))), Want::Perm(0o755)),
     ]);
 }
