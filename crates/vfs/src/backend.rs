@@ -7,15 +7,18 @@
 //! [`Revalidate::NeedRefWalk`] (the kernel's `-ECHILD`) when it cannot
 //! decide that way; the walk then restarts in ref-walk, where the same
 //! hook is called with `rcu = false` and may block.
+//!
+//! May import the base modules and `inode`.
 
 use crate::cred::Access;
 use crate::errno::VfsResult;
-use crate::file::{DirEntry, OpenFlags};
 use crate::inode::Inode;
+use crate::types::{DirEntry, OpenFlags};
 use crate::Credentials;
 use std::fmt;
 use std::sync::Arc;
 use vfscale_sync::audited::Mutex;
+use vfscale_sync::poison::unpoisoned;
 
 /// A hook's verdict on a cached dentry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +75,7 @@ pub(crate) struct Snapshot(Mutex<Option<Vec<u8>>>);
 impl Snapshot {
     /// Reads at `offset`, rendering first when needed.
     pub fn read(&self, buf: &mut [u8], offset: u64, render: impl FnOnce() -> VfsResult<Vec<u8>>) -> VfsResult<usize> {
-        let mut snapshot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut snapshot = unpoisoned(self.0.lock());
         if offset == 0 || snapshot.is_none() {
             *snapshot = Some(render()?);
         }

@@ -1,8 +1,10 @@
 //! The design variants of the VFS, chosen once when a [`crate::Vfs`] is
 //! built. Each "before" design of the seeds is a real, selectable variant;
 //! each field is consulted in exactly one place of the code.
+//!
+//! May import `pages`.
 
-/// How path walks resolve components (kernel-notes §2).
+/// How path walks resolve components: rcu-walk first, or ref-walk only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WalkMode {
     /// rcu-walk first: no lock taken, no reference count changed; falls back
@@ -25,7 +27,7 @@ pub enum DirLocking {
     GlobalMutex,
 }
 
-/// Whether failed lookups are remembered (seed 000, kernel-notes §1).
+/// Whether failed lookups are remembered (seed 000).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NegativeDentries {
     /// A miss leaves a negative dentry: it answers ENOENT until the name
@@ -46,7 +48,7 @@ pub enum InodeListKind {
 }
 
 /// Which system-wide file-lock list (`file_lock_list`, for `/proc/locks`)
-/// and which lock over the wait-for graph (seed 004, kernel-notes §6).
+/// and which lock over the wait-for graph (seed 004).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LockListKind {
     /// Per-CPU lists whose inserts and deletes take a per-CPU rwsem for

@@ -13,6 +13,8 @@
 //! Read-only mounts (`EROFS`) and immutable or append-only inodes are the
 //! caller's business, as they are in Linux's `inode_permission`.
 //!
+//! May import `errno` and `mode`.
+//!
 //! ```
 //! use vfscale::cred::{permission, Access, Credentials};
 //! use vfscale::mode::S_IFREG;

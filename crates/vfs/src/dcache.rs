@@ -19,8 +19,10 @@
 //! shrinker, like the per-node LRU lists of Linux's `list_lru`; hits do not
 //! reorder, so a hit writes nothing, and misses on different CPUs share no
 //! queue or counter).
+//!
+//! May import `dentry` and `reclaim`.
 
-use crate::dentry::Dentry;
+use crate::dentry::{hash_name, Dentry};
 use crate::reclaim::Reclaim;
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
@@ -29,18 +31,9 @@ use std::sync::{Arc, Weak};
 use vfscale_sync::audited::CountedArc;
 use vfscale_sync::audited::Mutex;
 use vfscale_sync::audited::{AtomicPtr, Ordering};
+use vfscale_sync::poison::unpoisoned;
 use vfscale_sync::spin::{SpinLock, SpinLockGuard, TasLock};
 use vfscale_sync::PercpuCounter;
-
-/// Hash of a (parent, name) key: FNV-1a over the name, mixed with the
-/// parent inode number.
-pub(crate) fn hash_name(parent_ino: u64, name: &[u8]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ parent_ino.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    for &b in name {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h ^ (h >> 29)
-}
 
 /// Chain heads per line of the table.
 const HEADS_PER_LINE: usize = 7;
@@ -212,7 +205,7 @@ impl Dcache {
 
     fn note_negative(&self, dentry: &Dentry) {
         let cpu = self.negative_count.add(1);
-        let mut queue = self.negatives[cpu % self.negatives.len()].lock().unwrap_or_else(|e| e.into_inner());
+        let mut queue = unpoisoned(self.negatives[cpu % self.negatives.len()].lock());
         queue.push_back(Arc::downgrade(&Self::to_arc(dentry)));
         if queue.len() > self.negatives_per_queue {
             self.shrink_negatives(&mut queue, self.negatives_per_queue);
@@ -249,7 +242,8 @@ impl Dcache {
     /// Evicts every negative dentry nobody holds.
     pub fn evict_unused_negatives(&self) {
         for queue in self.negatives.iter() {
-            self.shrink_negatives(&mut queue.lock().unwrap_or_else(|e| e.into_inner()), 0);
+            let mut queue = unpoisoned(queue.lock());
+            self.shrink_negatives(&mut queue, 0);
         }
     }
 

@@ -8,6 +8,8 @@
 //! how many users hold it, in `lockref`. Memory is owned by `Arc`s; the
 //! dcache's own reference is released through the epoch, so a reader pinned
 //! before the unhash can still read it.
+//!
+//! May import `inode`.
 
 use crate::inode::Inode;
 use std::fmt;
@@ -17,6 +19,16 @@ use vfscale_sync::audited::{AtomicBool, AtomicPtr, Ordering};
 use vfscale_sync::lockref::LockRef;
 use vfscale_sync::pad::LinePad;
 use vfscale_sync::seqcount::SeqCount;
+
+/// Hash of a (parent, name) key: FNV-1a over the name, mixed with the
+/// parent inode number.
+pub(crate) fn hash_name(parent_ino: u64, name: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ parent_ino.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for &b in name {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^ (h >> 29)
+}
 
 /// A cached name in a directory: positive (has an inode) or negative.
 ///
@@ -57,7 +69,7 @@ impl Dentry {
         Arc::new(Dentry {
             _head: LinePad::new(),
             parent_ino,
-            hash: crate::dcache::hash_name(parent_ino, name),
+            hash: hash_name(parent_ino, name),
             name: name.into(),
             inode,
             neg_rev,

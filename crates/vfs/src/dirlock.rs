@@ -7,6 +7,8 @@
 //! write; when two or more directories are locked, ancestors come before
 //! descendants, and unrelated directories in inode-number order, so lock
 //! orders never cross.
+//!
+//! May import `config` and `inode`.
 
 use crate::config::DirLocking;
 use crate::inode::{Children, Directory};
@@ -67,17 +69,14 @@ impl DirLocks {
         }
     }
 
-    fn global(&self) -> Option<RwSemWriteGuard<'_, ()>> {
+    /// The global mutex in the "before" design, none per directory: what
+    /// every directory operation takes first, and all a ref-walk step
+    /// takes around revalidation and permission.
+    pub fn global(&self) -> Option<RwSemWriteGuard<'_, ()>> {
         match self {
             DirLocks::PerDirectory => None,
             DirLocks::Global(mutex) => Some(mutex.write()),
         }
-    }
-
-    /// The lock a ref-walk step takes around revalidation and permission:
-    /// none per directory, the global mutex in the "before" design.
-    pub fn step(&self) -> Option<RwSemWriteGuard<'_, ()>> {
-        self.global()
     }
 
     pub fn read<'a>(&'a self, dir: &'a Directory) -> DirReadGuard<'a> {

@@ -12,6 +12,8 @@
 //! a buffer shared between threads. Use [`Errno`] only for errors a system
 //! call could report; an internal bug is a panic, not an errno.
 //!
+//! May import nothing of the crate.
+//!
 //! ```
 //! use vfscale::errno::{Errno, VfsResult};
 //!

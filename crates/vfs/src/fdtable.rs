@@ -2,7 +2,7 @@
 //! a shared write: a look-up is a read-side section of the table's
 //! [`Srcu`], which writes only the caller's CPU's slot, and reads the
 //! descriptor's own line. So threads of one process using one descriptor,
-//! or different ones, do not conflict (kernel-notes §7), where Linux's
+//! or different ones, do not conflict (write no line another CPU reads), where Linux's
 //! `fget` in a multithreaded process writes the open file's `f_count`.
 //!
 //! Invariant: the table is an array of slots, each on its own cache line,
@@ -21,8 +21,10 @@
 //! are serialized by `alloc`, which also keeps which slots are in use.
 //!
 //! The table, its [`Srcu`] and its slots are made at the first install:
-//! a process that never holds a descriptor (the FUSE server makes one per
-//! request) allocates none of them.
+//! a process that never holds a descriptor (a benchmark's short-lived
+//! processes) allocates none of them.
+//!
+//! May import `errno` and `file`.
 
 use crate::errno::{Errno, VfsResult};
 use crate::file::OpenFile;
@@ -31,6 +33,7 @@ use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::Arc;
 use vfscale_sync::audited::{AtomicPtr, CountedArc, Mutex, OnceLock, Ordering};
+use vfscale_sync::poison::unpoisoned;
 use vfscale_sync::Srcu;
 
 /// Most descriptors one process may hold open (`RLIMIT_NOFILE`'s usual
@@ -154,7 +157,7 @@ impl Descriptors {
     }
 
     fn install(&self, file: Arc<OpenFile>) -> VfsResult<i32> {
-        let mut alloc = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let mut alloc = unpoisoned(self.alloc.lock());
         let index = match alloc.used.iter().position(|u| !u) {
             Some(index) => index,
             None if alloc.used.len() < MAX_FDS => alloc.used.len(),
@@ -181,7 +184,7 @@ impl Descriptors {
 
     fn remove(&self, fd: i32) -> VfsResult<Arc<OpenFile>> {
         let index = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
-        let mut alloc = self.alloc.lock().unwrap_or_else(|e| e.into_inner());
+        let mut alloc = unpoisoned(self.alloc.lock());
         if !alloc.used.get(index).copied().unwrap_or(false) {
             return Err(Errno::EBADF);
         }
@@ -197,7 +200,7 @@ impl Descriptors {
 
     fn take_all(&mut self) -> Vec<Arc<OpenFile>> {
         let files = self.slots().iter().filter_map(take).collect();
-        self.alloc.get_mut().unwrap_or_else(|e| e.into_inner()).used.clear();
+        unpoisoned(self.alloc.get_mut()).used.clear();
         files
     }
 }

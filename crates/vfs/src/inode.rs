@@ -6,14 +6,16 @@
 //! per-component permission checks of an rcu-walk read them without taking
 //! a lock or writing shared memory. Every live inode is on its superblock's
 //! inode list (a [`ConcurrentList`]) from creation until it is dropped.
+//!
+//! May import the base modules, `dentry` and `locks` (an inode holds its lock state).
 
 use crate::dentry::Dentry;
 use crate::errno::{Errno, VfsResult};
-use crate::mode::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFLNK, S_IFREG, S_IFSOCK};
 use crate::pages::PageMap;
 use crate::reclaim::Reclaim;
 use crate::space::{Space, BOGO_INODE_SIZE};
 use crate::time::Timespec;
+use crate::types::{FileType, Stat};
 use bytemuck::{Pod, Zeroable};
 use crossbeam_epoch::{Guard, Owned};
 use std::any::Any;
@@ -26,6 +28,7 @@ use vfscale_sync::audited::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use vfscale_sync::audited::{Mutex, OnceLock};
 use vfscale_sync::dlock_list::{ConcurrentList, ListHandle};
 use vfscale_sync::pad::LinePad;
+use vfscale_sync::poison::unpoisoned;
 use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 use vfscale_sync::seqcount::SeqLock;
 use vfscale_sync::PercpuRef;
@@ -42,87 +45,6 @@ pub(crate) struct Attrs {
     pub atime: Timespec,
     pub mtime: Timespec,
     pub ctime: Timespec,
-}
-
-/// What `stat(2)` returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-    /// Inode number, unique within the process.
-    pub ino: u64,
-    /// File type and permission bits (`S_IFMT | 0o7777`).
-    pub mode: u32,
-    /// Hard links.
-    pub nlink: u32,
-    /// Owner.
-    pub uid: u32,
-    /// Group.
-    pub gid: u32,
-    /// Bytes (for symlinks, the target's length).
-    pub size: u64,
-    /// Allocated 512-byte units: eight per present page of a regular file.
-    pub blocks: u64,
-    /// The device a character or block device node stands for (a `dev_t`
-    /// as `makedev` encodes it); 0 for other types.
-    pub rdev: u64,
-    /// Last access.
-    pub atime: Timespec,
-    /// Last content change.
-    pub mtime: Timespec,
-    /// Last attribute change.
-    pub ctime: Timespec,
-}
-
-/// The kind of an inode, from its mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FileType {
-    /// A directory.
-    Directory,
-    /// A regular file.
-    Regular,
-    /// A symbolic link.
-    Symlink,
-    /// A named pipe.
-    Fifo,
-    /// A unix-domain socket's name.
-    Socket,
-    /// A character device node.
-    CharDevice,
-    /// A block device node.
-    BlockDevice,
-}
-
-impl FileType {
-    /// The `S_IFMT` bits of this type.
-    pub fn mode_bits(self) -> u32 {
-        match self {
-            FileType::Directory => S_IFDIR,
-            FileType::Regular => S_IFREG,
-            FileType::Symlink => S_IFLNK,
-            FileType::Fifo => S_IFIFO,
-            FileType::Socket => S_IFSOCK,
-            FileType::CharDevice => S_IFCHR,
-            FileType::BlockDevice => S_IFBLK,
-        }
-    }
-
-    /// The type `S_IFMT` bits name, if any.
-    pub fn from_mode(mode: u32) -> Option<FileType> {
-        Some(match mode & crate::mode::S_IFMT {
-            S_IFDIR => FileType::Directory,
-            S_IFREG => FileType::Regular,
-            S_IFLNK => FileType::Symlink,
-            S_IFIFO => FileType::Fifo,
-            S_IFSOCK => FileType::Socket,
-            S_IFCHR => FileType::CharDevice,
-            S_IFBLK => FileType::BlockDevice,
-            _ => return None,
-        })
-    }
-
-    /// Whether this is a device node (which only `CAP_MKNOD` may make).
-    pub fn is_device(self) -> bool {
-        matches!(self, FileType::CharDevice | FileType::BlockDevice)
-    }
 }
 
 /// A directory's children by name: the authoritative contents, under the
@@ -170,8 +92,8 @@ pub(crate) enum Body {
 ///
 /// Every inode holds it by a per-CPU reference ([`RegistryRef`]), not an
 /// `Arc`: inodes are made and freed on every CPU, and an `Arc` count would
-/// be one line all of them write (the `mnt_count` pattern of kernel-notes
-/// section 7). The registry keeps itself (`keep`) until the superblock has
+/// be one line all of them write (the pattern of Linux's per-CPU
+/// `mnt_count`). The registry keeps itself (`keep`) until the superblock has
 /// retired it and its last inode is gone.
 pub(crate) struct InodeRegistry {
     list: Box<dyn ConcurrentList<Weak<Inode>>>,
@@ -188,13 +110,13 @@ impl InodeRegistry {
             let weak = weak.clone();
             let users = PercpuRef::new(move || {
                 let Some(registry) = weak.upgrade() else { return };
-                let kept = registry.keep.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let kept = unpoisoned(registry.keep.lock()).take();
                 // This runs inside the registry: free it after returning.
                 crossbeam_epoch::pin().defer(move || drop((registry, kept)));
             });
             InodeRegistry { list, space, users, keep: Mutex::new(None) }
         });
-        *registry.keep.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&registry));
+        *unpoisoned(registry.keep.lock()) = Some(Arc::clone(&registry));
         registry
     }
 
@@ -278,7 +200,7 @@ pub struct Inode {
     /// File locks (`i_flctx`).
     pub(crate) locks: crate::locks::InodeLocks,
     /// Extended attributes.
-    pub(crate) xattrs: crate::xattr::Xattrs,
+    pub(crate) xattrs: crate::xattr_store::Xattrs,
     /// Open counts (`i_readcount`, `i_writecount`) and the references
     /// open files hold; last, so its count of writers (on a line apart)
     /// is followed by the tail pad alone.
@@ -400,7 +322,7 @@ impl Inode {
             list_handle: OnceLock::new(),
             locks: crate::locks::InodeLocks::default(),
             opens: crate::opens::InodeOpens::default(),
-            xattrs: crate::xattr::Xattrs::default(),
+            xattrs: crate::xattr_store::Xattrs::default(),
             private: spec.private,
             _tail: LinePad::new(),
         });

@@ -26,25 +26,33 @@
 //! # Ok::<(), Errno>(())
 //! ```
 //!
-//! | module | what | Linux original |
-//! |---|---|---|
-//! | [`errno`] | [`Errno`], [`VfsResult`]: Linux error numbers | `include/uapi/asm-generic/errno*.h` |
-//! | [`mode`] | `st_mode` type and permission bits | `include/uapi/linux/stat.h` |
-//! | [`cred`] | [`Credentials`] and permission checks | `generic_permission`, `setattr_prepare` |
-//! | [`path`] | path validation and components | `getname`, `link_path_walk` |
-//! | [`config`] | the design variants | — |
-//! | `dcache`, `dentry` | the dentry hash, negative dentries | `fs/dcache.c` |
-//! | `namei` | rcu-walk and ref-walk | `fs/namei.c` |
-//! | `namespace` | mkdir, unlink, rename, ... | `fs/namei.c`, `fs/libfs.c` |
-//! | [`inode`] | inodes and attributes | `fs/inode.c` |
-//! | [`file`](mod@file) | open file descriptions | `fs/read_write.c`, `fs/open.c` |
-//! | [`pages`] | sparse file data, read lock-free | `mm/shmem.c`, `lib/xarray.c` |
-//! | [`process`] | credentials, cwd, descriptor table | `fs/file.c` |
-//! | [`kernfs`] | sysfs-like attribute trees | `fs/kernfs/` |
-//! | [`procfs`] | a task table as `/proc` | `fs/proc/base.c` |
-//! | [`locks`] | flock, POSIX and OFD record locks, leases | `fs/locks.c` |
-//! | [`xattr`] | extended attributes | `fs/xattr.c` |
-//! | [`space`] | `size=` and `nr_inodes=` limits | `mm/shmem.c` |
+//! The modules, in layers: each may import only the layers below it (its
+//! doc says exactly which modules), so the only import circle is the one
+//! among the node types, whose tree is recursive. `tests/layering.rs`
+//! checks every module's imports against its doc.
+//!
+//! | layer | module | what | Linux original |
+//! |---|---|---|---|
+//! | base | [`errno`] | [`Errno`], [`VfsResult`]: Linux error numbers | `include/uapi/asm-generic/errno*.h` |
+//! | base | [`mode`] | `st_mode` type and permission bits | `include/uapi/linux/stat.h` |
+//! | base | [`time`], [`path`] | timestamps; path validation and components | `getname` |
+//! | base | [`cred`] | [`Credentials`] and permission checks | `generic_permission`, `setattr_prepare` |
+//! | base | [`types`] | the values system calls take and return | `include/uapi/linux/fcntl.h` |
+//! | base | [`config`] | the design variants | — |
+//! | base | [`pages`], [`space`] | sparse file data, read lock-free; `size=` and `nr_inodes=` limits | `mm/shmem.c`, `lib/xarray.c` |
+//! | base | `reclaim`, `opens`, `xattr_store` | deferred releases; open counts; xattr storage | `call_rcu`, `i_writecount`, `simple_xattr` |
+//! | engine | [`locks`] | the lock engine: flock, POSIX and OFD record locks, leases, by owner id | `fs/locks.c` |
+//! | node types | [`inode`], `dentry`, `dcache` | inodes, dentries, the dentry hash and negative dentries | `fs/inode.c`, `fs/dcache.c` |
+//! | filesystem | `dirlock`, `backend`, `superblock` | directory locking; the hooks of kernfs and procfs; one instance | `fs/super.c` |
+//! | filesystem | [`file`](mod@file) | open file descriptions | `fs/read_write.c`, `fs/open.c` |
+//! | filesystem | `namei` | rcu-walk and ref-walk | `fs/namei.c` |
+//! | operations | `namespace`, `notify_change`, [`xattr`] | mkdir, unlink, rename, ...; attribute changes; xattr calls | `fs/namei.c`, `fs/attr.c`, `fs/xattr.c` |
+//! | instance | [`Vfs`], [`kernfs`], [`procfs`] | a filesystem instance; sysfs-like trees; a task table as `/proc` | `fs/kernfs/`, `fs/proc/base.c` |
+//! | system calls | [`syscalls`] | [`Context`]: calls by credentials and start directory | `fs/open.c`, `fs/fcntl.c` |
+//! | process | [`process`] | a descriptor table, a cwd and credentials, whose methods wrap the calls | `fs/file.c` |
+//!
+//! "The base modules" in a module's doc are the modules of the base layer;
+//! "the node types" are `inode`, `dentry` and `dcache`.
 //!
 //! In the repository, `docs/design.md` maps these modules and the seed
 //! mechanism each holds, `docs/benchmarks.md` and `docs/commutativity.md`
@@ -68,6 +76,7 @@ pub mod locks;
 pub mod mode;
 mod namei;
 mod namespace;
+mod notify_change;
 mod opens;
 pub mod pages;
 pub mod path;
@@ -76,154 +85,21 @@ pub mod procfs;
 mod reclaim;
 pub mod space;
 mod superblock;
+pub mod syscalls;
 pub mod time;
+pub mod types;
+mod vfs;
 pub mod xattr;
+mod xattr_store;
 
 pub use config::VfsConfig;
 pub use cred::Credentials;
 pub use errno::{Errno, VfsResult};
-pub use file::{DirEntry, OpenFile, OpenFlags, Whence};
-pub use inode::{FileType, Stat};
+pub use file::OpenFile;
 pub use namei::MAX_SYMLINKS;
-pub use namespace::{RenameFlags, SetTime};
-pub use process::{Fd, Process, SetAttr};
-pub use reclaim::run_deferred_releases;
+pub use process::{Fd, Process};
+pub use reclaim::release_barrier;
+pub use syscalls::Context;
 pub use time::Timespec;
-
-use std::sync::Arc;
-use superblock::SuperBlock;
-
-/// One filesystem instance. Cloning is cheap and shares the instance.
-#[derive(Debug, Clone)]
-pub struct Vfs {
-    sb: Arc<SuperBlock>,
-    locks: Arc<locks::LockManager>,
-}
-
-impl Default for Vfs {
-    /// The scalable design ([`VfsConfig::default`]).
-    fn default() -> Self {
-        Vfs::new(VfsConfig::default())
-    }
-}
-
-/// Space and object counts, like `statfs(2)` plus dcache figures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FsStats {
-    /// Live inodes (on the superblock's inode list).
-    pub inodes: usize,
-    /// Bytes held by regular files.
-    pub bytes: u64,
-    /// Dentries in the dcache, positive and negative.
-    pub dentries: usize,
-    /// Negative dentries in the dcache.
-    pub negative_dentries: usize,
-    /// The unit of the block counts (`f_bsize`): a page.
-    pub block_size: u64,
-    /// The size limit in blocks (`f_blocks`); 0 without one, as tmpfs
-    /// reports `size=0`.
-    pub blocks: u64,
-    /// Blocks left under the limit (`f_bfree`, `f_bavail`); 0 without one.
-    pub blocks_free: u64,
-    /// Blocks of file data allocated.
-    pub blocks_used: u64,
-    /// The inode limit (`f_files`); 0 without one.
-    pub files: u64,
-    /// Inodes left under it (`f_ffree`); 0 without one.
-    pub files_free: u64,
-}
-
-impl Vfs {
-    /// A new, empty filesystem (a root directory owned by root, mode 0755).
-    pub fn new(config: VfsConfig) -> Vfs {
-        Vfs { sb: Arc::new(SuperBlock::new(config)), locks: Arc::new(locks::LockManager::new(config.lock_list)) }
-    }
-
-    /// A filesystem whose contents `make_backend` provides (kernfs, procfs).
-    pub(crate) fn with_backend(
-        config: VfsConfig,
-        make_backend: impl FnOnce(&Arc<inode::InodeRegistry>, &Arc<inode::Inode>) -> Arc<dyn backend::Backend>,
-    ) -> Vfs {
-        Vfs {
-            sb: Arc::new(SuperBlock::with_backend(config, |registry, root| Some(make_backend(registry, root)))),
-            locks: Arc::new(locks::LockManager::new(config.lock_list)),
-        }
-    }
-
-    /// The design variants and limits it was built with.
-    pub fn config(&self) -> &VfsConfig {
-        &self.sb.config
-    }
-
-    /// The file-lock state shared by all inodes: the system-wide lock list
-    /// (`/proc/locks`), the wait-for graph and the lease-break time.
-    pub fn locks(&self) -> &Arc<locks::LockManager> {
-        &self.locks
-    }
-
-    /// A process with these credentials, its working directory the root.
-    pub fn process(&self, cred: Credentials) -> Process {
-        Process::new(self.clone(), cred, Arc::clone(&self.sb.root))
-    }
-
-    /// A process with these credentials whose working directory is `dir`,
-    /// so relative paths (a single name, say) start there: how a front end
-    /// that addresses directories by inode (FUSE) performs `mkdirat` and
-    /// friends. ENOTDIR if `dir` is not a directory.
-    pub fn process_in(&self, cred: Credentials, dir: Arc<inode::Inode>) -> VfsResult<Process> {
-        dir.dir()?;
-        Ok(Process::new(self.clone(), cred, dir))
-    }
-
-    /// The root directory's inode.
-    pub fn root(&self) -> &Arc<inode::Inode> {
-        &self.sb.root
-    }
-
-    /// Like `echo 2 > /proc/sys/vm/drop_caches`: evicts every unused
-    /// negative dentry, then waits (like `rcu_barrier`) until every release
-    /// deferred for rcu-walkers has run, so inodes and dentries nothing uses
-    /// any more are freed. Returns false if that took longer than
-    /// `timeout` (a thread stayed pinned throughout).
-    pub fn drop_caches(&self, timeout: std::time::Duration) -> bool {
-        self.sb.dcache.evict_unused_negatives();
-        self.sb.reclaim.barrier(timeout)
-    }
-
-    /// Waits up to `timeout` (0: not at all) until every release deferred
-    /// for rcu-walkers so far has run, after handing this thread's pending
-    /// ones on, so that others can run them; returns whether all ran. A
-    /// front end that serves requests on long-lived threads calls it with 0
-    /// after an unlink, rmdir or rename, so the space of what it removed
-    /// comes back without waiting for more deferred releases on that
-    /// thread (the epoch collects them in batches).
-    pub fn reclaim(&self, timeout: std::time::Duration) -> bool {
-        self.sb.reclaim.barrier(timeout)
-    }
-
-    /// Counts inodes and bytes by iterating the superblock's inode list
-    /// (one list head locked at a time), and the dcache.
-    pub fn statfs(&self) -> FsStats {
-        let mut inodes = 0;
-        let mut bytes = 0;
-        self.sb.inodes.for_each(&mut |inode| {
-            inodes += 1;
-            if inode.file_type() == FileType::Regular {
-                bytes += inode.stat().size;
-            }
-        });
-        let usage = self.sb.inodes.space.usage();
-        FsStats {
-            inodes,
-            bytes,
-            dentries: self.sb.dcache.len(),
-            negative_dentries: self.sb.dcache.negative_count(),
-            block_size: pages::PAGE_SIZE,
-            blocks: usage.max_pages,
-            blocks_free: usage.max_pages.saturating_sub(usage.used_pages),
-            blocks_used: usage.used_pages,
-            files: usage.max_inodes,
-            files_free: usage.free_inodes,
-        }
-    }
-}
+pub use types::{falloc, DirEntry, FileType, OpenFlags, RenameFlags, SetAttr, SetTime, Stat, Whence};
+pub use vfs::{FsStats, Vfs};

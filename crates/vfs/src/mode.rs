@@ -8,6 +8,8 @@
 //! written out here rather than taken from `libc`, whose `mode_t` width
 //! differs between platforms.
 //!
+//! May import nothing of the crate.
+//!
 //! ```
 //! use vfscale::mode::{self, S_IFDIR, S_ISVTX};
 //!

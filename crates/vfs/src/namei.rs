@@ -20,6 +20,8 @@
 //!
 //! Both modes share one driver ([`drive`]) over the [`Walker`] trait: the
 //! modes differ only in how a position is held and how one step is taken.
+//!
+//! May import the base modules, the node types, `backend` and `superblock`.
 
 use crate::backend::Revalidate;
 use crate::dcache::Dcache;
@@ -318,7 +320,7 @@ impl Walker for RefWalker<'_> {
     }
 
     fn may_search(&mut self, pos: &RefPos) -> Result<(), Stop> {
-        let _step = self.sb.dir_locks.step();
+        let _step = self.sb.dir_locks.global();
         let decided = self.sb.may_search(&pos.inode, self.cred, false);
         Ok(decided.expect("ref-walk permission always decides")?)
     }
@@ -357,7 +359,7 @@ impl Walker for RefWalker<'_> {
 impl RefWalker<'_> {
     /// The dcache's answer, with a reference taken, when it has a valid one.
     fn cached_child(&self, pos: &RefPos, name: &[u8]) -> Option<Option<RefPos>> {
-        let _revalidate = self.sb.dir_locks.step();
+        let _revalidate = self.sb.dir_locks.global();
         let guard = crossbeam_epoch::pin();
         let dentry = Dcache::to_arc(self.sb.dcache.lookup(pos.inode.ino(), name, &guard)?);
         let counted = DentryRef::try_get(dentry)?;

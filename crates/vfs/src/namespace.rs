@@ -6,45 +6,32 @@
 //! dcache together (a new name's dentry replaces its negative one in the
 //! hash), so rcu-walks and negative dentries see every change. A failed
 //! operation changes nothing.
+//!
+//! May import the base modules, the node types, `namei`, `superblock`,
+//! `dirlock` and `notify_change`; the system-call layer (`syscalls`) calls
+//! it.
 
-use crate::cred::{may_chmod, may_chown, may_delete_in_sticky, Access};
+use crate::cred::{may_delete_in_sticky, Access};
 use crate::dentry::Dentry;
 use crate::dirlock::DirWriteGuard;
 use crate::errno::{Errno, VfsResult};
-use crate::inode::{FileType, Inode, NewInode, Stat};
+use crate::inode::{Inode, NewInode};
 use crate::mode::{S_IALLUGO, S_IFDIR, S_IFMT, S_ISGID, S_ISVTX, S_IXGRP};
 use crate::namei::{walk, Intent, Walked};
 use crate::path::{DirOp, Last};
 use crate::superblock::SuperBlock;
-use crate::time::Timespec;
+use crate::types::{FileType, RenameFlags, SetTime, Stat};
 use crate::Credentials;
 use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
 
-/// Who performs an operation, and from where relative paths start.
+/// Who performs an operation, and from where relative paths start: the
+/// name operations' view of a [`Context`](crate::Context).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ctx<'a> {
     pub sb: &'a SuperBlock,
     pub cred: &'a Credentials,
     pub cwd: &'a Arc<Inode>,
-}
-
-/// A timestamp argument of [`utimens`](crate::Process::utimens).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SetTime {
-    /// The current time (`UTIME_NOW`).
-    Now,
-    /// Leave it as it is (`UTIME_OMIT`).
-    Omit,
-    /// This time.
-    At(Timespec),
-}
-
-/// `renameat2` flags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RenameFlags {
-    /// Fail with `EEXIST` instead of replacing an existing target.
-    pub noreplace: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -251,11 +238,12 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// `link(2)`, checking in `do_linkat` / `vfs_link` order: the new name,
-    /// write permission on its directory, then the source's type and links.
-    pub fn link(&self, old: &[u8], new: &[u8]) -> VfsResult<()> {
+    /// `link(2)`, `new` walked from `to`'s start, checking in `do_linkat` /
+    /// `vfs_link` order: the new name, write permission on its directory,
+    /// then the source's type and links.
+    pub fn link(&self, old: &[u8], to: &Ctx<'_>, new: &[u8]) -> VfsResult<()> {
         let inode = self.lookup(old, Intent::NoFollow)?;
-        let (dir, last, trailing_slash) = self.parent(new)?;
+        let (dir, last, trailing_slash) = to.parent(new)?;
         let name = last.require_normal(DirOp::Create)?;
         if trailing_slash {
             return Err(self.trailing_slash_on_create(&dir, name));
@@ -320,22 +308,22 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn chmod(&self, path: &[u8], perm: u32) -> VfsResult<()> {
-        chmod_inode(&*self.lookup(path, Intent::Follow)?, self.cred, perm)
+        crate::notify_change::chmod(&*self.lookup(path, Intent::Follow)?, self.cred, perm)
     }
 
     pub fn chown(&self, path: &[u8], uid: Option<u32>, gid: Option<u32>, intent: Intent) -> VfsResult<()> {
-        chown_inode(&*self.lookup(path, intent)?, self.cred, uid, gid)
+        crate::notify_change::chown(&*self.lookup(path, intent)?, self.cred, uid, gid)
     }
 
     pub fn utimens(&self, path: &[u8], atime: SetTime, mtime: SetTime, intent: Intent) -> VfsResult<()> {
-        set_times(&*self.lookup(path, intent)?, self.cred, atime, mtime)
+        crate::notify_change::set_times(&*self.lookup(path, intent)?, self.cred, atime, mtime)
     }
 
-    /// `renameat2`, with Linux's checks in Linux's order (`do_renameat2`,
-    /// `vfs_rename`).
-    pub fn rename(&self, old: &[u8], new: &[u8], flags: RenameFlags) -> VfsResult<()> {
+    /// `renameat2`, `new` walked from `to`'s start, with Linux's checks in
+    /// Linux's order (`do_renameat2`, `vfs_rename`).
+    pub fn rename(&self, old: &[u8], to: &Ctx<'_>, new: &[u8], flags: RenameFlags) -> VfsResult<()> {
         let (old_dir, old_last, old_slash) = self.parent(old)?;
-        let (new_dir, new_last, new_slash) = self.parent(new)?;
+        let (new_dir, new_last, new_slash) = to.parent(new)?;
         let old_name = old_last.require_normal(DirOp::RenameFrom)?;
         let new_op = if flags.noreplace { DirOp::RenameToNoReplace } else { DirOp::RenameTo };
         let new_name = new_last.require_normal(new_op)?;
@@ -448,59 +436,4 @@ fn is_ancestor(ancestor: &Arc<Inode>, dir: &Arc<Inode>) -> bool {
         cursor = inode.dir().ok().and_then(|d| d.parent(&guard));
     }
     false
-}
-
-/// `chmod` on an inode: owner or root only.
-pub(crate) fn chmod_inode(inode: &Inode, cred: &Credentials, perm: u32) -> VfsResult<()> {
-    let a = inode.attrs();
-    let mode = may_chmod(a.mode, a.uid, a.gid, cred, perm)?;
-    let now = Timespec::now();
-    inode.update_attrs(|a| {
-        a.mode = mode;
-        a.ctime = now;
-    });
-    Ok(())
-}
-
-/// `chown` on an inode; `None` leaves an id unchanged.
-pub(crate) fn chown_inode(inode: &Inode, cred: &Credentials, uid: Option<u32>, gid: Option<u32>) -> VfsResult<()> {
-    let a = inode.attrs();
-    let mode = may_chown(a.mode, a.uid, a.gid, cred, uid, gid)?;
-    let now = Timespec::now();
-    inode.update_attrs(|a| {
-        a.mode = mode;
-        a.uid = uid.unwrap_or(a.uid);
-        a.gid = gid.unwrap_or(a.gid);
-        a.ctime = now;
-    });
-    Ok(())
-}
-
-/// `utimensat` on an inode: explicit times need ownership (or root);
-/// `UTIME_NOW` for both also allows anyone with write permission.
-pub(crate) fn set_times(inode: &Inode, cred: &Credentials, atime: SetTime, mtime: SetTime) -> VfsResult<()> {
-    if atime == SetTime::Omit && mtime == SetTime::Omit {
-        return Ok(());
-    }
-    let a = inode.attrs();
-    let owner = cred.uid() == a.uid || cred.is_root();
-    if !owner {
-        let only_now = matches!((atime, mtime), (SetTime::Now | SetTime::Omit, SetTime::Now | SetTime::Omit));
-        if !only_now {
-            return Err(Errno::EPERM);
-        }
-        inode.permission(cred, Access::WRITE)?;
-    }
-    let now = Timespec::now();
-    let resolve = |t: SetTime, old: Timespec| match t {
-        SetTime::Now => now,
-        SetTime::Omit => old,
-        SetTime::At(t) => t,
-    };
-    inode.update_attrs(|a| {
-        a.atime = resolve(atime, a.atime);
-        a.mtime = resolve(mtime, a.mtime);
-        a.ctime = now;
-    });
-    Ok(())
 }

@@ -38,6 +38,8 @@
 //! This is the design the conflict-free hot paths share: the same epoch
 //! plus sequence-count read that rcu-walk uses for dentries, applied to
 //! file data.
+//!
+//! May import `errno`.
 
 use crate::errno::{Errno, VfsResult};
 use crossbeam_epoch::{Guard, Owned, Shared};
@@ -428,14 +430,6 @@ impl fmt::Debug for PageWriter<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PageWriter").field("map", self.map).finish()
     }
-}
-
-/// `fallocate` modes, with Linux's bit values.
-pub mod falloc {
-    /// Do not change the file size.
-    pub const KEEP_SIZE: i32 = 0x01;
-    /// Free the range (with `KEEP_SIZE`).
-    pub const PUNCH_HOLE: i32 = 0x02;
 }
 
 impl PageWriter<'_> {

@@ -21,6 +21,8 @@
 //! [`PathName::split_last`]; [`Last::require_normal`] gives the errno Linux
 //! returns when that last component is `.`, `..` or the root.
 //!
+//! May import `errno`.
+//!
 //! ```
 //! use vfscale::path::{Component, DirOp, Last, PathName};
 //! use vfscale::Errno;

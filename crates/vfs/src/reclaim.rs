@@ -12,6 +12,8 @@
 //! release holds that `Arc` (the counter must outlive the superblock if the
 //! release runs late), so deferring writes only the deferring CPU's line
 //! and unlinks in different directories share no counter.
+//!
+//! May import nothing of the crate.
 
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
@@ -59,8 +61,10 @@ impl Reclaim {
     }
 }
 
-/// Runs every release deferred so far through the epoch, by any filesystem
-/// of this process (an `rcu_barrier` for all of them), or gives up after
+/// The release barrier of every instance at once (an `rcu_barrier`): runs
+/// every release deferred so far through the epoch, by any filesystem of
+/// this process, as [`Vfs::release_barrier`](crate::Vfs::release_barrier)
+/// does for one, or gives up after
 /// `timeout` (another thread stayed pinned); returns whether they all ran.
 /// Benchmarks call it between runs, so that no run pays for collecting
 /// the garbage of the one before.
@@ -68,7 +72,7 @@ impl Reclaim {
 /// Deferred releases run in the order their batches were handed to the
 /// global queue, so once a marker deferred now has run, everything handed
 /// over before it has too; threads that have exited handed theirs over.
-pub fn run_deferred_releases(timeout: Duration) -> bool {
+pub fn release_barrier(timeout: Duration) -> bool {
     let ran = Arc::new(vfscale_sync::audited::AtomicBool::new(false));
     let marker = Arc::clone(&ran);
     crossbeam_epoch::pin().defer(move || marker.store(true, Ordering::Release));
@@ -104,7 +108,7 @@ mod tests {
             })
             .collect();
         threads.into_iter().for_each(|t| t.join().unwrap());
-        assert!(run_deferred_releases(Duration::from_secs(60)));
+        assert!(release_barrier(Duration::from_secs(60)));
         assert_eq!(dropped.load(Ordering::Relaxed), 4000);
     }
 }

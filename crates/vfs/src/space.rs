@@ -15,6 +15,8 @@
 //! the filesystem; `free_ispace` is the inode space not taken by live
 //! inodes and their extended attributes. A limit of 0 means none, and an
 //! unlimited inode space is not counted at all.
+//!
+//! May import `errno` and `pages`.
 
 use crate::errno::{Errno, VfsResult};
 use crate::pages::{PageBudget, PAGE_SIZE};

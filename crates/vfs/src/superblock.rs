@@ -7,14 +7,17 @@
 //! moves a name from one directory to another, so no walk that overlapped
 //! one is believed (a rename within one directory is ordered by that
 //! directory's lock alone, and changes no parent a walk could see).
+//!
+//! May import the base modules, the node types, `backend` and `dirlock`.
 
 use crate::backend::{Backend, Revalidate};
 use crate::config::{InodeListKind, NegativeDentries, VfsConfig, WalkMode};
 use crate::dcache::Dcache;
 use crate::dentry::Dentry;
 use crate::dirlock::DirLocks;
-use crate::inode::{FileType, Inode, InodeRegistry, NewInode};
+use crate::inode::{Inode, InodeRegistry, NewInode};
 use crate::reclaim::Reclaim;
+use crate::types::FileType;
 use std::fmt;
 use std::sync::{Arc, Weak};
 use vfscale_sync::dlock_list::{ConcurrentList, GlobalList, PerCpuList};

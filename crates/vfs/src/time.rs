@@ -1,4 +1,6 @@
 //! Timestamps as `struct timespec`.
+//!
+//! May import nothing of the crate.
 
 use bytemuck::{Pod, Zeroable};
 

@@ -19,10 +19,13 @@
 //! Setting or removing one changes the inode's ctime; a failure changes
 //! nothing.
 //!
-//! Invariant: an inode's attributes live in one map under one lock
-//! (`Xattrs`); every value is at most [`XATTR_SIZE_MAX`] bytes and every
-//! name at most [`XATTR_NAME_MAX`]. The space they take is charged to the
-//! filesystem's inode space (tmpfs's `free_ispace`) while they exist.
+//! Invariant: every value is at most [`XATTR_SIZE_MAX`] bytes and every
+//! name at most [`XATTR_NAME_MAX`]; the space they take is charged to the
+//! filesystem's inode space (tmpfs's `free_ispace`) while they exist. The
+//! storage itself (one map per inode under one lock) is the
+//! `xattr_store` module; this one holds the calls and their checks.
+//!
+//! May import the base modules and the node types.
 //!
 //! ```
 //! use vfscale::xattr::{XATTR_CREATE, XATTR_REPLACE};
@@ -48,13 +51,12 @@
 
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
-use crate::inode::{FileType, Inode};
+use crate::inode::Inode;
 use crate::mode::S_ISVTX;
 use crate::time::Timespec;
+use crate::types::FileType;
+use crate::xattr_store::space;
 use crate::Credentials;
-use std::collections::BTreeMap;
-use std::fmt;
-use vfscale_sync::audited::Mutex;
 
 /// `setxattr` flag: fail with EEXIST if the attribute exists.
 pub const XATTR_CREATE: i32 = 1;
@@ -86,40 +88,6 @@ fn namespace(name: &[u8]) -> Namespace {
         Namespace::Security
     } else {
         Namespace::Other
-    }
-}
-
-/// Bytes an attribute takes from the inode space, as shmem's
-/// `simple_xattr_space` counts them: the value with a header, and the
-/// name with its NUL.
-pub(crate) fn space(name: &[u8], value_len: usize) -> u64 {
-    const HEADER: usize = 40;
-    ((HEADER + value_len).next_power_of_two().max(64) + name.len() + 1) as u64
-}
-
-/// Names to values.
-type Map = BTreeMap<Box<[u8]>, Box<[u8]>>;
-
-/// An inode's extended attributes.
-#[derive(Default)]
-pub(crate) struct Xattrs {
-    map: Mutex<Map>,
-}
-
-impl fmt::Debug for Xattrs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Xattrs").field("count", &self.lock().len()).finish()
-    }
-}
-
-impl Xattrs {
-    fn lock(&self) -> vfscale_sync::audited::MutexGuard<'_, Map> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The inode space all of them take (given back when the inode goes).
-    pub fn space(&self) -> u64 {
-        self.lock().iter().map(|(name, value)| space(name, value.len())).sum()
     }
 }
 

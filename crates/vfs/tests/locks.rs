@@ -485,25 +485,28 @@ fn proc_locks_lists_every_kind() {
 
 #[test]
 fn description_locks_skip_the_mode_check_and_close_like_a_descriptor() {
+    use vfscale::syscalls::locks::{getlk, posix_close, setlk, AccessModeCheck::Skip, RecordOwner::Posix};
     each_kind(|vfs| {
         let (a, b) = (vfs.process(Credentials::root()), vfs.process(Credentials::root()));
         a.close(rw(&a, "/d")).unwrap();
         let ro = a.open_description("/d", OpenFlags::RDONLY, 0).unwrap();
         // A write lock through a read-only description: EBADF by
-        // descriptor, allowed by description (FUSE's flock).
+        // descriptor, allowed without the check (FUSE's flock).
         let fd = a.open("/d", OpenFlags::RDONLY, 0).unwrap();
         assert_eq!(a.fcntl_setlk(fd, &Flock::new(F_WRLCK, 0, 0)), Err(Errno::EBADF));
-        a.posix_setlk_description(&ro, &Flock::new(F_WRLCK, 0, 10), None).unwrap();
-        assert_eq!(b.posix_setlk_description(&ro, &Flock::new(F_RDLCK, 5, 1), None), Err(Errno::EAGAIN));
+        let locks = vfs.locks();
+        setlk(locks, &ro, (a.pid(), Posix), &Flock::new(F_WRLCK, 0, 10), None, Skip).unwrap();
+        assert_eq!(setlk(locks, &ro, (b.pid(), Posix), &Flock::new(F_RDLCK, 5, 1), None, Skip), Err(Errno::EAGAIN));
         let mut probe = Flock::new(F_RDLCK, 5, 1);
-        b.posix_getlk_description(&ro, &mut probe).unwrap();
+        getlk(locks, &ro, b.pid(), Posix, &mut probe).unwrap();
         assert_eq!((probe.l_type, probe.l_start, probe.l_len, probe.l_pid), (F_WRLCK, 0, 10, a.pid()));
         let waiting = Interrupt::after(Duration::from_millis(20));
-        assert_eq!(b.posix_setlk_description(&ro, &Flock::new(F_RDLCK, 5, 1), Some(&waiting)), Err(Errno::EINTR));
-        a.posix_close_description(&ro);
-        b.posix_setlk_description(&ro, &Flock::new(F_RDLCK, 5, 1), Some(&Interrupt::never())).unwrap();
+        let read = Flock::new(F_RDLCK, 5, 1);
+        assert_eq!(setlk(locks, &ro, (b.pid(), Posix), &read, Some(&waiting), Skip), Err(Errno::EINTR));
+        posix_close(&ro, a.pid());
+        setlk(locks, &ro, (b.pid(), Posix), &read, Some(&Interrupt::never()), Skip).unwrap();
         assert_eq!(vfs.locks().list().len(), 1);
-        b.posix_close_description(&ro);
+        posix_close(&ro, b.pid());
         assert!(vfs.locks().list().is_empty());
     });
 }

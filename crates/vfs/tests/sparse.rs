@@ -2,7 +2,8 @@
 //! `SEEK_DATA`/`SEEK_HOLE`, `fallocate` and the file-size limit, with
 //! Linux's (tmpfs's) errors.
 
-use vfscale::pages::{falloc, MAX_LFS_FILESIZE, PAGE_SIZE};
+use vfscale::falloc;
+use vfscale::pages::{MAX_LFS_FILESIZE, PAGE_SIZE};
 use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs, VfsConfig, Whence};
 
 fn setup() -> (Vfs, Process, i32) {

@@ -9,132 +9,24 @@
 //! description are atomic with respect to each other, as Linux's
 //! `f_pos_lock` makes them. Reading file data at an explicit offset
 //! (`pread`) takes no lock at all: see [`crate::pages`].
+//!
+//! May import the base modules, the node types, `backend`, `dirlock` and `locks`.
+
+pub(crate) mod open_ref;
 
 use crate::backend::{BackedFile, Backend};
-use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
-use crate::inode::{Body, FileType, Inode, Stat};
+use crate::inode::{Body, Inode};
 use crate::mode::{S_ISGID, S_ISUID, S_IXGRP};
-use crate::pages::{falloc, PageMap};
+use crate::pages::PageMap;
 use crate::time::Timespec;
+use crate::types::{falloc, DirEntry, FileType, OpenFlags, Stat, Whence};
 use crate::Credentials;
 use std::fmt;
 use std::sync::Arc;
 use vfscale_sync::audited::Mutex;
 use vfscale_sync::pad::LinePad;
-
-/// `open(2)` flags, with Linux's bit values.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct OpenFlags(pub i32);
-
-impl OpenFlags {
-    /// Read only.
-    pub const RDONLY: OpenFlags = OpenFlags(libc::O_RDONLY);
-    /// Write only.
-    pub const WRONLY: OpenFlags = OpenFlags(libc::O_WRONLY);
-    /// Read and write.
-    pub const RDWR: OpenFlags = OpenFlags(libc::O_RDWR);
-    /// Create the file if it does not exist.
-    pub const CREAT: OpenFlags = OpenFlags(libc::O_CREAT);
-    /// With `CREAT`: fail with EEXIST if it exists.
-    pub const EXCL: OpenFlags = OpenFlags(libc::O_EXCL);
-    /// Truncate a regular file opened for writing.
-    pub const TRUNC: OpenFlags = OpenFlags(libc::O_TRUNC);
-    /// Every write appends.
-    pub const APPEND: OpenFlags = OpenFlags(libc::O_APPEND);
-    /// Fail with ENOTDIR unless it is a directory.
-    pub const DIRECTORY: OpenFlags = OpenFlags(libc::O_DIRECTORY);
-    /// Fail with ELOOP if the last component is a symlink.
-    pub const NOFOLLOW: OpenFlags = OpenFlags(libc::O_NOFOLLOW);
-    /// Do not block (lease breaks, locks).
-    pub const NONBLOCK: OpenFlags = OpenFlags(libc::O_NONBLOCK);
-
-    /// Whether all bits of `other` are set.
-    pub fn contains(self, other: OpenFlags) -> bool {
-        self.0 & other.0 == other.0 && (other.0 != 0 || self.0 & libc::O_ACCMODE == 0)
-    }
-
-    fn has(self, bit: OpenFlags) -> bool {
-        self.0 & bit.0 != 0
-    }
-
-    /// The permission `open` checks. Linux's special access mode 3 asks
-    /// for read and write permission but allows neither (for ioctls).
-    pub(crate) fn permission_needed(self) -> Access {
-        match self.0 & libc::O_ACCMODE {
-            libc::O_RDONLY => Access::READ,
-            libc::O_WRONLY => Access::WRITE,
-            _ => Access::READ | Access::WRITE,
-        }
-    }
-
-    pub(crate) fn may_read(self) -> bool {
-        matches!(self.0 & libc::O_ACCMODE, libc::O_RDONLY | libc::O_RDWR)
-    }
-
-    pub(crate) fn may_write(self) -> bool {
-        matches!(self.0 & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
-    }
-
-    pub(crate) fn creat(self) -> bool {
-        self.has(Self::CREAT)
-    }
-    pub(crate) fn excl(self) -> bool {
-        self.has(Self::EXCL)
-    }
-    pub(crate) fn trunc(self) -> bool {
-        self.has(Self::TRUNC)
-    }
-    pub(crate) fn directory(self) -> bool {
-        self.has(Self::DIRECTORY)
-    }
-    pub(crate) fn nofollow(self) -> bool {
-        self.has(Self::NOFOLLOW)
-    }
-    fn append(self) -> bool {
-        self.has(Self::APPEND)
-    }
-}
-
-impl std::ops::BitOr for OpenFlags {
-    type Output = OpenFlags;
-    fn bitor(self, other: OpenFlags) -> OpenFlags {
-        OpenFlags(self.0 | other.0)
-    }
-}
-
-impl fmt::Debug for OpenFlags {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "OpenFlags({:#o})", self.0)
-    }
-}
-
-/// `lseek` origins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Whence {
-    /// From the start (`SEEK_SET`).
-    Set,
-    /// From the current offset (`SEEK_CUR`).
-    Cur,
-    /// From the end (`SEEK_END`).
-    End,
-    /// To the next byte of data at or after the offset (`SEEK_DATA`).
-    Data,
-    /// To the next hole at or after the offset (`SEEK_HOLE`); the end of
-    /// the file counts as a hole.
-    Hole,
-}
-
-/// One entry returned by `readdir`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirEntry {
-    /// The name (including `.` and `..`).
-    pub name: Vec<u8>,
-    /// Inode number.
-    pub ino: u64,
-    /// Type of the inode.
-    pub file_type: FileType,
-}
+use vfscale_sync::poison::unpoisoned;
 
 /// Where the next `readdir` continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,7 +43,7 @@ enum DirPos {
 #[repr(C)]
 pub struct OpenFile {
     _head: LinePad,
-    inode: crate::opens::OpenRef,
+    inode: open_ref::OpenRef,
     /// The backend's open file, for files a backend serves.
     backed: Option<Box<dyn BackedFile>>,
     /// The superblock's backend, which lists backed directories (held by
@@ -167,16 +59,16 @@ pub struct OpenFile {
     dir_pos: Mutex<DirPos>,
     max_file_size: u64,
     /// Where its inode's flock list keeps this description's flock.
-    flock_home: crate::locks::LockHome,
+    flock_home: crate::locks::HomeShard,
     /// Where its inode's lease list keeps this description's lease.
-    lease_home: crate::locks::LockHome,
+    lease_home: crate::locks::HomeShard,
     _tail: LinePad,
 }
 
 impl Drop for OpenFile {
     /// The last reference went: its flock and OFD locks and its lease go.
     fn drop(&mut self) {
-        crate::locks::file_released(self);
+        self.inode.locks.file_released(self.lock_id(), &self.flock_home, &self.lease_home);
     }
 }
 
@@ -187,7 +79,14 @@ impl fmt::Debug for OpenFile {
 }
 
 impl OpenFile {
-    pub(crate) fn flock_home(&self) -> &crate::locks::LockHome {
+    /// The description as a lock owner (flock, OFD locks, leases): its
+    /// address, stable while it is in its `Arc`, and reused only after its
+    /// locks were released on drop.
+    pub(crate) fn lock_id(&self) -> crate::locks::FileId {
+        crate::locks::FileId(self as *const OpenFile as usize)
+    }
+
+    pub(crate) fn flock_home(&self) -> &crate::locks::HomeShard {
         &self.flock_home
     }
 
@@ -197,12 +96,12 @@ impl OpenFile {
         self.backed.is_some()
     }
 
-    pub(crate) fn lease_home(&self) -> &crate::locks::LockHome {
+    pub(crate) fn lease_home(&self) -> &crate::locks::HomeShard {
         &self.lease_home
     }
 
     pub(crate) fn new(
-        inode: crate::opens::OpenRef,
+        inode: open_ref::OpenRef,
         flags: OpenFlags,
         max_file_size: u64,
         backend: Option<Arc<dyn Backend>>,
@@ -221,8 +120,8 @@ impl OpenFile {
             offset: Mutex::new(0),
             dir_pos: Mutex::new(DirPos::Dot),
             max_file_size,
-            flock_home: crate::locks::LockHome::default(),
-            lease_home: crate::locks::LockHome::default(),
+            flock_home: crate::locks::HomeShard::default(),
+            lease_home: crate::locks::HomeShard::default(),
             _tail: LinePad::new(),
         }
     }
@@ -547,5 +446,5 @@ fn remove_privileges(a: &mut crate::inode::Attrs, cred: &Credentials) {
 }
 
 fn lock<T>(m: &Mutex<T>) -> vfscale_sync::audited::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    unpoisoned(m.lock())
 }

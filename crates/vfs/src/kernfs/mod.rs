@@ -1,7 +1,7 @@
 //! kernfs: a program publishes its objects as a sysfs-like tree of
 //! directories, attribute files with `show`/`store` callbacks, and
 //! symlinks, which readers walk through an ordinary [`Vfs`] while the tree
-//! changes under them (seed 000, kernel-notes §1).
+//! changes under them (seed 000; `docs/design.md`, "Seed 000").
 //!
 //! Invariant: the tree (every directory's children) changes only under
 //! the tree lock held for write, and each change bumps the revision of the
@@ -26,6 +26,8 @@
 //! `atomic_write_len`); callback errors reach the caller unchanged. After
 //! a node is removed, opens fail with ENOENT and reads or writes on files
 //! already open fail with ENODEV.
+//!
+//! May import the base modules, the node types, `backend` and `vfs`.
 //!
 //! ```
 //! use vfscale::kernfs::{Kernfs, KernfsConfig};
@@ -59,8 +61,8 @@ pub use attr::{Attribute, MAX_WRITE};
 use crate::backend::{BackedFile, Backend, Revalidate};
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
-use crate::file::{DirEntry, OpenFlags};
-use crate::inode::{FileType, Inode, InodeRegistry, NewInode};
+use crate::inode::{Inode, InodeRegistry, NewInode};
+use crate::types::{DirEntry, FileType, OpenFlags};
 use crate::{Credentials, Vfs, VfsConfig};
 use active::Active;
 use crossbeam_epoch::Owned;

@@ -9,7 +9,7 @@
 //! the CPU that took it alone; an exclusive one takes every shard, in
 //! order, and marks each with its holder, so a shared request sees a
 //! conflict in its own shard. Two shared flocks of one file taken on two
-//! CPUs then share no line. A description's [`LockHome`] names the shard
+//! CPUs then share no line. A description's [`HomeShard`] names the shard
 //! that holds its flock. Until a second description asks for a shared
 //! flock, shard 0 holds every flock, so exclusive flocks take one lock as
 //! before; the shards (one padded line pair per CPU) are made on a file's
@@ -31,7 +31,7 @@ use lease::Leases;
 
 use super::range::{self, Piece, OFFSET_MAX};
 use super::wait::{Interrupt, Waiter};
-use super::{BlockedEntry, LockInfo, LockKind, LockManager, Slot, Sys};
+use super::{BlockedEntry, EntryId, FileId, LockInfo, LockKind, LockManager, Shared};
 use crate::errno::{Errno, VfsResult};
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
@@ -46,20 +46,20 @@ use vfscale_sync::spin::{SpinLock, TasLock};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Owner {
     Pid(i32),
-    File(usize),
+    File(FileId),
 }
 
 #[derive(Debug)]
 struct FlockEntry {
-    file: usize,
-    slot: Slot,
+    file: FileId,
+    slot: EntryId,
 }
 
 #[derive(Debug)]
 struct RecordEntry {
     owner: Owner,
     piece: Piece,
-    slot: Slot,
+    slot: EntryId,
 }
 
 #[derive(Debug)]
@@ -71,18 +71,18 @@ struct Queued {
 
 /// The locks of one kind and the requests waiting on them.
 #[derive(Debug)]
-struct Kind<E> {
+struct KindList<E> {
     entries: Vec<E>,
     queue: VecDeque<Queued>,
 }
 
-impl<E> Default for Kind<E> {
+impl<E> Default for KindList<E> {
     fn default() -> Self {
-        Kind { entries: Vec::new(), queue: VecDeque::new() }
+        KindList { entries: Vec::new(), queue: VecDeque::new() }
     }
 }
 
-impl<E> Kind<E> {
+impl<E> KindList<E> {
     /// Queues waiter `id`, blocked on `blocker`'s locks here.
     fn park(&mut self, id: u64, blocker: Owner) -> Arc<Waiter> {
         let waiter = Arc::new(Waiter::default());
@@ -97,7 +97,7 @@ impl<E> Kind<E> {
     }
 
     /// Wakes, in queue order, everyone waiting on `owner`'s locks here.
-    fn wake(&mut self, sys: &mut Sys<'_>, owner: Owner) {
+    fn wake(&mut self, sys: &mut Shared<'_>, owner: Owner) {
         if self.queue.iter().all(|q| q.blocker != owner) {
             return;
         }
@@ -112,10 +112,10 @@ impl<E> Kind<E> {
 }
 
 /// A kind's list under its spinlock, on a line of its own.
-type Locked<E> = CachePadded<SpinLock<TasLock, Kind<E>>>;
+type Locked<E> = CachePadded<SpinLock<TasLock, KindList<E>>>;
 
 fn locked<E>() -> Locked<E> {
-    CachePadded::new(SpinLock::new(Kind::default()))
+    CachePadded::new(SpinLock::new(KindList::default()))
 }
 
 /// One CPU's part of the flock list: the flocks taken on it (and the
@@ -123,21 +123,21 @@ fn locked<E>() -> Locked<E> {
 /// any, which every shard records.
 #[derive(Debug, Default)]
 struct FlockShard {
-    locks: Kind<FlockEntry>,
-    exclusive: Option<usize>,
+    locks: KindList<FlockEntry>,
+    exclusive: Option<FileId>,
     /// Shard 0, before sharding: the description that took shared flocks.
-    shared_by: Option<usize>,
+    shared_by: Option<FileId>,
 }
 
 impl FlockShard {
     /// A description whose flock here (or exclusive one anywhere)
     /// conflicts with an exclusive request.
-    fn holder(&self) -> Option<usize> {
+    fn holder(&self) -> Option<FileId> {
         self.exclusive.or_else(|| self.locks.entries.first().map(|f| f.file))
     }
 
     /// Takes `file`'s flock out of the shard its home names; its slot.
-    fn remove(&mut self, file: usize) -> Slot {
+    fn remove(&mut self, file: FileId) -> EntryId {
         let i = self.locks.entries.iter().position(|f| f.file == file).expect("the shard the home names");
         self.locks.entries.swap_remove(i).slot
     }
@@ -149,9 +149,9 @@ impl FlockShard {
 /// description's lines ([`OpenFile`](crate::OpenFile)) and two
 /// descriptions never share it.
 #[derive(Debug, Default)]
-pub(crate) struct LockHome(AtomicUsize);
+pub(crate) struct HomeShard(AtomicUsize);
 
-impl LockHome {
+impl HomeShard {
     /// The shard holding the flock and whether it is exclusive, if there
     /// is one.
     fn get(&self) -> Option<(usize, bool)> {
@@ -242,9 +242,9 @@ impl FileLockContext {
     /// between tries on the lock it reports; EINTR if `intr` fires first.
     fn retry<E>(
         &self,
-        kind: &SpinLock<TasLock, Kind<E>>,
+        kind: &SpinLock<TasLock, KindList<E>>,
         intr: &Interrupt<'_>,
-        mut attempt: impl FnMut(&mut Sys<'_>, &mut Kind<E>) -> Attempt,
+        mut attempt: impl FnMut(&mut Shared<'_>, &mut KindList<E>) -> Attempt,
     ) -> VfsResult<()> {
         loop {
             let outcome = {
@@ -285,7 +285,7 @@ impl FileLockContext {
 
     /// Takes waiter `id` off the queue and the wait-for graph, unless a
     /// waker already did.
-    fn unqueue<E>(&self, kind: &SpinLock<TasLock, Kind<E>>, id: u64) {
+    fn unqueue<E>(&self, kind: &SpinLock<TasLock, KindList<E>>, id: u64) {
         let mut sys = self.mgr.enter();
         if kind.lock().unqueue(id) {
             sys.blocked(|g| g.unblock(id));
@@ -297,8 +297,8 @@ impl FileLockContext {
     /// is dropped first (waking its waiters), as in Linux.
     pub(crate) fn flock(
         &self,
-        file: usize,
-        home: &LockHome,
+        file: FileId,
+        home: &HomeShard,
         pid: i32,
         write: Option<bool>,
         wait: Option<&Interrupt<'_>>,
@@ -335,7 +335,7 @@ impl FileLockContext {
 
     /// Drops `file`'s flock unless it is already of type `write`
     /// (`Done(Ok)`); `None` once it holds none, `Raced` to start over.
-    fn drop_flock(&self, sys: &mut Sys<'_>, file: usize, home: &LockHome, write: Option<bool>) -> Option<Taken> {
+    fn drop_flock(&self, sys: &mut Shared<'_>, file: FileId, home: &HomeShard, write: Option<bool>) -> Option<Taken> {
         let (at, exclusive) = home.get()?;
         if Some(exclusive) == write {
             return Some(Taken::Done(Ok(())));
@@ -372,7 +372,7 @@ impl FileLockContext {
 
     /// A shared flock in this CPU's shard (shard 0 until sharding), which
     /// knows of any exclusive one.
-    fn take_shared(&self, sys: &mut Sys<'_>, file: usize, home: &LockHome, pid: i32, wait: bool) -> Taken {
+    fn take_shared(&self, sys: &mut Shared<'_>, file: FileId, home: &HomeShard, pid: i32, wait: bool) -> Taken {
         let sharded = self.flocks_sharded.load(Ordering::Acquire);
         let mut shard = if sharded { self.flocks().local_lock() } else { self.flocks().lock_cpu(0) };
         if !sharded && self.flocks_sharded.load(Ordering::Acquire) {
@@ -401,7 +401,7 @@ impl FileLockContext {
 
     /// An exclusive flock: no shard may hold a flock (before sharding,
     /// shard 0 holds them all).
-    fn take_exclusive(&self, sys: &mut Sys<'_>, file: usize, home: &LockHome, pid: i32, wait: bool) -> Taken {
+    fn take_exclusive(&self, sys: &mut Shared<'_>, file: FileId, home: &HomeShard, pid: i32, wait: bool) -> Taken {
         if !self.flocks_sharded.load(Ordering::Acquire) {
             let mut shard = self.flocks().lock_cpu(0);
             if self.flocks_sharded.load(Ordering::Acquire) {
@@ -434,9 +434,9 @@ impl FileLockContext {
     /// took a flock meanwhile.
     fn new_exclusive(
         &self,
-        sys: &mut Sys<'_>,
-        file: usize,
-        home: &LockHome,
+        sys: &mut Shared<'_>,
+        file: FileId,
+        home: &HomeShard,
         pid: i32,
         here: usize,
     ) -> Option<FlockEntry> {
@@ -448,7 +448,14 @@ impl FileLockContext {
     /// (EWOULDBLOCK unless it may `wait`): the holder's release locks that
     /// shard. `Raced` if the holder is `file` itself: another of its
     /// threads took a flock meanwhile, which the retry converts.
-    fn park_flock(&self, locks: &mut Kind<FlockEntry>, shard: usize, holder: usize, file: usize, wait: bool) -> Taken {
+    fn park_flock(
+        &self,
+        locks: &mut KindList<FlockEntry>,
+        shard: usize,
+        holder: FileId,
+        file: FileId,
+        wait: bool,
+    ) -> Taken {
         if holder == file {
             return Taken::Raced;
         }
@@ -513,8 +520,8 @@ impl FileLockContext {
     #[allow(clippy::too_many_arguments)]
     fn apply_record(
         &self,
-        sys: &mut Sys<'_>,
-        records: &mut Kind<RecordEntry>,
+        sys: &mut Shared<'_>,
+        records: &mut KindList<RecordEntry>,
         owner: Owner,
         pid: i32,
         write: Option<bool>,
@@ -554,7 +561,7 @@ impl FileLockContext {
         self.remove_owner_locked(&mut self.mgr.enter(), owner);
     }
 
-    fn remove_owner_locked(&self, sys: &mut Sys<'_>, owner: Owner) {
+    fn remove_owner_locked(&self, sys: &mut Shared<'_>, owner: Owner) {
         let mut records = self.records.lock();
         if records.entries.iter().any(|r| r.owner == owner) {
             self.apply_record(sys, &mut records, owner, 0, None, 0, OFFSET_MAX);
@@ -563,7 +570,7 @@ impl FileLockContext {
 
     /// The last reference to description `file` went: its flock and OFD
     /// locks and its lease go.
-    pub(crate) fn release_file(&self, file: usize, home: &LockHome, lease_home: &LockHome) {
+    pub(crate) fn release_file(&self, file: FileId, home: &HomeShard, lease_home: &HomeShard) {
         let owner = Owner::File(file);
         let mut sys = self.mgr.enter();
         while self.drop_flock(&mut sys, file, home, None).is_some() {}

@@ -5,7 +5,7 @@
 //! [`super::LockManager`]).
 //!
 //! Invariant: every lock held on some inode has exactly one entry here,
-//! named by the [`Slot`] returned by `insert`, from its insertion into an
+//! named by the [`EntryId`] returned by `insert`, from its insertion into an
 //! inode's list until its removal; `insert` and `remove` touch one CPU's
 //! list, only a listing sees all of them at once.
 
@@ -17,7 +17,7 @@ use vfscale_sync::spin::{RawSpinLock, TasLock};
 
 /// Names one entry: the CPU list it went to and its index there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Slot {
+pub(crate) struct EntryId {
     cpu: u32,
     index: u32,
 }
@@ -30,7 +30,7 @@ pub(crate) struct Slab {
 }
 
 impl Slab {
-    pub(crate) fn insert(&mut self, cpu: u32, info: LockInfo) -> Slot {
+    pub(crate) fn insert(&mut self, cpu: u32, info: LockInfo) -> EntryId {
         let index = match self.free.pop() {
             Some(index) => {
                 self.entries[index as usize] = Some(info);
@@ -41,10 +41,10 @@ impl Slab {
                 u32::try_from(self.entries.len() - 1).expect("fewer than 2^32 locks per CPU")
             }
         };
-        Slot { cpu, index }
+        EntryId { cpu, index }
     }
 
-    pub(crate) fn remove(&mut self, slot: Slot) {
+    pub(crate) fn remove(&mut self, slot: EntryId) {
         let entry = self.entries.get_mut(slot.index as usize).and_then(Option::take);
         debug_assert!(entry.is_some(), "lock list: removal of a free slot {slot:?}");
         self.free.push(slot.index);
@@ -57,8 +57,8 @@ impl Slab {
 
 /// A per-CPU variant of the list.
 pub(crate) trait LockList: Send + Sync + fmt::Debug {
-    fn insert(&self, info: LockInfo) -> Slot;
-    fn remove(&self, slot: Slot);
+    fn insert(&self, info: LockInfo) -> EntryId;
+    fn remove(&self, slot: EntryId);
     /// Visits every entry with the whole list frozen (the global side).
     fn for_each(&self, f: &mut dyn FnMut(&LockInfo));
 }
@@ -82,13 +82,13 @@ impl<R: RawSpinLock> fmt::Debug for LgLockList<R> {
 }
 
 impl<R: RawSpinLock> LockList for LgLockList<R> {
-    fn insert(&self, info: LockInfo) -> Slot {
+    fn insert(&self, info: LockInfo) -> EntryId {
         let mut local = self.lists.local_lock();
         let cpu = local.cpu() as u32;
         local.insert(cpu, info)
     }
 
-    fn remove(&self, slot: Slot) {
+    fn remove(&self, slot: EntryId) {
         self.lists.lock_cpu(slot.cpu as usize).remove(slot);
     }
 
@@ -120,14 +120,14 @@ impl fmt::Debug for RwSemLockList {
 }
 
 impl LockList for RwSemLockList {
-    fn insert(&self, info: LockInfo) -> Slot {
+    fn insert(&self, info: LockInfo) -> EntryId {
         let _read = self.sem.read();
         let mut local = self.lists.local_lock();
         let cpu = local.cpu() as u32;
         local.insert(cpu, info)
     }
 
-    fn remove(&self, slot: Slot) {
+    fn remove(&self, slot: EntryId) {
         let _read = self.sem.read();
         self.lists.lock_cpu(slot.cpu as usize).remove(slot);
     }
@@ -149,7 +149,7 @@ mod tests {
     }
 
     fn exercise(list: &dyn LockList) {
-        let slots: Vec<Slot> = (0..10).map(|i| list.insert(info(i))).collect();
+        let slots: Vec<EntryId> = (0..10).map(|i| list.insert(info(i))).collect();
         for slot in slots.iter().step_by(2) {
             list.remove(*slot);
         }

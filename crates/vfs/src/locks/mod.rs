@@ -1,4 +1,4 @@
-//! File locks (`fs/locks.c`, seed 004, kernel-notes §6): `flock`, POSIX
+//! File locks (`fs/locks.c`, seed 004): `flock`, POSIX
 //! and open-file-description (OFD) record locks, leases, deadlock
 //! detection, and the system-wide lock list that `/proc/locks` reads.
 //!
@@ -32,8 +32,16 @@
 //! hundreds of times slower; the `lglock-queued` variant keeps the queued
 //! flavour on purpose, to show it.
 //!
-//! Use the [`Process`] methods (`flock`, `fcntl_setlk`, ...); this module
-//! holds their types and the shared [`LockManager`].
+//! The engine knows its owners only by id, as Linux's `fl_owner_t` and
+//! gVisor's `UniqueID`: a [`Pid`] for POSIX locks, a [`FileId`] for the
+//! rest. It imports neither processes nor open files; an open file's drop
+//! calls down into it.
+//!
+//! May import `config` and `errno`. The system
+//! calls ([`crate::syscalls::locks`], wrapped by the
+//! [`Process`](crate::Process) methods `flock`, `fcntl_setlk`, ...) turn a
+//! call's arguments into owners and byte ranges; this module holds their
+//! types and the shared [`LockManager`].
 //!
 //! ```
 //! use vfscale::locks::{Flock, F_RDLCK, F_UNLCK, F_WRLCK};
@@ -57,23 +65,20 @@
 
 mod context;
 mod list;
-mod range;
+pub(crate) mod range;
 mod wait;
 
 pub use crate::config::LockListKind;
 pub use wait::{CancelToken, Interrupt};
 
-use crate::errno::{Errno, VfsResult};
-use crate::file::OpenFile;
-use crate::process::{Fd, Process};
-pub(crate) use context::LockHome;
-use context::{FileLockContext, Owner};
-use list::{LgLockList, LockList, RwSemLockList, Slab, Slot};
+use crate::errno::VfsResult;
+pub(crate) use context::{FileLockContext, HomeShard, Owner};
+use list::{EntryId, LgLockList, LockList, RwSemLockList, Slab};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use vfscale_sync::audited::OnceLock;
-use vfscale_sync::audited::{AtomicU64, Ordering};
+use vfscale_sync::audited::{AtomicI32, AtomicU64, Ordering};
 use vfscale_sync::spin::{McsLock, SpinLock, SpinLockGuard, TasLock};
 
 /// Read lock / read lease (`F_RDLCK`).
@@ -307,21 +312,21 @@ impl LockManager {
 
     /// Enters a lock operation: in the global design takes the one lock
     /// for its whole duration.
-    fn enter(&self) -> Sys<'_> {
+    fn enter(&self) -> Shared<'_> {
         let held = self.list.is_none().then(|| self.global.lock());
-        Sys { mgr: self, held }
+        Shared { mgr: self, held }
     }
 }
 
 /// A lock operation's access to the shared state: the list and the
 /// wait-for graph, each under its own lock or under the one global lock.
-struct Sys<'a> {
+struct Shared<'a> {
     mgr: &'a LockManager,
     held: Option<SpinLockGuard<'a, TasLock, Global>>,
 }
 
-impl Sys<'_> {
-    fn insert(&mut self, info: LockInfo) -> Slot {
+impl Shared<'_> {
+    fn insert(&mut self, info: LockInfo) -> EntryId {
         match (&mut self.held, &self.mgr.list) {
             (Some(global), _) => global.list.insert(0, info),
             (None, Some(list)) => list.insert(info),
@@ -329,7 +334,7 @@ impl Sys<'_> {
         }
     }
 
-    fn remove(&mut self, slot: Slot) {
+    fn remove(&mut self, slot: EntryId) {
         match (&mut self.held, &self.mgr.list) {
             (Some(global), _) => global.list.remove(slot),
             (None, Some(list)) => list.remove(slot),
@@ -353,285 +358,59 @@ pub(crate) struct InodeLocks {
     ctx: OnceLock<Box<FileLockContext>>,
 }
 
+/// The id of an open file description as a lock owner (Linux's
+/// `fl_owner_t` for flock and OFD locks and leases): unique among the
+/// descriptions alive at one time, and reused only after the locks of the
+/// description it named were released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId(pub usize);
+
+/// A POSIX lock owner: a process id.
+pub type Pid = i32;
+
+/// A new POSIX lock owner id, unique among all owners of all instances in
+/// this process (as POSIX lock owners must be), and never 0: an owner that
+/// holds nothing can ask `F_GETLK` as pid 0. Every
+/// [`Process`](crate::Process) takes one.
+pub fn new_pid() -> Pid {
+    static NEXT_PID: AtomicI32 = AtomicI32::new(1);
+    NEXT_PID.fetch_add(1, Ordering::Relaxed)
+}
+
 impl InodeLocks {
-    fn context(&self, mgr: &Arc<LockManager>, ino: u64) -> &FileLockContext {
+    /// The lock context of the inode numbered `ino`, made on first use.
+    pub(crate) fn context(&self, mgr: &Arc<LockManager>, ino: u64) -> &FileLockContext {
         self.ctx.get_or_init(|| Box::new(FileLockContext::new(Arc::clone(mgr), ino)))
     }
-}
 
-/// The id of an open file description: its address, stable while it is
-/// in its `Arc` and reused only after its locks were released on drop.
-fn file_id(file: &OpenFile) -> usize {
-    file as *const OpenFile as usize
-}
-
-/// The last reference to an open file description went: its flock and
-/// OFD locks and its lease go (`locks_remove_file`).
-pub(crate) fn file_released(file: &OpenFile) {
-    if let Some(ctx) = file.inode().locks.ctx.get() {
-        ctx.release_file(file_id(file), file.flock_home(), file.lease_home());
-    }
-}
-
-/// A process closed a descriptor of `file`: all its POSIX locks on that
-/// inode go (`locks_remove_posix`).
-pub(crate) fn posix_close(file: &OpenFile, pid: i32) {
-    if let Some(ctx) = file.inode().locks.ctx.get() {
-        ctx.remove_owner(Owner::Pid(pid));
-    }
-}
-
-/// `open` of `file`'s inode with `flags` breaks conflicting leases and
-/// waits for them to go, up to the lease-break time (`break_lease`).
-pub(crate) fn break_lease(file: &OpenFile) -> VfsResult<()> {
-    match file.inode().locks.ctx.get() {
-        Some(ctx) => ctx.break_lease(file.is_writable(), file.flags().contains(crate::OpenFlags::NONBLOCK)),
-        None => Ok(()),
-    }
-}
-
-/// Which owner a record lock request has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RecordOwner {
-    Posix,
-    Ofd,
-}
-
-/// What a record lock command does: test, set, or set and wait.
-#[derive(Debug, Clone, Copy)]
-enum RecordCmd<'a> {
-    Get,
-    Set,
-    SetWait(&'a Interrupt<'a>),
-}
-
-impl Process {
-    fn lock_context<'f>(&self, file: &'f OpenFile) -> &'f FileLockContext {
-        let inode = file.inode();
-        inode.locks.context(self.vfs().locks(), inode.ino())
+    /// The lock context, if a lock was ever asked for on the inode.
+    pub(crate) fn existing(&self) -> Option<&FileLockContext> {
+        self.ctx.get().map(|ctx| &**ctx)
     }
 
-    fn record(&self, fd: Fd, who: RecordOwner, lock: &Flock, cmd: RecordCmd<'_>) -> VfsResult<Flock> {
-        self.record_on(&*self.open_file(fd)?, who, lock, cmd, true)
-    }
-
-    /// A record lock command on `file`; `check_mode` makes the EBADF check
-    /// of the lock type against the description's access mode.
-    fn record_on(
-        &self,
-        file: &OpenFile,
-        who: RecordOwner,
-        lock: &Flock,
-        cmd: RecordCmd<'_>,
-        check_mode: bool,
-    ) -> VfsResult<Flock> {
-        let set = !matches!(cmd, RecordCmd::Get);
-        let (start, end) = range::to_range(
-            lock.l_whence,
-            lock.l_start,
-            lock.l_len,
-            file.position() as i64,
-            file.inode().stat().size as i64,
-        )?;
-        let write = match lock.l_type {
-            F_RDLCK => Some(false),
-            F_WRLCK => Some(true),
-            // Linux 6.7+: F_OFD_GETLK with F_UNLCK reports the caller's own
-            // lock on the range (to see what a description holds).
-            F_UNLCK if set || who == RecordOwner::Ofd => None,
-            _ => return Err(Errno::EINVAL),
-        };
-        if check_mode
-            && set
-            && (write == Some(false) && !file.is_readable() || write == Some(true) && !file.is_writable())
-        {
-            return Err(Errno::EBADF);
-        }
-        let owner = match who {
-            RecordOwner::Ofd if lock.l_pid != 0 => return Err(Errno::EINVAL),
-            RecordOwner::Ofd => Owner::File(file_id(file)),
-            RecordOwner::Posix => Owner::Pid(self.pid()),
-        };
-        let ctx = self.lock_context(file);
-        let wait = match cmd {
-            RecordCmd::Get => None,
-            RecordCmd::Set => Some(None),
-            RecordCmd::SetWait(intr) => Some(Some(intr)),
-        };
-        match wait {
-            Some(intr) => {
-                ctx.set_record(owner, self.pid(), write, start, end, intr)?;
-                Ok(*lock)
-            }
-            None => {
-                let mut out = *lock;
-                match ctx.test_record(owner, write, start, end) {
-                    None => out.l_type = F_UNLCK,
-                    Some((piece, holder)) => {
-                        let (l_start, l_len) = range::to_start_len(piece.start, piece.end);
-                        out = Flock {
-                            l_type: if piece.write { F_WRLCK } else { F_RDLCK },
-                            l_whence: libc::SEEK_SET as i16,
-                            l_start,
-                            l_len,
-                            l_pid: holder,
-                        };
-                    }
-                }
-                Ok(out)
-            }
+    /// The last reference to open file description `file` went: its flock
+    /// and OFD locks and its lease go (`locks_remove_file`).
+    pub(crate) fn file_released(&self, file: FileId, flock_home: &HomeShard, lease_home: &HomeShard) {
+        if let Some(ctx) = self.existing() {
+            ctx.release_file(file, flock_home, lease_home);
         }
     }
 
-    /// `fcntl(fd, F_GETLK, lock)`: if a lock of another owner conflicts
-    /// with `lock`, overwrites it with the first such lock (type, absolute
-    /// range, holder pid, -1 for an OFD lock); otherwise sets only
-    /// `l_type` to `F_UNLCK`. EINVAL for `F_UNLCK` or a bad type or range.
-    pub fn fcntl_getlk(&self, fd: Fd, lock: &mut Flock) -> VfsResult<()> {
-        *lock = self.record(fd, RecordOwner::Posix, lock, RecordCmd::Get)?;
-        Ok(())
-    }
-
-    /// `fcntl(fd, F_SETLK, lock)`: takes, changes or releases this
-    /// process's POSIX lock on the range; EAGAIN if another owner's lock
-    /// conflicts. EBADF for a read lock on a description not open for
-    /// reading, or a write lock on one not open for writing.
-    pub fn fcntl_setlk(&self, fd: Fd, lock: &Flock) -> VfsResult<()> {
-        self.record(fd, RecordOwner::Posix, lock, RecordCmd::Set).map(drop)
-    }
-
-    /// `fcntl(fd, F_SETLKW, lock)`: as [`fcntl_setlk`](Self::fcntl_setlk)
-    /// but waits for conflicting locks to go; EDEADLK if waiting would
-    /// close a cycle of POSIX owners waiting for each other, EINTR if
-    /// `intr` fires first.
-    pub fn fcntl_setlkw(&self, fd: Fd, lock: &Flock, intr: &Interrupt<'_>) -> VfsResult<()> {
-        self.record(fd, RecordOwner::Posix, lock, RecordCmd::SetWait(intr)).map(drop)
-    }
-
-    /// `F_GETLK` on an open file description this process has no
-    /// descriptor for, as [`fcntl_getlk`](Self::fcntl_getlk): for front
-    /// ends that keep their own handle tables (FUSE).
-    pub fn posix_getlk_description(&self, file: &OpenFile, lock: &mut Flock) -> VfsResult<()> {
-        *lock = self.record_on(file, RecordOwner::Posix, lock, RecordCmd::Get, false)?;
-        Ok(())
-    }
-
-    /// `F_SETLK` (`intr` `None`) or `F_SETLKW` on an open file description
-    /// this process has no descriptor for, as
-    /// [`fcntl_setlk`](Self::fcntl_setlk), but without the check of the
-    /// lock type against the description's access mode: FUSE's kernel side
-    /// made that check for `fcntl` already, and forwards `flock`, which has
-    /// none, as the same request.
-    pub fn posix_setlk_description(
-        &self,
-        file: &OpenFile,
-        lock: &Flock,
-        intr: Option<&Interrupt<'_>>,
-    ) -> VfsResult<()> {
-        let cmd = intr.map_or(RecordCmd::Set, RecordCmd::SetWait);
-        self.record_on(file, RecordOwner::Posix, lock, cmd, false).map(drop)
-    }
-
-    /// Drops every POSIX lock this process holds on `file`'s inode, as a
-    /// close of any of its descriptors of the file does (FUSE's `flush`).
-    pub fn posix_close_description(&self, file: &OpenFile) {
-        posix_close(file, self.pid());
-    }
-
-    /// `fcntl(fd, F_OFD_GETLK, lock)`: as [`fcntl_getlk`](Self::fcntl_getlk)
-    /// for the open file description as owner; `l_pid` must be 0. With
-    /// `F_UNLCK` (Linux 6.7+) it reports this description's own first
-    /// lock on the range instead.
-    pub fn ofd_getlk(&self, fd: Fd, lock: &mut Flock) -> VfsResult<()> {
-        *lock = self.record(fd, RecordOwner::Ofd, lock, RecordCmd::Get)?;
-        Ok(())
-    }
-
-    /// `fcntl(fd, F_OFD_SETLK, lock)`: a record lock owned by the open file
-    /// description; `l_pid` must be 0.
-    pub fn ofd_setlk(&self, fd: Fd, lock: &Flock) -> VfsResult<()> {
-        self.record(fd, RecordOwner::Ofd, lock, RecordCmd::Set).map(drop)
-    }
-
-    /// `fcntl(fd, F_OFD_SETLKW, lock)`: waits like
-    /// [`fcntl_setlkw`](Self::fcntl_setlkw) (OFD owners take no part in
-    /// deadlock detection, as in Linux).
-    pub fn ofd_setlkw(&self, fd: Fd, lock: &Flock, intr: &Interrupt<'_>) -> VfsResult<()> {
-        self.record(fd, RecordOwner::Ofd, lock, RecordCmd::SetWait(intr)).map(drop)
-    }
-
-    /// `flock(fd, op)`: `LOCK_SH`, `LOCK_EX` or `LOCK_UN`, with `LOCK_NB`
-    /// to fail with EWOULDBLOCK rather than wait. Converting an existing
-    /// lock first releases it, as in Linux. Waits without limit.
-    pub fn flock(&self, fd: Fd, op: i32) -> VfsResult<()> {
-        self.flock_interruptible(fd, op, &Interrupt::never())
-    }
-
-    /// `flock(fd, op)` whose wait ends with EINTR when `intr` fires.
-    pub fn flock_interruptible(&self, fd: Fd, op: i32, intr: &Interrupt<'_>) -> VfsResult<()> {
-        let file = self.open_file(fd)?;
-        let write = match op & !LOCK_NB {
-            LOCK_SH => Some(false),
-            LOCK_EX => Some(true),
-            LOCK_UN => None,
-            _ => return Err(Errno::EINVAL),
-        };
-        let nonblock = op & LOCK_NB != 0;
-        let wait = (!nonblock).then_some(intr);
-        self.lock_context(&file).flock(file_id(&file), file.flock_home(), self.pid(), write, wait)
-    }
-
-    /// `fcntl(fd, F_SETLEASE, arg)` with `arg` `F_RDLCK`, `F_WRLCK` or
-    /// `F_UNLCK`. EINVAL for another `arg` or a file that is not regular,
-    /// EACCES unless the caller owns the file or is root, EAGAIN if the
-    /// file is open in a conflicting way (a read lease: open for writing
-    /// anywhere; a write lease: open by any other description) or another
-    /// description holds a conflicting lease, and for `F_UNLCK` without a
-    /// lease.
-    pub fn setlease(&self, fd: Fd, arg: i32) -> VfsResult<()> {
-        self.setlease_notify(fd, arg, None)
-    }
-
-    /// [`setlease`](Self::setlease) with a notifier called when an `open`
-    /// starts breaking the lease (replacing any earlier notifier).
-    pub fn setlease_notify(&self, fd: Fd, arg: i32, notify: Option<LeaseNotifier>) -> VfsResult<()> {
-        let file = self.open_file(fd)?;
-        let want = match i16::try_from(arg) {
-            Ok(F_RDLCK) => Some(false),
-            Ok(F_WRLCK) => Some(true),
-            Ok(F_UNLCK) => None,
-            _ => return Err(Errno::EINVAL),
-        };
-        let inode = file.inode();
-        if self.credentials().uid() != inode.stat().uid && !self.credentials().is_root() {
-            return Err(Errno::EACCES);
+    /// Process `pid` closed a descriptor of the inode: all its POSIX locks
+    /// on it go (`locks_remove_posix`).
+    pub(crate) fn posix_close(&self, pid: Pid) {
+        if let Some(ctx) = self.existing() {
+            ctx.remove_owner(Owner::Pid(pid));
         }
-        if inode.file_type() != crate::FileType::Regular {
-            return Err(Errno::EINVAL);
-        }
-        let opens = &inode.opens;
-        let self_w = u32::from(file.is_writable());
-        let self_r = u32::from(!file.is_writable() && file.is_readable());
-        let conflicting_open = move |write: bool| {
-            if write {
-                let (r, w) = opens.counts();
-                w != self_w || r != self_r
-            } else {
-                opens.open_for_write()
-            }
-        };
-        let ctx = self.lock_context(&file);
-        ctx.setlease(file_id(&file), file.lease_home(), self.pid(), want, notify, &conflicting_open)
     }
 
-    /// `fcntl(fd, F_GETLEASE)`: the lease this description holds —
-    /// `F_RDLCK`, `F_WRLCK` or `F_UNLCK` — or, while it is being broken,
-    /// the type it must get down to.
-    pub fn getlease(&self, fd: Fd) -> VfsResult<i16> {
-        let file = self.open_file(fd)?;
-        Ok(match file.inode().locks.ctx.get() {
-            Some(ctx) => ctx.getlease(file_id(&file), file.lease_home()),
-            None => F_UNLCK,
-        })
+    /// An `open` (for writing if `writable`) breaks conflicting leases and
+    /// waits for them to go, up to the lease-break time, unless
+    /// `nonblock` (`break_lease`).
+    pub(crate) fn break_lease(&self, writable: bool, nonblock: bool) -> VfsResult<()> {
+        match self.existing() {
+            Some(ctx) => ctx.break_lease(writable, nonblock),
+            None => Ok(()),
+        }
     }
 }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 use vfscale_sync::audited::Condvar;
 use vfscale_sync::audited::Mutex;
+use vfscale_sync::poison::unpoisoned;
 
 /// One blocked request. Woken at most once; a request that must wait again
 /// queues a new one.
@@ -25,23 +26,23 @@ pub(crate) struct Waiter {
 impl Waiter {
     /// Marks the waiter woken and wakes its thread if it sleeps.
     pub(crate) fn wake(&self) {
-        *self.woken.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        *unpoisoned(self.woken.lock()) = true;
         self.cond.notify_one();
     }
 
     /// Sleeps until woken, the deadline passes or the token is cancelled.
     /// Returns whether it was woken (by a waker or a cancel).
     pub(crate) fn sleep(&self, deadline: Option<Instant>) -> bool {
-        let mut woken = self.woken.lock().unwrap_or_else(|e| e.into_inner());
+        let mut woken = unpoisoned(self.woken.lock());
         while !*woken {
             match deadline {
-                None => woken = self.cond.wait(woken).unwrap_or_else(|e| e.into_inner()),
+                None => woken = unpoisoned(self.cond.wait(woken)),
                 Some(deadline) => {
                     let now = Instant::now();
                     if now >= deadline {
                         return false;
                     }
-                    woken = self.cond.wait_timeout(woken, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+                    woken = unpoisoned(self.cond.wait_timeout(woken, deadline - now)).0;
                 }
             }
         }
@@ -92,7 +93,7 @@ impl CancelToken {
     /// Cancels every wait using this token, now and later.
     pub fn cancel(&self) {
         let sleepers = {
-            let mut state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = unpoisoned(self.inner.state.lock());
             state.cancelled = true;
             std::mem::take(&mut state.sleepers)
         };
@@ -103,13 +104,13 @@ impl CancelToken {
 
     /// Whether [`cancel`](Self::cancel) was called.
     pub fn is_cancelled(&self) -> bool {
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner()).cancelled
+        unpoisoned(self.inner.state.lock()).cancelled
     }
 
     /// Registers `waiter` to be woken by a cancel; false if already
     /// cancelled (then it is not registered).
     fn register(&self, waiter: &Arc<Waiter>) -> bool {
-        let mut state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = unpoisoned(self.inner.state.lock());
         if state.cancelled {
             return false;
         }

@@ -1,6 +1,6 @@
 //! procfs: a directory whose children are generated from a live task
 //! table — `<pid>/stat`, `<pid>/status`, `<pid>/cmdline` — as Linux's
-//! `/proc` (seed 003, kernel-notes §3).
+//! `/proc` (seed 003; `docs/design.md`, "Seed 003").
 //!
 //! Invariant: a `<pid>` inode (and those of its files) points at its task;
 //! the task's `alive` flag goes false, once, when it exits, and every
@@ -12,6 +12,8 @@
 //! in rcu-walk (Linux 5.16+); without it (`ProcConfig::ref_revalidate`, the
 //! seed's "before") it refuses there, so every walk through a `<pid>`
 //! directory restarts in ref-walk and takes references on the way.
+//!
+//! May import the base modules, the node types, `backend` and `vfs`.
 //!
 //! ```
 //! use vfscale::procfs::{ProcConfig, Procfs, TaskInfo};
@@ -37,8 +39,8 @@ pub use files::TaskInfo;
 use crate::backend::{BackedFile, Backend, Revalidate};
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
-use crate::file::{DirEntry, OpenFlags};
-use crate::inode::{FileType, Inode, InodeRegistry, NewInode};
+use crate::inode::{Inode, InodeRegistry, NewInode};
+use crate::types::{DirEntry, FileType, OpenFlags};
 use crate::{Credentials, Vfs, VfsConfig};
 use crossbeam_epoch::Owned;
 use files::{ProcFile, TaskFile};

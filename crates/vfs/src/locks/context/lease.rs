@@ -3,7 +3,7 @@
 //! kept in, taken and dropped under the lock of its CPU's shard alone, so
 //! two read leases of one file taken on two CPUs share no line. A write
 //! lease, an `open` breaking leases, and any call while a break is under
-//! way take every shard, in order. A description's [`LockHome`] names the
+//! way take every shard, in order. A description's [`HomeShard`] names the
 //! shard holding its lease.
 //!
 //! Invariant: `breaking` is set, under every shard's lock, before any
@@ -20,10 +20,10 @@
 //! its description's home naming a shard without it: the description's
 //! next call finds none there and clears the home.
 
-use super::{FileLockContext, Kind, LockHome, Owner};
+use super::{FileId, FileLockContext, HomeShard, KindList, Owner};
 use crate::errno::{Errno, VfsResult};
 use crate::locks::wait::Interrupt;
-use crate::locks::{LeaseBreak, LeaseNotifier, LockKind, Slot, Sys, F_RDLCK, F_UNLCK, F_WRLCK};
+use crate::locks::{EntryId, LeaseBreak, LeaseNotifier, LockKind, Shared, F_RDLCK, F_UNLCK, F_WRLCK};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::Arc;
@@ -33,7 +33,7 @@ use vfscale_sync::lglock::LgPerCpu;
 use vfscale_sync::spin::TasLock;
 
 pub(super) struct LeaseEntry {
-    file: usize,
+    file: FileId,
     pid: i32,
     write: bool,
     /// When a read-only open asked for a downgrade, its deadline.
@@ -41,7 +41,7 @@ pub(super) struct LeaseEntry {
     /// When a writing open asked for removal, its deadline.
     unlock: Option<Instant>,
     notify: Option<LeaseNotifier>,
-    slot: Slot,
+    slot: EntryId,
 }
 
 impl LeaseEntry {
@@ -68,13 +68,13 @@ impl fmt::Debug for LeaseEntry {
 /// The shards, made on the file's first lease, and whether each holds a
 /// lease (read by every `open` of the file without a lock).
 struct Shards {
-    lists: LgPerCpu<TasLock, Kind<LeaseEntry>>,
+    lists: LgPerCpu<TasLock, KindList<LeaseEntry>>,
     held: Box<[CachePadded<AtomicBool>]>,
 }
 
 impl Shards {
     fn new() -> Shards {
-        let lists: LgPerCpu<TasLock, Kind<LeaseEntry>> = LgPerCpu::new();
+        let lists: LgPerCpu<TasLock, KindList<LeaseEntry>> = LgPerCpu::new();
         let held = (0..lists.cpus()).map(|_| CachePadded::new(AtomicBool::new(false))).collect();
         Shards { lists, held }
     }
@@ -82,7 +82,7 @@ impl Shards {
     /// Publishes whether shard `at` (whose lock the caller holds) holds a
     /// lease; stores only a change, so a pass over every shard writes no
     /// line that did not change.
-    fn note(&self, at: usize, shard: &Kind<LeaseEntry>) {
+    fn note(&self, at: usize, shard: &KindList<LeaseEntry>) {
         let held = !shard.entries.is_empty();
         if self.held[at].load(Ordering::Relaxed) != held {
             self.held[at].store(held, Ordering::SeqCst);
@@ -113,12 +113,12 @@ type Notice = (LeaseNotifier, LeaseBreak);
 
 /// The shards a lease call holds: `(shard index, its list)`, one shard or
 /// all of them.
-type View<'a> = [(usize, &'a mut Kind<LeaseEntry>)];
+type View<'a> = [(usize, &'a mut KindList<LeaseEntry>)];
 
 /// What one request is, for [`FileLockContext::apply_lease`].
 struct Request<'a> {
-    file: usize,
-    home: &'a LockHome,
+    file: FileId,
+    home: &'a HomeShard,
     pid: i32,
     /// `None` unlocks.
     want: Option<bool>,
@@ -134,8 +134,8 @@ impl FileLockContext {
     /// open in a way that forbids such a lease (`check_conflicting_open`).
     pub(crate) fn setlease(
         &self,
-        file: usize,
-        home: &LockHome,
+        file: FileId,
+        home: &HomeShard,
         pid: i32,
         want: Option<bool>,
         mut notify: Option<LeaseNotifier>,
@@ -176,7 +176,7 @@ impl FileLockContext {
     /// another thread of the description changed its lease meanwhile.
     fn apply_lease(
         &self,
-        sys: &mut Sys<'_>,
+        sys: &mut Shared<'_>,
         view: &mut View<'_>,
         here: usize,
         request: &Request<'_>,
@@ -244,7 +244,7 @@ impl FileLockContext {
     }
 
     /// `F_GETLEASE`.
-    pub(crate) fn getlease(&self, file: usize, home: &LockHome) -> i16 {
+    pub(crate) fn getlease(&self, file: FileId, home: &HomeShard) -> i16 {
         let Some((at, _)) = home.get() else { return F_UNLCK };
         let shards = self.lease_shards();
         let mut sys = self.mgr.enter();
@@ -263,7 +263,7 @@ impl FileLockContext {
     }
 
     /// The last reference to description `file` went: its lease goes.
-    pub(super) fn release_lease(&self, sys: &mut Sys<'_>, file: usize, home: &LockHome) {
+    pub(super) fn release_lease(&self, sys: &mut Shared<'_>, file: FileId, home: &HomeShard) {
         let (Some((at, _)), Some(shards)) = (home.get(), self.leases.shards.get()) else { return };
         let mut shard = shards.lists.lock_cpu(at);
         if let Some(i) = shard.entries.iter().position(|l| l.file == file) {
@@ -276,7 +276,7 @@ impl FileLockContext {
 
     /// Gives `lease`, whose type changed, a system-wide entry of its new
     /// type in place of its old one.
-    fn relist_lease(&self, sys: &mut Sys<'_>, lease: &mut LeaseEntry) {
+    fn relist_lease(&self, sys: &mut Shared<'_>, lease: &mut LeaseEntry) {
         let slot = sys.insert(self.info(LockKind::Lease, lease.write, lease.pid, None));
         sys.remove(std::mem::replace(&mut lease.slot, slot));
     }
@@ -285,7 +285,7 @@ impl FileLockContext {
     /// on every shard (the caller holds them all): a lease past its
     /// downgrade time becomes a read lease, one past its break time goes.
     /// Clears `breaking` once no lease is being broken.
-    fn time_out_leases(&self, sys: &mut Sys<'_>, view: &mut View<'_>) {
+    fn time_out_leases(&self, sys: &mut Shared<'_>, view: &mut View<'_>) {
         let shards = self.lease_shards();
         let now = Instant::now();
         for (at, shard) in view.iter_mut() {
@@ -402,7 +402,7 @@ fn start_break(lease: &mut LeaseEntry, writable: bool, deadline: Instant) -> boo
 
 /// Where description `file`'s lease is in `view` (`(index in view, index
 /// in its shard)`), by its home; clears a home whose lease timed out.
-fn own_lease(view: &mut View<'_>, file: usize, home: &LockHome) -> Option<(usize, usize)> {
+fn own_lease(view: &mut View<'_>, file: FileId, home: &HomeShard) -> Option<(usize, usize)> {
     let (at, _) = home.get()?;
     let v = view.iter().position(|(shard, _)| *shard == at)?;
     let found = view[v].1.entries.iter().position(|l| l.file == file);

@@ -1,0 +1,119 @@
+//! The reference an open file description holds on its inode: it counts
+//! the open in the inode's open counts (`opens::InodeOpens`) and keeps the
+//! inode alive.
+//!
+//! Invariant: while an inode has links its per-CPU ref is live, and the ref
+//! itself keeps one `Arc` on the inode (`keep`), so every per-CPU reference
+//! keeps the inode's memory alive without touching its `Arc` count. Once
+//! the ref is killed, opens take an ordinary `Arc` and count themselves in
+//! the shared count, and the last per-CPU reference's put lets `keep` go
+//! through the epoch.
+
+use crate::inode::Inode;
+use crate::opens::{OTHER, READ, WRITE};
+use crate::reclaim::Reclaim;
+use std::mem::ManuallyDrop;
+use std::ops::Deref;
+use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
+use vfscale_sync::audited::{fence, Mutex, Ordering};
+use vfscale_sync::poison::unpoisoned;
+use vfscale_sync::PercpuRef;
+
+/// The per-CPU ref of `inode`, made live on first use. One made after
+/// the last link went is killed at once (the unlink may not have seen
+/// it), so it never keeps an unlinked inode.
+fn percpu<'i>(inode: &'i Arc<Inode>, reclaim: &Arc<Reclaim>) -> &'i PercpuRef {
+    let opens = &inode.opens;
+    if let Some(r) = opens.percpu.get() {
+        return r;
+    }
+    let mut made = false;
+    let r = opens.percpu.get_or_init(|| {
+        made = true;
+        let keep = Mutex::new(Some(Arc::clone(inode)));
+        let reclaim = Arc::clone(reclaim);
+        PercpuRef::new(move || {
+            if let Some(inode) = unpoisoned(keep.lock()).take() {
+                // The release runs inside the inode it may free: let
+                // the epoch drop it after this call has returned (and
+                // `drop_caches` wait for that).
+                reclaim.defer(&crossbeam_epoch::pin(), inode);
+            }
+        })
+    });
+    // Pairs with the fence in `kill`: either the unlink saw the ref,
+    // or this sees the unlink.
+    fence(Ordering::SeqCst);
+    if made && inode.stat().nlink == 0 {
+        r.kill();
+    }
+    r
+}
+
+/// A counted reference to an open file's inode: per-CPU while the inode
+/// is linked, an `Arc` otherwise. Derefs to the inode's `Arc`.
+pub(crate) struct OpenRef {
+    /// In per-CPU mode an `Arc` that owns no count (the inode's `keep`
+    /// does); never dropped then.
+    inode: ManuallyDrop<Arc<Inode>>,
+    weight: isize,
+    percpu: bool,
+}
+
+impl OpenRef {
+    /// Counts an open of `inode` with this access (`readable`, `writable`).
+    /// The open that created the file counts in the shared count: its
+    /// line is still in the creator's cache, and a file made and closed
+    /// at once (a build's object files, seed 001's exit benchmark) never
+    /// pays for per-CPU slots it would not use.
+    pub fn new(inode: &Arc<Inode>, reclaim: &Arc<Reclaim>, readable: bool, writable: bool, created: bool) -> OpenRef {
+        let weight = match (readable, writable) {
+            (_, true) => WRITE,
+            (true, false) => READ,
+            (false, false) => OTHER,
+        };
+        if writable {
+            inode.opens.writers.fetch_add(1, Ordering::SeqCst);
+            // The open's half of the pair with a new read lease: the count
+            // comes before every load of the lease check, whatever their
+            // ordering (the lock context's and lease shards' `OnceLock`s
+            // are only acquire loads).
+            fence(Ordering::SeqCst);
+        }
+        if !created && percpu(inode, reclaim).tryget_live_many(weight) {
+            // SAFETY: the live reference just taken keeps the ref's own
+            // `Arc` (`keep`) until it is put, so the pointer stays valid and
+            // this uncounted `Arc` is never dropped (see `Drop`).
+            let borrowed = unsafe { Arc::from_raw(Arc::as_ptr(inode)) };
+            return OpenRef { inode: ManuallyDrop::new(borrowed), weight, percpu: true };
+        }
+        inode.opens.slow.fetch_add(weight, Ordering::SeqCst);
+        OpenRef { inode: ManuallyDrop::new(CountedArc::new(inode).into_arc()), weight, percpu: false }
+    }
+}
+
+impl Deref for OpenRef {
+    type Target = Arc<Inode>;
+    fn deref(&self) -> &Arc<Inode> {
+        &self.inode
+    }
+}
+
+impl Drop for OpenRef {
+    fn drop(&mut self) {
+        if self.weight == WRITE {
+            self.inode.opens.writers.fetch_sub(1, Ordering::SeqCst);
+        }
+        if self.percpu {
+            let r = self.inode.opens.percpu.get().expect("a per-CPU reference has its ref");
+            r.put_many(self.weight);
+        } else {
+            self.inode.opens.slow.fetch_sub(self.weight, Ordering::SeqCst);
+            // SAFETY: in the `Arc` case the field owns its count and is
+            // taken exactly once, here, and dropped as the counted
+            // reference it is.
+            drop(CountedArc::adopt(unsafe { ManuallyDrop::take(&mut self.inode) }));
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! `open(2)`: the walk, creation with `O_CREAT`, and the checks of Linux
+//! `do_open` and `do_dentry_open`, in Linux's order.
+//!
+//! May import the name operations (`namespace`, `namei`), `file`, the
+//! node types and the base modules.
+
+use crate::cred::Access;
+use crate::errno::{Errno, VfsResult};
+use crate::file::open_ref::OpenRef;
+use crate::file::OpenFile;
+use crate::inode::{Body, Inode};
+use crate::namei::{Intent, Walked, MAX_SYMLINKS};
+use crate::namespace::Ctx;
+use crate::path::Last;
+use crate::types::{FileType, OpenFlags};
+use std::sync::Arc;
+
+/// `open(2)`: the walk, creation, and the checks of Linux `do_open`.
+pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<OpenFile> {
+    // Linux 6.4+: O_CREAT|O_DIRECTORY never creates a directory; refuse it.
+    if flags.creat() && flags.directory() {
+        return Err(Errno::EINVAL);
+    }
+    // Counted as an open from here on (Linux `do_dentry_open` counts
+    // before the lease check); in rcu-walk that is the only write.
+    let count = |inode: &Arc<Inode>, created| {
+        OpenRef::new(inode, &ctx.sb.reclaim, flags.may_read(), flags.may_write(), created)
+    };
+    let (inode, created) = if flags.creat() {
+        let (inode, created) = open_or_create(ctx, path, flags, perm)?;
+        (count(&inode, created), created)
+    } else {
+        let intent = if flags.nofollow() { Intent::NoFollow } else { Intent::Follow };
+        let found = ctx.walk(path, intent, |walked| match walked {
+            Walked::Found(inode) => Ok(count(inode, false)),
+            Walked::Parent { .. } => unreachable!("not a parent walk"),
+        })?;
+        (found, false)
+    };
+    let mut wanted = flags.permission_needed();
+    if flags.trunc() {
+        wanted |= Access::WRITE;
+    }
+    if flags.directory() && !inode.is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    match inode.file_type() {
+        FileType::Symlink => return Err(Errno::ELOOP),
+        FileType::Directory if flags.creat() || wanted.contains(Access::WRITE) => return Err(Errno::EISDIR),
+        _ => {}
+    }
+    let special = matches!(&inode.body, Body::Special(..));
+    let max = ctx.sb.config.max_file_size;
+    if !created {
+        if let Some(backend) = &ctx.sb.backend {
+            // Decided without the backend's lock where it can (the "after"
+            // designs), as the walk's own permission checks are.
+            backend.permission(&inode, ctx.cred, wanted, true).unwrap_or_else(|| {
+                backend.permission(&inode, ctx.cred, wanted, false).expect("ref mode always decides")
+            })?;
+        } else {
+            inode.permission_fast(ctx.cred, wanted)?;
+        }
+        if let (true, Body::Regular(data)) = (flags.trunc(), &inode.body) {
+            crate::file::truncate_data(&inode, data, 0, max, ctx.cred)?;
+        }
+    }
+    if special {
+        open_special(inode.file_type(), flags)?;
+    }
+    let backed = match (&inode.body, &ctx.sb.backend) {
+        (Body::Backed, Some(backend)) => Some(backend.open(&inode, flags, ctx.cred)?),
+        _ => None,
+    };
+    let (backend, dir_locks) = if inode.is_dir() {
+        (ctx.sb.backend.clone(), ctx.sb.dir_locks.for_open_directory())
+    } else {
+        (None, crate::dirlock::DirLocks::PerDirectory)
+    };
+    let file = OpenFile::new(inode, flags, max, backend, backed, dir_locks);
+    // Counted as open by now, so a racing F_SETLEASE sees this open.
+    if !created {
+        super::locks::break_lease(&file)?;
+    }
+    Ok(file)
+}
+
+/// Opening a special file, after the permission check: the library keeps
+/// no pipe buffers, sockets or drivers (a front end does their I/O; on the
+/// mount, the kernel), so it answers as Linux does where none is there: a
+/// socket or a device with no driver is ENXIO, and so is a FIFO opened
+/// `O_WRONLY | O_NONBLOCK`, which finds no reader since the library keeps
+/// no pipe for a reader to wait on. Other FIFO opens succeed (without
+/// waiting for a peer); reading or writing the description is EINVAL.
+fn open_special(file_type: FileType, flags: OpenFlags) -> VfsResult<()> {
+    match file_type {
+        FileType::Fifo if flags.0 & libc::O_ACCMODE == libc::O_WRONLY && flags.0 & libc::O_NONBLOCK != 0 => {
+            Err(Errno::ENXIO)
+        }
+        FileType::Fifo => Ok(()),
+        _ => Err(Errno::ENXIO),
+    }
+}
+
+/// `O_CREAT`: the existing file (following a final symlink unless
+/// `O_EXCL` or `O_NOFOLLOW`), or a new one; a dangling final symlink
+/// creates its target, as Linux does.
+fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<(Arc<Inode>, bool)> {
+    let mut path = path.to_vec();
+    let mut start = Arc::clone(ctx.cwd);
+    let mut links_followed = 0;
+    loop {
+        let here = Ctx { cwd: &start, ..*ctx };
+        let (dir, last, trailing_slash) = here.parent(&path)?;
+        let name = match last {
+            Last::Normal(name) => name,
+            // ".", ".." or "/": an existing directory.
+            _ if flags.excl() => return Err(Errno::EEXIST),
+            _ => return Err(Errno::EISDIR),
+        };
+        if trailing_slash {
+            return Err(Errno::EISDIR);
+        }
+        let existing = {
+            let locked = ctx.sb.dir_locks.read(dir.dir()?);
+            locked.children.get(name).and_then(|d| d.inode.clone())
+        };
+        let Some(existing) = existing else {
+            match here.create(&dir, name, FileType::Regular, perm, Box::default(), 0) {
+                // Lost a race with another creator: look again.
+                Err(Errno::EEXIST) if !flags.excl() => continue,
+                created => return created.map(|inode| (inode, true)),
+            }
+        };
+        if flags.excl() {
+            return Err(Errno::EEXIST);
+        }
+        match existing.symlink_target() {
+            Some(target) if !flags.nofollow() => {
+                links_followed += 1;
+                if links_followed > MAX_SYMLINKS {
+                    return Err(Errno::ELOOP);
+                }
+                path = target.to_vec();
+                start = dir.into_arc();
+            }
+            _ => return Ok((existing, false)),
+        }
+    }
+}

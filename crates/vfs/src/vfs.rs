@@ -1,0 +1,137 @@
+//! [`Vfs`], the handle of one filesystem instance: its superblock and the
+//! file-lock state its inodes share, with the calls that concern the whole
+//! instance (`statfs`, `drop_caches`, the release barrier).
+//!
+//! May import the base modules, the node types, `backend`, `superblock`
+//! and `locks`; not the system-call layer or `process` (a process is made
+//! from a `Vfs`, in the `process` module).
+
+use crate::config::VfsConfig;
+use crate::superblock::SuperBlock;
+use crate::types::FileType;
+use crate::{backend, inode, locks, pages};
+use std::sync::Arc;
+
+/// One filesystem instance. Cloning is cheap and shares the instance.
+#[derive(Debug, Clone)]
+pub struct Vfs {
+    pub(crate) sb: Arc<SuperBlock>,
+    pub(crate) locks: Arc<locks::LockManager>,
+}
+
+impl Default for Vfs {
+    /// The scalable design ([`VfsConfig::default`]).
+    fn default() -> Self {
+        Vfs::new(VfsConfig::default())
+    }
+}
+
+/// Space and object counts, like `statfs(2)` plus dcache figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsStats {
+    /// Live inodes (on the superblock's inode list).
+    pub inodes: usize,
+    /// Bytes held by regular files.
+    pub bytes: u64,
+    /// Dentries in the dcache, positive and negative.
+    pub dentries: usize,
+    /// Negative dentries in the dcache.
+    pub negative_dentries: usize,
+    /// The unit of the block counts (`f_bsize`): a page.
+    pub block_size: u64,
+    /// The size limit in blocks (`f_blocks`); 0 without one, as tmpfs
+    /// reports `size=0`.
+    pub blocks: u64,
+    /// Blocks left under the limit (`f_bfree`, `f_bavail`); 0 without one.
+    pub blocks_free: u64,
+    /// Blocks of file data allocated.
+    pub blocks_used: u64,
+    /// The inode limit (`f_files`); 0 without one.
+    pub files: u64,
+    /// Inodes left under it (`f_ffree`); 0 without one.
+    pub files_free: u64,
+}
+
+impl Vfs {
+    /// A new, empty filesystem (a root directory owned by root, mode 0755).
+    pub fn new(config: VfsConfig) -> Vfs {
+        Vfs { sb: Arc::new(SuperBlock::new(config)), locks: Arc::new(locks::LockManager::new(config.lock_list)) }
+    }
+
+    /// A filesystem whose contents `make_backend` provides (kernfs, procfs).
+    pub(crate) fn with_backend(
+        config: VfsConfig,
+        make_backend: impl FnOnce(&Arc<inode::InodeRegistry>, &Arc<inode::Inode>) -> Arc<dyn backend::Backend>,
+    ) -> Vfs {
+        Vfs {
+            sb: Arc::new(SuperBlock::with_backend(config, |registry, root| Some(make_backend(registry, root)))),
+            locks: Arc::new(locks::LockManager::new(config.lock_list)),
+        }
+    }
+
+    /// The design variants and limits it was built with.
+    pub fn config(&self) -> &VfsConfig {
+        &self.sb.config
+    }
+
+    /// The file-lock state shared by all inodes: the system-wide lock list
+    /// (`/proc/locks`), the wait-for graph and the lease-break time.
+    pub fn locks(&self) -> &Arc<locks::LockManager> {
+        &self.locks
+    }
+
+    /// The root directory's inode.
+    pub fn root(&self) -> &Arc<inode::Inode> {
+        &self.sb.root
+    }
+
+    /// Like `echo 2 > /proc/sys/vm/drop_caches`: evicts every unused
+    /// negative dentry, then runs the [release
+    /// barrier](Self::release_barrier), so inodes and dentries nothing
+    /// uses any more are freed. Returns false if that took longer than
+    /// `timeout` (a thread stayed pinned throughout).
+    pub fn drop_caches(&self, timeout: std::time::Duration) -> bool {
+        self.sb.dcache.evict_unused_negatives();
+        self.release_barrier(timeout)
+    }
+
+    /// The release barrier (like `rcu_barrier`) of this instance: waits up
+    /// to `timeout` (0: not at all) until every release it deferred for
+    /// rcu-walkers so far has run, after handing this thread's pending
+    /// ones on, so that others can run them; returns whether all ran. A
+    /// front end that serves requests on long-lived threads calls it with 0
+    /// after an unlink, rmdir or rename, so the space of what it removed
+    /// comes back without waiting for more deferred releases on that
+    /// thread (the epoch collects them in batches). The crate-level
+    /// [`release_barrier`](crate::release_barrier) does the same for every
+    /// instance at once.
+    pub fn release_barrier(&self, timeout: std::time::Duration) -> bool {
+        self.sb.reclaim.barrier(timeout)
+    }
+
+    /// Counts inodes and bytes by iterating the superblock's inode list
+    /// (one list head locked at a time), and the dcache.
+    pub fn statfs(&self) -> FsStats {
+        let mut inodes = 0;
+        let mut bytes = 0;
+        self.sb.inodes.for_each(&mut |inode| {
+            inodes += 1;
+            if inode.file_type() == FileType::Regular {
+                bytes += inode.stat().size;
+            }
+        });
+        let usage = self.sb.inodes.space.usage();
+        FsStats {
+            inodes,
+            bytes,
+            dentries: self.sb.dcache.len(),
+            negative_dentries: self.sb.dcache.negative_count(),
+            block_size: pages::PAGE_SIZE,
+            blocks: usage.max_pages,
+            blocks_free: usage.max_pages.saturating_sub(usage.used_pages),
+            blocks_used: usage.used_pages,
+            files: usage.max_inodes,
+            files_free: usage.free_inodes,
+        }
+    }
+}
