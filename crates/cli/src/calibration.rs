@@ -22,6 +22,7 @@ use crossbeam_utils::CachePadded;
 use serde::Serialize;
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
+use vfscale_sync::poison::unpoisoned;
 
 /// How long a 1-thread run of the calibration lasts.
 pub const RUN_TIME: Duration = Duration::from_millis(20);
@@ -84,7 +85,7 @@ struct PrivateTables {
 
 impl Subject for PrivateTables {
     fn prepare_run(&self, threads: usize) {
-        let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
+        let mut tables = unpoisoned(self.tables.write());
         while tables.len() < threads {
             let seed = tables.len() as u64 + 1;
             tables.push(CachePadded::new(Mutex::new(Table::new(seed))));
@@ -94,8 +95,8 @@ impl Subject for PrivateTables {
     fn run_thread(&self, thread: usize, iterations: u64) {
         // Both locks are taken once per run, before the loop; the loop
         // touches only this thread's table.
-        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
-        let mut table = tables[thread].lock().unwrap_or_else(|e| e.into_inner());
+        let tables = unpoisoned(self.tables.read());
+        let mut table = unpoisoned(tables[thread].lock());
         for _ in 0..iterations {
             table.operate();
         }

@@ -246,7 +246,7 @@ fn one_run(subject: &dyn Subject, threads: usize, iterations: u64) -> OneRun {
     // The releases earlier runs deferred (of any cell's filesystem) run
     // now, untimed: otherwise the threads of this run collect them, and a
     // 1-thread run after a 16-thread one pays for its garbage.
-    vfscale::run_deferred_releases(std::time::Duration::from_secs(2));
+    vfscale::release_barrier(std::time::Duration::from_secs(2));
     subject.prepare_run(threads);
     let barrier = Barrier::new(threads + 1);
     let cpus = allowed_cpus();

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::ffi::CStr;
+use vfscale_sync::cpu::usable_cpus;
 
 /// Kernel, CPU count and CPU model of this machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,13 +29,8 @@ impl Machine {
             let field = |f: &[libc::c_char]| CStr::from_ptr(f.as_ptr()).to_string_lossy().into_owned();
             (field(&u.sysname), field(&u.release), field(&u.machine))
         };
-        Machine { kernel: format!("{sysname} {release}"), cpus: cpus(), cpu_model: cpu_model(), arch: machine }
+        Machine { kernel: format!("{sysname} {release}"), cpus: usable_cpus(), cpu_model: cpu_model(), arch: machine }
     }
-}
-
-/// CPUs this process may run on (at least 1).
-pub fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn cpu_model() -> String {

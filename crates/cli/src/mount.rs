@@ -60,7 +60,7 @@ pub struct UmountArgs {
 pub fn mount_command(args: MountArgs) -> Result<(), String> {
     let options = MountOptions {
         demo: args.demo,
-        threads: args.threads.unwrap_or_else(vfscale_fuse::cpus),
+        threads: args.threads.unwrap_or_else(vfscale_sync::cpu::usable_cpus),
         allow_other: args.allow_other,
         size_limit: args.size,
         inode_limit: args.inodes.unwrap_or_else(vfscale_fuse::capacity::default_inodes),

@@ -374,7 +374,7 @@ fn run(args: MountBenchArgs) -> Result<(), String> {
     }
     unmount_on_signal(scene_base())?;
     let scale = if args.quick { 5 } else { 1 };
-    let threads = args.server_threads.unwrap_or_else(vfscale_fuse::cpus);
+    let threads = args.server_threads.unwrap_or_else(vfscale_sync::cpu::usable_cpus);
     let linger = std::time::Duration::from_micros(args.linger_us);
     let options = MountOptions {
         demo: args.demo,

@@ -524,7 +524,7 @@ pub fn sysfs_lines(cells: &[CellReport]) -> String {
                 "times: {} threads: {} cpus: {}",
                 concur.iterations,
                 concur.threads,
-                crate::machine::cpus()
+                vfscale_sync::cpu::usable_cpus()
             );
         }
     }

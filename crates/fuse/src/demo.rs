@@ -3,10 +3,11 @@
 //! that mirrors the host's processes.
 //!
 //! Invariant: each tree is a VFS instance of its own, mounted (by the FUSE
-//! front end's mount table) on an empty directory of the served VFS that
-//! [`Demo::new`] creates; the task table holds every host process seen at
-//! the last refresh, which runs once before the mount is served and then
-//! every [`REFRESH`] on a background thread until the `Demo` is dropped.
+//! front end's mount table, the `instances` module) on an empty directory
+//! of the served VFS that [`Demo::new`] creates; the task table holds
+//! every host process seen at the last refresh, which runs once before the
+//! mount is served and then every [`REFRESH`] on a background thread
+//! until the `Demo` is dropped.
 //!
 //! Not for: exact process data — a refresh reads each process's `stat`,
 //! `status` and `cmdline` at one moment, and a process that starts and

@@ -1,5 +1,5 @@
 //! The requests fuser reads from `/dev/fuse`: each of its `Filesystem`
-//! calls becomes the matching handler of [`VfsFs`] (see the `fs` module),
+//! calls becomes the matching handler of [`Server`] (see the `fs` module),
 //! and the handler's answer its reply.
 //!
 //! This front end serves every request unless the io_uring queues start
@@ -8,9 +8,10 @@
 //! answers `INIT`, where it decides what the kernel may do without
 //! asking, and whether the queues start. A request that fails with ENOSPC
 //! is served again once the forgets other threads are serving have ended
-//! (`VfsFs::unless_full`), as the queues do after draining forgets.
+//! (`Server::unless_full`), as the queues do after draining forgets.
 
-use crate::fs::{AttrChanges, Client, Entry, VfsFs, Xattr};
+use crate::caller::Client;
+use crate::fs::{AttrChanges, Entry, Server, Xattr};
 use crate::requests::Opcode;
 use crate::ring::Rings;
 use fuser::{
@@ -28,7 +29,7 @@ use vfscale::{Errno, VfsResult};
 /// fuser's `Filesystem` for a mount: the handlers, and the queues that
 /// may take over at `INIT`.
 pub(crate) struct Dev {
-    fs: Arc<VfsFs>,
+    fs: Arc<Server>,
     rings: Arc<Rings>,
 }
 
@@ -40,7 +41,7 @@ impl std::fmt::Debug for Dev {
 
 impl Dev {
     /// Serves `fs`; `rings` may start at `INIT`.
-    pub fn new(fs: Arc<VfsFs>, rings: Arc<Rings>) -> Dev {
+    pub fn new(fs: Arc<Server>, rings: Arc<Rings>) -> Dev {
         Dev { fs, rings }
     }
 }

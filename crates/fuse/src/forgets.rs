@@ -2,9 +2,10 @@
 //! they matter. The queues take every request but `FORGET`,
 //! `BATCH_FORGET` and `INTERRUPT`, which stay on `/dev/fuse`; a client
 //! that unlinks a file queues a `FORGET` there, and the kernel wakes a
-//! sleeping reader for it, on a CPU that is usually idle. On the machine
-//! measured that wake-up cost a create + close + unlink loop a third of
-//! its time. So a reader that has served a forget rests for
+//! sleeping reader for it, on a CPU that is usually idle, and that wake-up
+//! is a large part of what a create + close + unlink loop costs (the
+//! figures: `docs/results/mount-bench.md` in the repository, "Forgets,
+//! before they rested"). So a reader that has served a forget rests for
 //! [`FORGET_REST`] first; once every reader rests, the forgets that come
 //! meanwhile wait in the kernel, which hands them over as one
 //! `BATCH_FORGET`.
@@ -40,14 +41,15 @@
 //! [`InService`] closes that race for every forget that has begun: a
 //! reader enters it before it counts the forget, and what reports or
 //! needs free space waits for the forgets begun before it (see
-//! `VfsFs::settle_forgets`). A forget the kernel has handed to a reader
+//! `Server::settle_forgets`). A forget the kernel has handed to a reader
 //! that has not reached its handler yet is still not seen.
 
-use crate::fs::VfsFs;
+use crate::fs::Server;
 use crate::wire::{self, InHeader, IN_HEADER, OUT_HEADER};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use vfscale_sync::poison::unpoisoned;
 
 /// How long a `/dev/fuse` reader rests after serving a forget while the
 /// queues serve.
@@ -112,7 +114,7 @@ impl Rests {
     }
 
     fn state(&self) -> MutexGuard<'_, RestState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        unpoisoned(self.state.lock())
     }
 
     /// A reader served a forget; after a request's first node it rests
@@ -125,8 +127,7 @@ impl Rests {
         }
         state.resting += 1;
         let drains = state.drains;
-        let (mut state, waited) =
-            self.cut.wait_timeout_while(state, self.rest, |s| s.drains == drains).unwrap_or_else(|e| e.into_inner());
+        let (mut state, waited) = unpoisoned(self.cut.wait_timeout_while(state, self.rest, |s| s.drains == drains));
         state.resting -= 1;
         state.last_forget = Instant::now();
         if waited.timed_out() {
@@ -205,7 +206,7 @@ impl Drain {
     /// Serves the forgets the kernel has sent so far (see the module doc),
     /// then waits for the forgets other readers are serving and frees what
     /// the nodes held: if there were any, or `always`.
-    pub fn drain_all(&self, fs: &VfsFs, always: bool) {
+    pub fn drain_all(&self, fs: &Server, always: bool) {
         if self.rests.drained(|| self.drain(fs) > 0) || always {
             fs.settle_forgets();
         }
@@ -213,8 +214,8 @@ impl Drain {
 
     /// Serves every forget waiting in the kernel now (and answers anything
     /// else that waits); returns how many nodes were forgotten.
-    fn drain(&self, fs: &VfsFs) -> usize {
-        let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
+    fn drain(&self, fs: &Server) -> usize {
+        let mut buffer = unpoisoned(self.buffer.lock());
         let mut forgotten = 0;
         loop {
             // SAFETY: the buffer is ours, locked, and as long as passed.
@@ -230,7 +231,7 @@ impl Drain {
     }
 
     /// Serves one request read from the clone.
-    fn serve(&self, fs: &VfsFs, request: &[u8]) -> usize {
+    fn serve(&self, fs: &Server, request: &[u8]) -> usize {
         let Ok(h) = InHeader::parse(request) else { return 0 };
         let body = request.get(IN_HEADER..).unwrap_or_default();
         let forgets = match wire::forgets(&h, body) {
@@ -286,7 +287,7 @@ pub(crate) struct Serving<'a> {
 
 impl InService {
     fn tickets(&self) -> MutexGuard<'_, Tickets> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        unpoisoned(self.state.lock())
     }
 
     /// A forget begins; to be called before it is counted, so that whoever
@@ -307,10 +308,9 @@ impl InService {
         let mut tickets = self.tickets();
         let upto = tickets.next;
         tickets.waiting += 1;
-        let (mut tickets, waited) = self
-            .ended
-            .wait_timeout_while(tickets, timeout, |t| t.serving.iter().any(|&ticket| ticket < upto))
-            .unwrap_or_else(|e| e.into_inner());
+        let (mut tickets, waited) = unpoisoned(
+            self.ended.wait_timeout_while(tickets, timeout, |t| t.serving.iter().any(|&ticket| ticket < upto)),
+        );
         tickets.waiting -= 1;
         !waited.timed_out()
     }

@@ -56,11 +56,14 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod caller;
 pub mod capacity;
+mod convert;
 mod demo;
 mod dev;
 mod forgets;
 mod fs;
+mod instances;
 mod linger;
 mod locks;
 mod nodes;
@@ -140,7 +143,7 @@ impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             demo: false,
-            threads: cpus(),
+            threads: vfscale_sync::cpu::usable_cpus(),
             allow_other: false,
             size_limit: 0,
             inode_limit: 0,
@@ -149,11 +152,6 @@ impl Default for MountOptions {
             io_uring: true,
         }
     }
-}
-
-/// The CPUs this process may run on (at least 1).
-pub fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// Where record locks (`fcntl`: POSIX and OFD) are kept and decided.
@@ -361,8 +359,8 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
         return Err(MountError::Invalid("--threads must be at least 1".into()));
     }
     check_mount_point(dir)?;
-    let caching = fs::Caching::new(options);
-    let fs = fs::VfsFs::new(vfs, options.demo, caching, options.linger)
+    let open_policy = fs::OpenPolicy::new(options);
+    let fs = fs::Server::new(vfs, options.demo, open_policy, options.linger)
         .map_err(|e| MountError::Invalid(format!("cannot set up the demo trees: {e}")))?;
     let requests = fs.requests();
     let linger = fs.linger();

@@ -5,13 +5,14 @@
 //! else is woken; with more, the kernel still wakes a sleeping reader for
 //! each request, but the lingering thread gets there first, and the
 //! client does not wait for that reader's CPU to come out of idle, which
-//! on a virtual machine takes about as long as the rest of the round trip.
+//! on a virtual machine is a large part of the round trip (see
+//! `docs/mount.md` in the repository, "`/dev/fuse` and lingering").
 //!
-//! The policy is seed 002's lesson: spin only while it pays, and not
-//! against whoever needs the CPU. One thread lingers at a time (the others
-//! go straight back to their reads), for at most the mount's budget,
-//! yielding the CPU between polls, so that a task waiting for this CPU (a
-//! client, another request thread) runs first: the kernel's
+//! The policy: spin only while it pays, and never against whoever needs
+//! the CPU. One thread lingers at a time (the others go straight back to
+//! their reads), for at most the mount's budget, yielding the CPU between
+//! polls, so that a task waiting for this CPU (a client, another request
+//! thread) runs first: the kernel's
 //! `need_resched` test, seen from userspace. (It does not help a task on
 //! another CPU, nor another guest of the same host.) A linger also ends
 //! as soon as another thread begins a request (the kernel woke a sleeping

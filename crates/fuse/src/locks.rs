@@ -3,7 +3,8 @@
 //! lock manager decides them. `flock` locks the kernel keeps itself.
 //!
 //! Invariant: each kernel lock owner (a request's `lock_owner`) maps to one
-//! vfscale [`Process`], whose pid owns the owner's locks, for as long as it
+//! vfscale lock owner id ([`Pid`], from [`new_pid`]), which owns the
+//! owner's locks, for as long as it
 //! may hold a lock or wait for one: an owner leaves the table only while it
 //! has no lock in the lock manager and no wait in flight, so no lock is ever
 //! left under a pid no one maps to. A blocking request (`F_SETLKW`) waits
@@ -48,16 +49,19 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use vfscale::locks::{CancelToken, Flock, Interrupt, F_UNLCK};
-use vfscale::{Credentials, Errno, OpenFile, Process, Vfs, VfsResult};
+use vfscale::locks::{new_pid, CancelToken, Flock, Interrupt, Pid, F_UNLCK};
+use vfscale::syscalls::locks::{self as lock_calls, AccessModeCheck, RecordOwner};
+use vfscale::{Errno, OpenFile, Vfs, VfsResult};
+use vfscale_sync::poison::unpoisoned;
 
 /// The largest file offset (`OFFSET_MAX`): a lock ending there runs to the
 /// end of the file.
 const OFFSET_MAX: u64 = i64::MAX as u64;
 
-/// A kernel lock owner's vfscale process.
+/// A kernel lock owner as vfscale's lock manager knows it.
 struct Owner {
-    process: Arc<Process>,
+    /// The id its locks are taken under.
+    pid: Pid,
     /// The host process that last locked as this owner (the tgid FUSE
     /// passes), reported as the holder by `getlk`.
     host_pid: u32,
@@ -146,17 +150,13 @@ impl Locks {
     }
 
     fn table(&self) -> MutexGuard<'_, HashMap<u64, Owner>> {
-        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+        unpoisoned(self.owners.lock())
     }
 
-    /// The process of `lock_owner`, created on first use; `host_pid` (0:
+    /// The owner `lock_owner`, given an id on first use; `host_pid` (0:
     /// unknown, as for an unlock) becomes the pid `getlk` reports.
     fn owner<'t>(&self, table: &'t mut HashMap<u64, Owner>, lock_owner: u64, host_pid: u32) -> &'t mut Owner {
-        let owner = table.entry(lock_owner).or_insert_with(|| Owner {
-            process: Arc::new(self.vfs.process(Credentials::root())),
-            host_pid,
-            waits: 0,
-        });
+        let owner = table.entry(lock_owner).or_insert_with(|| Owner { pid: new_pid(), host_pid, waits: 0 });
         if host_pid != 0 {
             owner.host_pid = host_pid;
         }
@@ -165,7 +165,7 @@ impl Locks {
 
     /// Records that `lock_owner` locks through `file`.
     fn locks_through(&self, file: &OpenFile, lock_owner: u64) {
-        let mut through = self.through.lock().unwrap_or_else(|e| e.into_inner());
+        let mut through = unpoisoned(self.through.lock());
         let owners = through.entry(file as *const OpenFile as usize).or_default();
         if !owners.contains(&lock_owner) {
             owners.push(lock_owner);
@@ -176,7 +176,7 @@ impl Locks {
     /// through it, its release may follow.
     pub fn flushed(&self, file: &OpenFile) {
         let key = file as *const OpenFile as usize;
-        if self.through.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key) {
+        if unpoisoned(self.through.lock()).contains_key(&key) {
             self.releases.flushed(key);
         }
     }
@@ -186,7 +186,7 @@ impl Locks {
     /// POSIX locks went already at the `flush` of its close).
     pub fn release(&self, file: &OpenFile) {
         let key = file as *const OpenFile as usize;
-        let owners = self.through.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        let owners = unpoisoned(self.through.lock()).remove(&key);
         let held_locks = owners.is_some();
         for lock_owner in owners.unwrap_or_default() {
             self.close(file, lock_owner);
@@ -197,7 +197,7 @@ impl Locks {
     /// Removes `lock_owner` if it holds no lock and waits for none.
     fn prune(&self, table: &mut HashMap<u64, Owner>, lock_owner: u64) {
         let Some(owner) = table.get(&lock_owner) else { return };
-        let pid = owner.process.pid();
+        let pid = owner.pid;
         if owner.waits == 0 && !self.vfs.locks().list().iter().any(|l| l.pid == pid) {
             table.remove(&lock_owner);
         }
@@ -227,16 +227,14 @@ impl Locks {
     ) -> VfsResult<Option<Conflict>> {
         let mut lock = flock(typ, start, end)?;
         let mut table = self.table();
-        // An owner not in the table holds nothing; a fresh pid stands in.
-        let process = match table.get(&lock_owner) {
-            Some(owner) => Arc::clone(&owner.process),
-            None => Arc::new(self.vfs.process(Credentials::root())),
-        };
-        process.posix_getlk_description(file, &mut lock)?;
+        // An owner not in the table holds nothing; pid 0, which no owner
+        // has, stands in.
+        let pid = table.get(&lock_owner).map_or(0, |owner| owner.pid);
+        lock_calls::getlk(self.vfs.locks(), file, pid, RecordOwner::Posix, &mut lock)?;
         if lock.l_type == F_UNLCK {
             return Ok(None);
         }
-        let holder = table.values_mut().find(|o| o.process.pid() == lock.l_pid).map_or(0, |o| o.host_pid);
+        let holder = table.values_mut().find(|o| o.pid == lock.l_pid).map_or(0, |o| o.host_pid);
         let (start, end) = range(&lock);
         Ok(Some((i32::from(lock.l_type), start, end, holder)))
     }
@@ -274,7 +272,8 @@ impl Locks {
         if lock.l_type != F_UNLCK {
             self.locks_through(file, lock_owner);
         }
-        let result = self.owner(&mut table, lock_owner, host_pid).process.posix_setlk_description(file, &lock, None);
+        let pid = self.owner(&mut table, lock_owner, host_pid).pid;
+        let result = self.set(file, pid, &lock, None);
         self.prune(&mut table, lock_owner);
         result
     }
@@ -297,11 +296,11 @@ impl Locks {
         if lock.l_type != F_UNLCK {
             self.locks_through(&file, lock_owner);
         }
-        let process = {
+        let pid = {
             let mut table = self.table();
             let owner = self.owner(&mut table, lock_owner, caller.host_pid);
             owner.waits += 1;
-            Arc::clone(&owner.process)
+            owner.pid
         };
         let locks = Arc::clone(self);
         let interrupted = CancelToken::new();
@@ -320,7 +319,7 @@ impl Locks {
         };
         let waiter = move || {
             let intr = Interrupt::never().with_token(&interrupted);
-            let result = process.posix_setlk_description(&file, &lock, Some(&intr));
+            let result = locks.set(&file, pid, &lock, Some(&intr));
             finished.store(true, std::sync::atomic::Ordering::Release);
             let mut table = locks.table();
             if let Some(owner) = table.get_mut(&lock_owner) {
@@ -350,9 +349,16 @@ impl Locks {
     pub fn close(&self, file: &OpenFile, lock_owner: u64) {
         let mut table = self.table();
         if let Some(owner) = table.get(&lock_owner) {
-            owner.process.posix_close_description(file);
+            lock_calls::posix_close(file, owner.pid);
             self.prune(&mut table, lock_owner);
         }
+    }
+
+    /// `F_SETLK` (`wait` `None`) or `F_SETLKW` as owner `pid`, without the
+    /// check of the lock type against the open file's access mode: the
+    /// kernel made that check for `fcntl` already.
+    fn set(&self, file: &OpenFile, pid: Pid, lock: &Flock, wait: Option<&Interrupt<'_>>) -> VfsResult<()> {
+        lock_calls::setlk(self.vfs.locks(), file, (pid, RecordOwner::Posix), lock, wait, AccessModeCheck::Skip)
     }
 
     /// Ends every blocked wait with EINTR (at unmount).
@@ -372,7 +378,7 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
     use vfscale::locks::{F_RDLCK, F_WRLCK};
-    use vfscale::OpenFlags;
+    use vfscale::{Credentials, OpenFlags};
 
     /// Longer than any test takes: a wait for a release or an answer that
     /// runs this out means what should have ended it never came.

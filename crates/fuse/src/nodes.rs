@@ -21,6 +21,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use vfscale::inode::Inode;
 use vfscale::OpenFile;
+use vfscale_sync::poison::unpoisoned;
 
 /// FUSE's root node id (`FUSE_ROOT_ID`).
 pub(crate) const ROOT: u64 = 1;
@@ -54,7 +55,7 @@ impl Nodes {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<u64, Node>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+        unpoisoned(self.map.lock())
     }
 
     /// The node id of a VFS inode number: the identity, except that the VFS
@@ -151,32 +152,6 @@ impl Nodes {
         self.lock().get(&id).map(|n| n.links.clone()).unwrap_or_default()
     }
 
-    /// The absolute path of directory `id`, from the names recorded for
-    /// it and its ancestors; `None` if one is unknown. A directory has one
-    /// name, so its latest recorded link is its name.
-    pub fn dir_path(&self, id: u64) -> Option<Vec<u8>> {
-        let map = self.lock();
-        let mut parts = Vec::new();
-        let mut cursor = id;
-        while cursor != ROOT {
-            let (parent, name) = map.get(&cursor)?.links.last()?;
-            parts.push(name.clone());
-            cursor = *parent;
-            if parts.len() > map.len() {
-                return None;
-            }
-        }
-        let mut path = Vec::new();
-        for part in parts.iter().rev() {
-            path.push(b'/');
-            path.extend_from_slice(part);
-        }
-        if path.is_empty() {
-            path.push(b'/');
-        }
-        Some(path)
-    }
-
     /// How many node ids the kernel holds besides the root.
     pub fn len(&self) -> usize {
         self.lock().len()
@@ -250,18 +225,5 @@ mod tests {
         let stray = open();
         assert!(Arc::ptr_eq(&nodes.keep_own_file(id, Arc::clone(&stray)), &stray));
         assert!(nodes.own_file(id).is_none());
-    }
-
-    #[test]
-    fn dir_path_joins_ancestors() {
-        let (vfs, nodes) = setup();
-        let p = vfs.process(Credentials::root());
-        p.mkdir("/a", 0o755).unwrap();
-        p.mkdir("/a/b", 0o755).unwrap();
-        let a = nodes.remember(ROOT, b"a", &p.resolve("/a", false).unwrap());
-        let b = nodes.remember(a, b"b", &p.resolve("/a/b", false).unwrap());
-        assert_eq!(nodes.dir_path(ROOT).unwrap(), b"/");
-        assert_eq!(nodes.dir_path(b).unwrap(), b"/a/b");
-        assert_eq!(nodes.dir_path(999_999), None);
     }
 }

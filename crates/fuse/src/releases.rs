@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use vfscale::VfsResult;
+use vfscale_sync::poison::unpoisoned;
 
 /// How long a request that saw a conflict waits for releases, and how long
 /// after a close its file's release is expected. On tmpfs the OFD locks of
@@ -68,7 +69,7 @@ impl Releases {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        unpoisoned(self.state.lock())
     }
 
     /// A close flushed open file `key`, which holds locks.
@@ -124,7 +125,7 @@ impl Releases {
                 Outlook::Final => return false,
                 Outlook::Wait(left) => {
                     state.waiting += 1;
-                    state = self.released.wait_timeout(state, left).unwrap_or_else(|e| e.into_inner()).0;
+                    state = unpoisoned(self.released.wait_timeout(state, left)).0;
                     state.waiting -= 1;
                 }
             }
@@ -180,7 +181,7 @@ impl Releases {
         asked: Instant,
         conflict: fn(&VfsResult<T>) -> bool,
     ) {
-        let Some((attempt, done, mut result)) = job.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+        let Some((attempt, done, mut result)) = unpoisoned(job.lock()).take() else { return };
         while conflict(&result) && self.settle(count, asked) {
             count = self.count();
             result = attempt();

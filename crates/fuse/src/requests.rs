@@ -4,7 +4,7 @@
 //! (`vfscale mount-bench`), and the mount tests assert them.
 //!
 //! Each count is one relaxed atomic add per request, next to a round trip
-//! through the kernel that costs thousands of times more.
+//! through the kernel that costs far more.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

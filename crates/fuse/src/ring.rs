@@ -22,7 +22,7 @@
 //! asked.
 
 use crate::forgets::Drain;
-use crate::fs::VfsFs;
+use crate::fs::Server;
 use crate::wire::{self, InHeader, IN_HEADER};
 use fuser::{InitFlags, KernelConfig};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use vfscale_sync::poison::unpoisoned;
 
 /// Slots (requests in flight) per queue.
 const DEPTH: usize = 4;
@@ -99,7 +100,7 @@ impl Rings {
     /// writes to what a slot holds. The threads wait for the device
     /// ([`Rings::hand`]); the kernel holds requests back until every
     /// queue has registered. False if not.
-    pub fn start(&self, config: &mut KernelConfig, fs: &Arc<VfsFs>) -> bool {
+    pub fn start(&self, config: &mut KernelConfig, fs: &Arc<Server>) -> bool {
         let offered = config.capabilities().contains(InitFlags::FUSE_OVER_IO_URING);
         self.offered.store(offered, Ordering::Relaxed);
         if !self.wanted || !offered || self.served.is_empty() {
@@ -141,8 +142,8 @@ impl Rings {
             return false;
         }
         let _previous = config.set_max_write(MAX_WRITE);
-        *self.waiting.lock().unwrap_or_else(|e| e.into_inner()) = waiting;
-        *self.threads.lock().unwrap_or_else(|e| e.into_inner()) = threads;
+        *unpoisoned(self.waiting.lock()) = waiting;
+        *unpoisoned(self.threads.lock()) = threads;
         self.started.store(true, Ordering::Relaxed);
         true
     }
@@ -150,7 +151,7 @@ impl Rings {
     /// After `INIT`: gives `device`, a duplicate of the session's fd, to
     /// the queue threads if they started; else gives it back.
     pub fn hand(&self, device: OwnedFd) -> Option<OwnedFd> {
-        let waiting = std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|e| e.into_inner()));
+        let waiting = std::mem::take(&mut *unpoisoned(self.waiting.lock()));
         if waiting.is_empty() {
             return Some(device);
         }
@@ -195,7 +196,7 @@ impl Rings {
 
     /// Waits for the queue threads, which end with the connection.
     pub fn join(&self) {
-        for thread in std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner())) {
+        for thread in std::mem::take(&mut *unpoisoned(self.threads.lock())) {
             let _ = thread.join();
         }
     }
@@ -234,7 +235,7 @@ type Device = (Arc<OwnedFd>, Option<Arc<Drain>>);
 /// One queue: its thread serves the requests of clients on CPU `qid`.
 struct Queue {
     qid: u16,
-    fs: Arc<VfsFs>,
+    fs: Arc<Server>,
     device: Arc<OwnedFd>,
     drain: Option<Arc<Drain>>,
     served: Arc<QueueCount>,
@@ -466,6 +467,6 @@ mod tests {
 
     #[test]
     fn possible_cpus_covers_the_online_ones() {
-        assert!(possible_cpus().is_some_and(|n| n >= crate::cpus()));
+        assert!(possible_cpus().is_some_and(|n| n >= vfscale_sync::cpu::usable_cpus()));
     }
 }

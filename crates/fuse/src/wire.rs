@@ -10,7 +10,9 @@
 //! opcode's `/dev/fuse` reply would carry after it. Parsing never trusts
 //! a length: what is short or unterminated is EINVAL.
 
-use crate::fs::{system_time, timespec, AttrChanges, Client, Entry, FsStats, VfsFs, Xattr};
+use crate::caller::Client;
+use crate::convert::{system_time, timespec};
+use crate::fs::{AttrChanges, Entry, FsStats, Server, Xattr};
 use crate::requests::Opcode;
 use fuser::{FileAttr, FileHandle, FileType, FopenFlags, TimeOrNow};
 use std::time::{Duration, SystemTime};
@@ -170,7 +172,7 @@ pub(crate) enum Answer {
 }
 
 /// A request served: what to count, the reply, and the directory whose
-/// releases to hand on after it (see [`VfsFs::hand_on_releases`]).
+/// releases to hand on after it (see [`Server::hand_on_releases`]).
 #[derive(Debug)]
 pub(crate) struct Handled {
     pub op: Opcode,
@@ -225,7 +227,7 @@ fn set_time(valid: u32, given: u32, now: u32, sec: u64, nsec: u32) -> Option<Tim
 /// comes before the queues exist; record lock requests only come when
 /// the VFS holds locks, which keeps requests on the device. Everything
 /// else fuser would answer ENOSYS is ENOSYS.
-pub(crate) fn serve(fs: &VfsFs, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Handled {
+pub(crate) fn serve(fs: &Server, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Handled {
     let (c, node) = (&h.client, h.node);
     let mut head = Reader::new(op_in);
     let mut args = Reader::new(payload);
@@ -504,15 +506,15 @@ pub(crate) fn out_header(unique: u64, result: Result<usize, Errno>) -> [u8; OUT_
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::Caching;
+    use crate::fs::OpenPolicy;
     use crate::MountOptions;
     use vfscale::Vfs;
 
     const ROOT: u64 = 1;
     const ROOT_CLIENT: Client = Client { uid: 0, gid: 0, pid: 1 };
 
-    fn fs() -> VfsFs {
-        VfsFs::new(Vfs::default(), false, Caching::new(&MountOptions::default()), Duration::ZERO).unwrap()
+    fn fs() -> Server {
+        Server::new(Vfs::default(), false, OpenPolicy::new(&MountOptions::default()), Duration::ZERO).unwrap()
     }
 
     fn header(opcode: u32, node: u64) -> InHeader {

@@ -12,12 +12,13 @@ use vfscale::Vfs;
 use vfscale_fuse::{
     is_vfscale_mount, mount, wait_unmounted, MountError, MountOptions, Mounted, Opcode, RecordLocks, RequestCounts,
 };
+use vfscale_sync::poison::unpoisoned;
 
 /// Held by every test, so a memory measurement sees no other test's use.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    unpoisoned(SERIAL.lock())
 }
 
 /// Whether this runs under CI, where every mount test must run.
@@ -352,7 +353,7 @@ fn memory_comes_back_after_unlink_and_forget() {
     let Some(mounted) = try_mount_vfs(mnt.path(), vfs.clone(), &MountOptions::default()) else { return };
     std::fs::create_dir(mnt.path().join("d")).unwrap();
     let counts = || {
-        vfs.reclaim(Duration::from_secs(1));
+        vfs.release_barrier(Duration::from_secs(1));
         let s = vfs.statfs();
         (s.inodes, s.dentries)
     };

@@ -10,4 +10,4 @@ use vfscale_audit as vfs;
 #[path = "vfs_side.rs"]
 mod side;
 
-pub use side::{run_deferred_releases, world};
+pub use side::{release_barrier, world};

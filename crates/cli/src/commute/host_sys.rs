@@ -1,4 +1,4 @@
-//! [`Sys`] on the host kernel: each call is the libc system call of the
+//! [`Syscalls`] on the host kernel: each call is the libc system call of the
 //! same name on real tmpfs, sysfs or /proc.
 //!
 //! A host "process" shares this process's file table until the thread that
@@ -6,7 +6,7 @@
 //! tables (POSIX lock owners, descriptor allocation) say so, and the
 //! measurement unshares in each worker thread before its first call.
 
-use super::sys::{failed, Fd, Owner, Sys};
+use super::sys::{failed, Fd, Owner, Syscalls};
 use crate::host::{check, cstring, open_raw, posix};
 use std::ffi::{CStr, CString, OsStr};
 use std::io;
@@ -16,15 +16,15 @@ use std::sync::Arc;
 
 /// Calls on the host, paths under `root`; `keep` holds a scratch
 /// directory alive while any process of it is.
-pub struct HostSys {
+pub struct HostSyscalls {
     root: PathBuf,
     _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
-impl HostSys {
+impl HostSyscalls {
     /// A process whose relative paths start at `root`.
-    pub fn new(root: PathBuf, keep: Option<Arc<dyn std::any::Any + Send + Sync>>) -> HostSys {
-        HostSys { root, _keep: keep }
+    pub fn new(root: PathBuf, keep: Option<Arc<dyn std::any::Any + Send + Sync>>) -> HostSyscalls {
+        HostSyscalls { root, _keep: keep }
     }
 }
 
@@ -57,7 +57,7 @@ fn stat_path(path: &CStr) -> io::Result<u64> {
     stat_size(rc, &st)
 }
 
-impl Sys for HostSys {
+impl Syscalls for HostSyscalls {
     fn path(&self, rel: &str) -> CString {
         cstring(&self.root.join(rel))
     }

@@ -39,8 +39,9 @@ use crate::stats::{Bound, Judgement, RoundRatio};
 use crate::workloads::Subject;
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError, RwLock};
+use std::sync::{Mutex, RwLock};
 use std::time::Duration;
+use vfscale_sync::poison::unpoisoned;
 
 /// Where a cell's state lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,11 +230,11 @@ impl<'p> PairSubject<'p> {
     }
 
     fn failure(&self) -> Option<String> {
-        self.failure.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        unpoisoned(self.failure.lock()).clone()
     }
 
     fn fail(&self, error: String) {
-        self.failure.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(error);
+        unpoisoned(self.failure.lock()).get_or_insert(error);
     }
 
     /// A fresh state, warmed up by instance 0 of both sides.
@@ -276,10 +277,10 @@ impl<'p> PairSubject<'p> {
 
 impl Subject for PairSubject<'_> {
     fn prepare_run(&self, threads: usize) {
-        let mut states = self.states.write().unwrap_or_else(PoisonError::into_inner);
+        let mut states = unpoisoned(self.states.write());
         states.clear();
         // What the last run's states deferred is released now, untimed.
-        plain::run_deferred_releases();
+        plain::release_barrier();
         self.threads.store(threads, Ordering::Relaxed);
         if self.failure().is_some() {
             return;
@@ -297,7 +298,7 @@ impl Subject for PairSubject<'_> {
     }
 
     fn run_thread(&self, thread: usize, iterations: u64) {
-        let states = self.states.read().unwrap_or_else(PoisonError::into_inner);
+        let states = unpoisoned(self.states.read());
         if states.is_empty() {
             return;
         }

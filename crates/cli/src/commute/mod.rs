@@ -1,5 +1,5 @@
 //! `vfscale commute`: the Scalable Commutativity Rule (Clements et al.,
-//! SOSP 2013; kernel-notes §7) applied to vfscale. For each pair of
+//! SOSP 2013; `docs/commutativity.md`) applied to vfscale. For each pair of
 //! operations that commute under POSIX ([`pairs`]), it asks the conflict
 //! checker (`conflict::check_pair`, on the audited build of vfscale)
 //! whether vfscale runs them conflict-free, and measures, in the same run,
@@ -34,7 +34,7 @@ use pairs::Pair;
 
 /// The checker's verdict on `pair`, on a fresh state of the audited build.
 pub fn check(pair: &Pair) -> Result<Verdict, String> {
-    audited::run_deferred_releases();
+    audited::release_barrier();
     let ops = (pair.build)(&audited::world(pair.fs)?, conflict::INSTANCES)?;
     conflict::check_pair(&*ops.a, &*ops.b).map_err(|e| format!("{}: {e}", pair.name))
 }

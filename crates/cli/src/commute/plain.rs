@@ -9,4 +9,4 @@ use vfscale as vfs;
 #[path = "vfs_side.rs"]
 mod side;
 
-pub use side::{run_deferred_releases, world};
+pub use side::{release_barrier, world};

@@ -5,7 +5,7 @@
 //! Invariant: both implementations make the same call with the same
 //! arguments and check the same outcome, so a pair's host cells time the
 //! very syscalls its vfscale cells do. Paths are given relative to the
-//! world's root (`d/f`) and resolved once, by [`Sys::path`], when a pair
+//! world's root (`d/f`) and resolved once, by [`Syscalls::path`], when a pair
 //! is built, so no operation formats a path while it is timed.
 
 use std::ffi::{CStr, CString};
@@ -26,7 +26,7 @@ pub enum Owner {
 
 /// One process of a system: its file table and lock owner, and the calls.
 /// Every call fails with one line naming the call and its argument.
-pub trait Sys: Send + Sync {
+pub trait Syscalls: Send + Sync {
     /// `rel` (`d/f`, relative to the world's root) as this system names it.
     fn path(&self, rel: &str) -> CString;
     /// `stat(2)`: the file's size.

@@ -1,4 +1,4 @@
-//! The vfscale side of the pairs: [`Sys`] on a vfscale `Process`, and
+//! The vfscale side of the pairs: [`Syscalls`] on a vfscale `Process`, and
 //! fresh vfscale worlds. This file is compiled twice, as `plain` (the
 //! build `bench` measures, for the timing) and as `audited` (the same
 //! sources on `vfscale-audit`, for the checker); each parent names the
@@ -8,15 +8,15 @@ use super::vfs::kernfs::{Kernfs, KernfsConfig};
 use super::vfs::locks::Flock;
 use super::vfs::procfs::{ProcConfig, Procfs, TaskInfo};
 use super::vfs::{Credentials, Errno, OpenFlags, Process, SetTime, Timespec, Vfs, VfsResult, Whence};
-use crate::commute::sys::{failed, shown, Fd, Owner, Sys};
+use crate::commute::sys::{failed, shown, Fd, Owner, Syscalls};
 use crate::commute::world::{pids, Fs, Keep, World, CPU_ATTRIBUTES};
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Runs the releases this build's epoch deferred (`run_deferred_releases`).
-pub fn run_deferred_releases() {
-    super::vfs::run_deferred_releases(Duration::from_secs(2));
+/// The release barrier of this build's VFS (`release_barrier`).
+pub fn release_barrier() {
+    super::vfs::release_barrier(Duration::from_secs(2));
 }
 
 /// A fresh file system of kind `fs`, in its scalable design.
@@ -37,7 +37,9 @@ pub fn world(fs: Fs) -> Result<World, String> {
             (proc.vfs().clone(), Some(Arc::new(proc)))
         }
     };
-    Ok(World::new(move || Arc::new(VfsSys::new(vfs.process(Credentials::root()), keep.clone())) as Arc<dyn Sys>))
+    Ok(World::new(move || {
+        Arc::new(VfsSyscalls::new(vfs.process(Credentials::root()), keep.clone())) as Arc<dyn Syscalls>
+    }))
 }
 
 /// A kernfs tree holding [`CPU_ATTRIBUTES`].
@@ -61,18 +63,18 @@ fn kernfs_tree() -> VfsResult<Kernfs> {
 
 /// A vfscale process; `keep` holds what its file system needs alive (a
 /// kernfs tree, a task table).
-struct VfsSys {
+struct VfsSyscalls {
     process: Process,
     _keep: Option<Keep>,
 }
 
-impl VfsSys {
-    fn new(process: Process, keep: Option<Keep>) -> VfsSys {
-        VfsSys { process, _keep: keep }
+impl VfsSyscalls {
+    fn new(process: Process, keep: Option<Keep>) -> VfsSyscalls {
+        VfsSyscalls { process, _keep: keep }
     }
 }
 
-impl Sys for VfsSys {
+impl Syscalls for VfsSyscalls {
     fn path(&self, rel: &str) -> CString {
         CString::new(format!("/{rel}")).expect("pair paths have no NUL byte")
     }

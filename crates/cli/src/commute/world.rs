@@ -3,8 +3,8 @@
 //! (a tmpfs scratch directory, /sys, /proc), laid out alike so that the
 //! same relative path names the same kind of file in both.
 
-use super::host_sys::HostSys;
-use super::sys::Sys;
+use super::host_sys::HostSyscalls;
+use super::sys::Syscalls;
 use crate::host::{require_procfs, require_sysfs, ScratchDir};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,17 +44,17 @@ pub type Keep = Arc<dyn std::any::Any + Send + Sync>;
 
 /// A fresh file system: a maker of processes in it.
 pub struct World {
-    make: Box<dyn Fn() -> Arc<dyn Sys> + Send + Sync>,
+    make: Box<dyn Fn() -> Arc<dyn Syscalls> + Send + Sync>,
 }
 
 impl World {
     /// A new process (file table, lock owner) in this file system.
-    pub fn process(&self) -> Arc<dyn Sys> {
+    pub fn process(&self) -> Arc<dyn Syscalls> {
         (self.make)()
     }
 
     /// A world whose processes `make` makes.
-    pub fn new(make: impl Fn() -> Arc<dyn Sys> + Send + Sync + 'static) -> World {
+    pub fn new(make: impl Fn() -> Arc<dyn Syscalls> + Send + Sync + 'static) -> World {
         World { make: Box::new(make) }
     }
 
@@ -72,6 +72,6 @@ impl World {
             Fs::Sysfs => (PathBuf::from("/sys"), require_sysfs().map(|()| None)?),
             Fs::Proc => (PathBuf::from("/proc"), require_procfs().map(|()| None)?),
         };
-        Ok(World::new(move || Arc::new(HostSys::new(root.clone(), keep.clone())) as Arc<dyn Sys>))
+        Ok(World::new(move || Arc::new(HostSyscalls::new(root.clone(), keep.clone())) as Arc<dyn Syscalls>))
     }
 }

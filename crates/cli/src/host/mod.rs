@@ -41,6 +41,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use vfscale_sync::poison::unpoisoned;
 
 /// The variant name of every host cell.
 pub const VARIANT: &str = "host";
@@ -243,7 +244,7 @@ pub fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     // The hook is process-wide: callers take turns, so each restores the
     // hook it found rather than another caller's silent one.
     static TURN: Mutex<()> = Mutex::new(());
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = unpoisoned(TURN.lock());
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));

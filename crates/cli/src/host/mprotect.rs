@@ -11,6 +11,7 @@ use crate::workloads::Subject;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use vfscale_sync::poison::unpoisoned;
 
 pub(super) const STORM: HostWorkload = HostWorkload {
     name: "prim-mprotect",
@@ -78,7 +79,7 @@ impl Subject for StormSubject {
     fn prepare_run(&self, threads: usize) {
         let mapping = Mapping::new(threads * page_size()).unwrap_or_else(|e| panic!("mmap: {e}"));
         self.base.store(mapping.base as usize, Ordering::Release);
-        *self.mapping.lock().unwrap_or_else(|e| e.into_inner()) = Some(mapping);
+        *unpoisoned(self.mapping.lock()) = Some(mapping);
     }
 
     fn run_thread(&self, thread: usize, iterations: u64) {

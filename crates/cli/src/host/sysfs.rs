@@ -53,7 +53,7 @@ fn attribute_files(wanted: usize) -> Vec<PathBuf> {
 
 fn build_files() -> Result<Built, String> {
     require_sysfs()?;
-    let wanted = (crate::machine::cpus() / 2).max(1);
+    let wanted = (vfscale_sync::cpu::usable_cpus() / 2).max(1);
     let files = attribute_files(wanted);
     if files.is_empty() {
         return Err(format!("no readable CPU topology attribute under {CPU_DIR}"));

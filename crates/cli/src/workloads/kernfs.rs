@@ -8,6 +8,7 @@ use std::hint::black_box;
 use std::sync::Mutex;
 use vfscale::kernfs::{Kernfs, KernfsConfig};
 use vfscale::{Credentials, Errno, OpenFlags};
+use vfscale_sync::poison::unpoisoned;
 
 pub(super) const FILES: Workload = Workload {
     name: "kernfs-files",
@@ -75,11 +76,11 @@ impl SysfsSubject {
 
 impl Subject for SysfsSubject {
     fn prepare_run(&self, threads: usize) {
-        *self.distinct.lock().unwrap_or_else(|e| e.into_inner()) = (threads / 2).clamp(1, DEVICES);
+        *unpoisoned(self.distinct.lock()) = (threads / 2).clamp(1, DEVICES);
     }
 
     fn run_thread(&self, thread: usize, iterations: u64) {
-        let distinct = *self.distinct.lock().unwrap_or_else(|e| e.into_inner());
+        let distinct = *unpoisoned(self.distinct.lock());
         let path = if self.missing {
             "/devices/system/cpu/cpu0/no_such_attribute".to_string()
         } else {

@@ -1,18 +1,19 @@
-//! Seed 004's lockperf analogs (kernel-notes §6): `flock01`/`flock02`,
-//! `posix01`..`posix04`, `lease01`/`lease02`, each in the four designs of
-//! the system-wide lock list. `*01` = every thread contends on one file's
-//! lock, `*02` = each thread locks its own file; `posix03` = threads lock
-//! overlapping two-byte ranges of one file so they block and wake often;
-//! `posix04` = threads of rings of four hold a byte and wait for the next
-//! one's, so deadlock detection runs (one of a ring gets EDEADLK);
-//! `lease01`/`lease02` = set and remove a read lease on a private/shared
-//! file. Reported like the seed: per-run time, plus S2.
+//! Seed 004's lockperf analogs (`docs/design.md`, "Seed 004: file locks"):
+//! `flock01`/`flock02`, `posix01`..`posix04`, `lease01`/`lease02`, each in
+//! the four designs of the system-wide lock list. `*01` = every thread
+//! contends on one file's lock, `*02` = each thread locks its own file;
+//! `posix03` = threads lock overlapping two-byte ranges of one file so they
+//! block and wake often; `posix04` = threads of rings of four hold a byte
+//! and wait for the next one's, so deadlock detection runs (one of a ring
+//! gets EDEADLK); `lease01`/`lease02` = set and remove a read lease on a
+//! private/shared file. Reported like the seed: per-run time, plus S2.
 
 use super::{Subject, Workload};
 use std::sync::RwLock;
 use vfscale::config::LockListKind;
 use vfscale::locks::{Flock, Interrupt, F_RDLCK, F_UNLCK, F_WRLCK, LOCK_EX, LOCK_UN};
 use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs, VfsConfig};
+use vfscale_sync::poison::unpoisoned;
 
 const VARIANTS: &[&str] = &["percpu-rwsem", "lglock-tas", "lglock-queued", "global-lock"];
 
@@ -78,7 +79,7 @@ impl Subject for LockSubject {
     fn prepare_run(&self, threads: usize) {
         let root = self.vfs.process(Credentials::root());
         let private = matches!(self.name, "flock02" | "posix02" | "lease01");
-        let mut tasks = self.tasks.write().unwrap_or_else(|e| e.into_inner());
+        let mut tasks = unpoisoned(self.tasks.write());
         tasks.clear();
         for t in 0..threads {
             let path = if private { format!("/file{t}") } else { "/shared".to_string() };
@@ -91,7 +92,7 @@ impl Subject for LockSubject {
     }
 
     fn run_thread(&self, thread: usize, iterations: u64) {
-        let tasks = self.tasks.read().unwrap_or_else(|e| e.into_inner());
+        let tasks = unpoisoned(self.tasks.read());
         let (p, fd) = (&tasks[thread].process, tasks[thread].fd);
         let never = Interrupt::never();
         let whole = |t| Flock::new(t, 0, 0);

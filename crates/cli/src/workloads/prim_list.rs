@@ -7,6 +7,7 @@ use super::{Params, Subject, Workload};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use vfscale_sync::dlock_list::{ConcurrentList, GlobalList, ListHandle, PerCpuList};
+use vfscale_sync::poison::unpoisoned;
 
 pub(super) const WORKLOAD: Workload = Workload {
     name: "prim-list",
@@ -62,7 +63,7 @@ struct Slots {
 impl BenchList for MutexVec {
     type Handle = usize;
     fn add(&self, value: u64) -> usize {
-        let mut slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = unpoisoned(self.0.lock());
         match slots.free.pop() {
             Some(slot) => {
                 slots.items[slot] = Some(value);
@@ -75,7 +76,7 @@ impl BenchList for MutexVec {
         }
     }
     fn remove(&self, slot: usize) -> bool {
-        let mut slots = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = unpoisoned(self.0.lock());
         let removed = slots.items[slot].take().is_some();
         if removed {
             slots.free.push(slot);

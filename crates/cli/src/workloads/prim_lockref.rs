@@ -7,6 +7,7 @@ use super::{Params, Subject, Workload};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use vfscale_sync::lockref::LockRef;
+use vfscale_sync::poison::unpoisoned;
 
 pub(super) const WORKLOAD: Workload = Workload {
     name: "prim-lockref",
@@ -47,10 +48,10 @@ impl RefCount for LockRef {
 
 impl RefCount for Mutex<u32> {
     fn get(&self) {
-        *self.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        *unpoisoned(self.lock()) += 1;
     }
     fn put(&self) {
-        *self.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        *unpoisoned(self.lock()) -= 1;
     }
 }
 

@@ -7,6 +7,7 @@
 use super::busy::BusyWork;
 use super::private::padded;
 use super::{Params, Subject, Workload};
+use vfscale_sync::poison::unpoisoned;
 use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 
 pub(super) const WORKLOAD: Workload = Workload {
@@ -45,7 +46,7 @@ impl WriteLock for RwSem<()> {
 
 impl WriteLock for std::sync::RwLock<()> {
     fn with_write(&self, f: impl FnOnce()) {
-        let _guard = self.write().unwrap_or_else(|e| e.into_inner());
+        let _guard = unpoisoned(self.write());
         f();
     }
 }

@@ -9,6 +9,7 @@ use crossbeam_utils::sync::ShardedLock;
 use std::hint::black_box;
 use vfscale_sync::lglock::LgPerCpu;
 use vfscale_sync::percpu_rwsem::PerCpuRwSem;
+use vfscale_sync::poison::unpoisoned;
 use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 use vfscale_sync::spin::TasLock;
 
@@ -78,10 +79,10 @@ impl ReadMostly for RwSem<u64> {
 
 impl ReadMostly for std::sync::RwLock<u64> {
     fn read(&self) -> u64 {
-        *std::sync::RwLock::read(self).unwrap_or_else(|e| e.into_inner())
+        *unpoisoned(std::sync::RwLock::read(self))
     }
     fn write(&self, value: u64) {
-        *std::sync::RwLock::write(self).unwrap_or_else(|e| e.into_inner()) = value;
+        *unpoisoned(std::sync::RwLock::write(self)) = value;
     }
 }
 
@@ -96,10 +97,10 @@ impl ReadMostly for parking_lot::RwLock<u64> {
 
 impl ReadMostly for ShardedLock<u64> {
     fn read(&self) -> u64 {
-        *ShardedLock::read(self).unwrap_or_else(|e| e.into_inner())
+        *unpoisoned(ShardedLock::read(self))
     }
     fn write(&self, value: u64) {
-        *ShardedLock::write(self).unwrap_or_else(|e| e.into_inner()) = value;
+        *unpoisoned(ShardedLock::write(self)) = value;
     }
 }
 

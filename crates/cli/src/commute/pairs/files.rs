@@ -159,7 +159,7 @@ pub(super) const PAIRS: &[Pair] = &[
 ];
 
 /// Reads 512 bytes at `offset`, which the file holds.
-pub(super) fn pread(p: &dyn crate::commute::sys::Sys, fd: i32, offset: u64) -> Result<(), String> {
+pub(super) fn pread(p: &dyn crate::commute::sys::Syscalls, fd: i32, offset: u64) -> Result<(), String> {
     let mut buf = [0u8; 512];
     match p.pread(fd, &mut buf, offset)? {
         512 => Ok(()),
@@ -168,7 +168,7 @@ pub(super) fn pread(p: &dyn crate::commute::sys::Sys, fd: i32, offset: u64) -> R
 }
 
 /// Overwrites the first 512 bytes.
-pub(super) fn pwrite(p: &dyn crate::commute::sys::Sys, fd: i32) -> Result<(), String> {
+pub(super) fn pwrite(p: &dyn crate::commute::sys::Syscalls, fd: i32) -> Result<(), String> {
     match p.pwrite(fd, &[b'y'; 512], 0)? {
         512 => Ok(()),
         short => Err(format!("pwrite {fd}: {short} of 512 bytes")),
@@ -176,7 +176,7 @@ pub(super) fn pwrite(p: &dyn crate::commute::sys::Sys, fd: i32) -> Result<(), St
 }
 
 /// Moves the offset to a position that depends on the instance.
-pub(super) fn lseek(p: &dyn crate::commute::sys::Sys, fd: i32, i: usize) -> Result<(), String> {
+pub(super) fn lseek(p: &dyn crate::commute::sys::Syscalls, fd: i32, i: usize) -> Result<(), String> {
     let to = (i % 64) as u64;
     match p.lseek(fd, to)? {
         at if at == to => Ok(()),

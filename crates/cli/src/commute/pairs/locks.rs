@@ -4,7 +4,7 @@
 //! process, its own open file description).
 
 use super::{dir_with_files, tmpfs, Ops, Pair};
-use crate::commute::sys::{Fd, Owner, Sys};
+use crate::commute::sys::{Fd, Owner, Syscalls};
 use crate::commute::world::World;
 use vfscale::locks::{F_RDLCK, F_UNLCK, F_WRLCK, LOCK_EX, LOCK_SH, LOCK_UN};
 
@@ -64,8 +64,8 @@ pub(super) const PAIRS: &[Pair] = &[
 ];
 
 /// What one side does with its descriptor.
-pub(super) trait LockOp: Fn(&dyn Sys, Fd) -> Result<(), String> + Copy + Send + Sync + 'static {}
-impl<F: Fn(&dyn Sys, Fd) -> Result<(), String> + Copy + Send + Sync + 'static> LockOp for F {}
+pub(super) trait LockOp: Fn(&dyn Syscalls, Fd) -> Result<(), String> + Copy + Send + Sync + 'static {}
+impl<F: Fn(&dyn Syscalls, Fd) -> Result<(), String> + Copy + Send + Sync + 'static> LockOp for F {}
 
 /// Side A locks d/a, side B d/b, each through its own process's
 /// descriptor opened with `flags`.
@@ -93,23 +93,23 @@ pub(super) fn one_file_each(w: &World, flags: i32, a: impl LockOp, b: impl LockO
 /// Write locks of `owner` on bytes 0..64 (side A) and 4096..4160 (side B)
 /// of d/f.
 fn disjoint_ranges(w: &World, owner: Owner) -> Result<Ops, String> {
-    let range = |start| move |p: &dyn Sys, fd| record(p, fd, owner, start, 64);
+    let range = |start| move |p: &dyn Syscalls, fd| record(p, fd, owner, start, 64);
     one_file_each(w, libc::O_RDWR, range(0), range(4096))
 }
 
-pub(super) fn flock(p: &dyn Sys, fd: Fd, how: i32) -> Result<(), String> {
+pub(super) fn flock(p: &dyn Syscalls, fd: Fd, how: i32) -> Result<(), String> {
     p.flock(fd, how)?;
     p.flock(fd, LOCK_UN)
 }
 
 /// A write lock of `len` bytes from `start` (0: to the end), then its
 /// release.
-pub(super) fn record(p: &dyn Sys, fd: Fd, owner: Owner, start: i64, len: i64) -> Result<(), String> {
+pub(super) fn record(p: &dyn Syscalls, fd: Fd, owner: Owner, start: i64, len: i64) -> Result<(), String> {
     p.record_lock(fd, owner, F_WRLCK, start, len)?;
     p.record_lock(fd, owner, F_UNLCK, start, len)
 }
 
-fn lease(p: &dyn Sys, fd: Fd) -> Result<(), String> {
+fn lease(p: &dyn Syscalls, fd: Fd) -> Result<(), String> {
     p.setlease(fd, F_RDLCK.into())?;
     p.setlease(fd, F_UNLCK.into())
 }

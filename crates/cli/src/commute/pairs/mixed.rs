@@ -7,7 +7,7 @@
 use super::files::{lseek, pread, pwrite};
 use super::locks::{flock, one_file_each, record};
 use super::{dir_with_files, make_file, open_read_close, tmpfs, Names, Ops, Pair};
-use crate::commute::sys::{Owner, Sys};
+use crate::commute::sys::{Owner, Syscalls};
 use vfscale::locks::LOCK_EX;
 
 /// Bytes in the files read and written: two pages.
@@ -47,7 +47,7 @@ pub(super) const PAIRS: &[Pair] = &[
             let (p, q) = (w.process(), w.process());
             let [x] = dir_with_files(&*p, "d", ["x"], SIZE)?;
             let (from, to) = (existing(&*q, "d/a{i}", n)?, Names::new(&*q, "d/b{i}", n));
-            let rename = move |q: &dyn Sys, i| q.rename(from.get(i)?, to.get(i)?);
+            let rename = move |q: &dyn Syscalls, i| q.rename(from.get(i)?, to.get(i)?);
             Ok(Ops::own(p, move |p, _| p.stat(&x).map(drop), q, rename))
         },
     ),
@@ -99,7 +99,7 @@ pub(super) const PAIRS: &[Pair] = &[
             p.mkdir(&p.path("d2"), 0o755)?;
             let new = Names::new(&*p, "d1/a{i}", n);
             let (from, to) = (existing(&*p, "d2/x{i}", n)?, Names::new(&*p, "d2/y{i}", n));
-            let rename = move |p: &dyn Sys, i| p.rename(from.get(i)?, to.get(i)?);
+            let rename = move |p: &dyn Syscalls, i| p.rename(from.get(i)?, to.get(i)?);
             Ok(Ops::shared(p, move |p, i| p.mkdir(new.get(i)?, 0o755), rename))
         },
     ),
@@ -181,20 +181,20 @@ pub(super) const PAIRS: &[Pair] = &[
         "On Linux flock locks and POSIX record locks never conflict with each other, so both succeed in \
          either order, and each owner ends holding nothing.",
         |w, _| {
-            let posix = |p: &dyn Sys, fd| record(p, fd, Owner::Process, 0, 0);
-            one_file_each(w, libc::O_RDWR, |p: &dyn Sys, fd| flock(p, fd, LOCK_EX), posix)
+            let posix = |p: &dyn Syscalls, fd| record(p, fd, Owner::Process, 0, 0);
+            one_file_each(w, libc::O_RDWR, |p: &dyn Syscalls, fd| flock(p, fd, LOCK_EX), posix)
         },
     ),
 ];
 
 /// `open(path, O_CREAT|O_EXCL|O_WRONLY)` of instance `i`, then `close`.
-fn create(p: &dyn Sys, names: &Names, i: usize) -> Result<(), String> {
+fn create(p: &dyn Syscalls, names: &Names, i: usize) -> Result<(), String> {
     let fd = p.open(names.get(i)?, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644)?;
     p.close(fd)
 }
 
 /// The instance paths of `rel`, each created as an empty file.
-fn existing(p: &dyn Sys, rel: &str, n: usize) -> Result<Names, String> {
+fn existing(p: &dyn Syscalls, rel: &str, n: usize) -> Result<Names, String> {
     let names = Names::new(p, rel, n);
     for path in &names.0 {
         make_file(p, path, 0)?;

@@ -15,7 +15,7 @@ mod mixed;
 mod names;
 mod pseudo;
 
-use super::sys::Sys;
+use super::sys::Syscalls;
 use super::world::{Fs, World};
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
@@ -37,9 +37,9 @@ pub struct Ops {
 impl Ops {
     /// Both sides in the one process `p` (one file table).
     fn shared(
-        p: Arc<dyn Sys>,
-        a: impl Fn(&dyn Sys, usize) -> Result<(), String> + Send + Sync + 'static,
-        b: impl Fn(&dyn Sys, usize) -> Result<(), String> + Send + Sync + 'static,
+        p: Arc<dyn Syscalls>,
+        a: impl Fn(&dyn Syscalls, usize) -> Result<(), String> + Send + Sync + 'static,
+        b: impl Fn(&dyn Syscalls, usize) -> Result<(), String> + Send + Sync + 'static,
     ) -> Ops {
         let q = Arc::clone(&p);
         Ops { a: Box::new(move |i| a(&*p, i)), b: Box::new(move |i| b(&*q, i)), own_file_tables: false }
@@ -47,10 +47,10 @@ impl Ops {
 
     /// Side A in process `p`, side B in process `q`.
     fn own(
-        p: Arc<dyn Sys>,
-        a: impl Fn(&dyn Sys, usize) -> Result<(), String> + Send + Sync + 'static,
-        q: Arc<dyn Sys>,
-        b: impl Fn(&dyn Sys, usize) -> Result<(), String> + Send + Sync + 'static,
+        p: Arc<dyn Syscalls>,
+        a: impl Fn(&dyn Syscalls, usize) -> Result<(), String> + Send + Sync + 'static,
+        q: Arc<dyn Syscalls>,
+        b: impl Fn(&dyn Syscalls, usize) -> Result<(), String> + Send + Sync + 'static,
     ) -> Ops {
         Ops { a: Box::new(move |i| a(&*p, i)), b: Box::new(move |i| b(&*q, i)), own_file_tables: true }
     }
@@ -91,7 +91,7 @@ pub fn all() -> Vec<&'static Pair> {
 struct Names(Vec<CString>);
 
 impl Names {
-    fn new(p: &dyn Sys, rel: &str, instances: usize) -> Names {
+    fn new(p: &dyn Syscalls, rel: &str, instances: usize) -> Names {
         Names((0..instances).map(|i| p.path(&rel.replace("{i}", &i.to_string()))).collect())
     }
 
@@ -105,7 +105,7 @@ impl Names {
 /// that `relatime` updates nothing when it is read (otherwise the first
 /// read of each clock tick would, and whether the checker's recorded
 /// instance met a new tick would decide its verdict).
-fn make_file(p: &dyn Sys, path: &CStr, size: usize) -> Result<(), String> {
+fn make_file(p: &dyn Syscalls, path: &CStr, size: usize) -> Result<(), String> {
     let fd = p.open(path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644)?;
     let written = p.pwrite(fd, &vec![b'x'; size], 0);
     p.close(fd)?;
@@ -116,7 +116,7 @@ fn make_file(p: &dyn Sys, path: &CStr, size: usize) -> Result<(), String> {
 /// Creates the directory `rel` and in it the files `names`, each `size`
 /// bytes; returns the files' paths.
 fn dir_with_files<const N: usize>(
-    p: &dyn Sys,
+    p: &dyn Syscalls,
     rel: &str,
     names: [&str; N],
     size: usize,
@@ -131,7 +131,7 @@ fn dir_with_files<const N: usize>(
 
 /// `open(path, O_RDONLY)`, one `read` of up to 64 bytes (which must find
 /// data), `close`.
-fn open_read_close(p: &dyn Sys, path: &CStr) -> Result<(), String> {
+fn open_read_close(p: &dyn Syscalls, path: &CStr) -> Result<(), String> {
     let fd = p.open(path, libc::O_RDONLY, 0)?;
     let mut buf = [0u8; 64];
     let read = p.read(fd, &mut buf);

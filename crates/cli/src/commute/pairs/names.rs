@@ -2,7 +2,7 @@
 //! (in one directory and in two), readdir beside stat, missing lookups.
 
 use super::{dir_with_files, make_file, tmpfs, Names, Ops, Pair};
-use crate::commute::sys::Sys;
+use crate::commute::sys::Syscalls;
 use crate::commute::world::World;
 use std::sync::Arc;
 
@@ -64,7 +64,7 @@ pub(super) const PAIRS: &[Pair] = &[
                 sides.push((from, to));
             }
             let (b, a) = (sides.pop().expect("two sides"), sides.pop().expect("two sides"));
-            let rename = |(from, to): (Names, Names)| move |p: &dyn Sys, i| p.rename(from.get(i)?, to.get(i)?);
+            let rename = |(from, to): (Names, Names)| move |p: &dyn Syscalls, i| p.rename(from.get(i)?, to.get(i)?);
             Ok(Ops::shared(p, rename(a), rename(b)))
         },
     ),
@@ -100,7 +100,7 @@ fn create(w: &World, n: usize, dirs: [&str; 2]) -> Result<Ops, String> {
     let (p, q) = (w.process(), w.process());
     let [a, b] = names(&p, n, dirs)?;
     let create = |names: Names| {
-        move |p: &dyn Sys, i| {
+        move |p: &dyn Syscalls, i| {
             let fd = p.open(names.get(i)?, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644)?;
             p.close(fd)
         }
@@ -116,7 +116,7 @@ fn unlink(w: &World, n: usize, dirs: [&str; 2]) -> Result<Ops, String> {
         make_file(&*p, path, 0)?;
     }
     let [a, b] = sides;
-    let unlink = |names: Names| move |p: &dyn Sys, i| p.unlink(names.get(i)?);
+    let unlink = |names: Names| move |p: &dyn Syscalls, i| p.unlink(names.get(i)?);
     Ok(Ops::shared(p, unlink(a), unlink(b)))
 }
 
@@ -124,13 +124,13 @@ fn unlink(w: &World, n: usize, dirs: [&str; 2]) -> Result<Ops, String> {
 fn mkdir(w: &World, n: usize, dirs: [&str; 2]) -> Result<Ops, String> {
     let p = w.process();
     let [a, b] = names(&p, n, dirs)?;
-    let mkdir = |names: Names| move |p: &dyn Sys, i| p.mkdir(names.get(i)?, 0o755);
+    let mkdir = |names: Names| move |p: &dyn Syscalls, i| p.mkdir(names.get(i)?, 0o755);
     Ok(Ops::shared(p, mkdir(a), mkdir(b)))
 }
 
 /// Makes `dirs` and returns side A's instance names `a{i}` in the first,
 /// side B's `b{i}` in the second.
-fn names(p: &Arc<dyn Sys>, n: usize, dirs: [&str; 2]) -> Result<[Names; 2], String> {
+fn names(p: &Arc<dyn Syscalls>, n: usize, dirs: [&str; 2]) -> Result<[Names; 2], String> {
     for dir in dirs.iter().take(if dirs[0] == dirs[1] { 1 } else { 2 }) {
         p.mkdir(&p.path(dir), 0o755)?;
     }
