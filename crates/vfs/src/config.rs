@@ -31,7 +31,7 @@ pub enum DirLocking {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NegativeDentries {
     /// A miss leaves a negative dentry: it answers ENOENT until the name
-    /// is created (which replaces it) or, in a backend's tree, until the
+    /// is created (which replaces it) or, in a generator's tree, until the
     /// directory's revision moves.
     Cached,
     /// Every miss goes to the slow lookup under the directory lock.

@@ -40,7 +40,7 @@ pub struct Dentry {
     pub(crate) name: Box<[u8]>,
     pub(crate) inode: Option<Arc<Inode>>,
     /// For a negative: the parent directory's revision when the miss was
-    /// recorded (checked only in a backend's tree).
+    /// recorded (checked only in a generator's tree).
     pub(crate) neg_rev: u64,
     /// Odd while the dentry is being unhashed (`d_seq`).
     pub(crate) seq: SeqCount,
@@ -93,7 +93,7 @@ impl Dentry {
 }
 
 impl Drop for Dentry {
-    /// A backend's inode (kernfs, procfs) has this one name, and a later
+    /// A generator's inode (kernfs, procfs) has this one name, and a later
     /// lookup makes a new inode: open files stop keeping this one per CPU.
     /// (A kernfs rename gives the same inode a new dentry; opens of it then
     /// count in the shared count, which is correct, only not per CPU.)

@@ -128,11 +128,11 @@ impl Descriptors {
     /// this VFS's own memory is borrowed inside a read-side section, with
     /// no count taken, so `f` must not keep it nor wait long (a close of
     /// any descriptor of this process waits for the section). A file a
-    /// backend serves (a kernfs attribute's `show`/`store` may block on
+    /// generator serves (a kernfs attribute's `show`/`store` may block on
     /// anything) is counted instead, and `f` runs outside the section.
     fn with<R>(&self, fd: i32, f: impl FnOnce(&OpenFile) -> R) -> VfsResult<R> {
         let mut f = Some(f);
-        let borrowed = self.in_section(fd, |file| match file.is_backed() {
+        let borrowed = self.in_section(fd, |file| match file.is_generated() {
             false => Ok(f.take().expect("called once")(file)),
             true => Err(CountedArc::new(file)),
         })?;

@@ -67,7 +67,7 @@ pub(crate) struct Directory {
     _written_below: LinePad,
     /// The directory lock (`i_rwsem`) and the children it protects.
     pub children: RwSem<Children>,
-    /// Bumped by a backend (kernfs) whenever its set of children changes
+    /// Bumped by a generator (kernfs) whenever its set of children changes
     /// behind the dcache's back; a negative dentry of such a tree is valid
     /// while this equals the revision it saw. A plain superblock's dcache
     /// is authoritative and needs none (`SuperBlock::revalidate`).
@@ -81,8 +81,8 @@ pub(crate) enum Body {
     Regular(PageMap),
     Symlink(Box<[u8]>),
     Directory(Directory),
-    /// A regular file whose contents the superblock's backend serves.
-    Backed,
+    /// A regular file whose contents the superblock's generator serves.
+    Generated,
     /// A FIFO, socket or device node: a name and attributes, and for
     /// devices the device number; its I/O is the front end's.
     Special(FileType, u64),
@@ -242,8 +242,8 @@ pub(crate) struct NewInode {
     pub symlink_target: Box<[u8]>,
     /// A device node's device number.
     pub rdev: u64,
-    /// Backend data (Linux `i_private`); a regular file with some is
-    /// served by the backend.
+    /// Generator data (Linux `i_private`); a regular file with some is
+    /// served by the generator.
     pub private: Option<Arc<dyn Any + Send + Sync>>,
 }
 
@@ -265,7 +265,7 @@ impl NewInode {
 
 impl Inode {
     /// A new inode, charged to the inode space even past its limit (the
-    /// root, and trees a backend builds, which have none).
+    /// root, and trees a generator builds, which have none).
     pub(crate) fn new(registry: &Arc<InodeRegistry>, spec: NewInode) -> Arc<Inode> {
         if registry.space.reserve_inode().is_err() {
             registry.space.force_reserve_inode();
@@ -282,7 +282,7 @@ impl Inode {
     fn build(registry: &Arc<InodeRegistry>, spec: NewInode) -> Arc<Inode> {
         let now = Timespec::now();
         let (body, nlink, size) = match spec.file_type {
-            FileType::Regular if spec.private.is_some() => (Body::Backed, 1, 0),
+            FileType::Regular if spec.private.is_some() => (Body::Generated, 1, 0),
             FileType::Regular => (Body::Regular(PageMap::new()), 1, 0),
             FileType::Symlink => {
                 let len = spec.symlink_target.len() as u64;
@@ -339,14 +339,14 @@ impl Inode {
     /// The type, which never changes.
     pub fn file_type(&self) -> FileType {
         match self.body {
-            Body::Regular(_) | Body::Backed => FileType::Regular,
+            Body::Regular(_) | Body::Generated => FileType::Regular,
             Body::Symlink(_) => FileType::Symlink,
             Body::Directory(_) => FileType::Directory,
             Body::Special(file_type, _) => file_type,
         }
     }
 
-    /// Whether a backend serves this inode (it carries backend data).
+    /// Whether a generator serves this inode (it carries generator data).
     pub(crate) fn has_private(&self) -> bool {
         self.private.is_some()
     }
@@ -356,7 +356,7 @@ impl Inode {
         &self.registry.space
     }
 
-    /// The backend's data for this inode, if it is of type `T`.
+    /// The generator's data for this inode, if it is of type `T`.
     pub(crate) fn private<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.private.as_deref()?.downcast_ref()
     }

@@ -43,7 +43,7 @@
 //! | base | `reclaim`, `opens`, `xattr_store` | deferred releases; open counts; xattr storage | `call_rcu`, `i_writecount`, `simple_xattr` |
 //! | engine | [`locks`] | the lock engine: flock, POSIX and OFD record locks, leases, by owner id | `fs/locks.c` |
 //! | node types | [`inode`], `dentry`, `dcache` | inodes, dentries, the dentry hash and negative dentries | `fs/inode.c`, `fs/dcache.c` |
-//! | filesystem | `dirlock`, `backend`, `superblock` | directory locking; the hooks of kernfs and procfs; one instance | `fs/super.c` |
+//! | filesystem | `dirlock`, `generated`, `superblock` | directory locking; the hooks of kernfs and procfs; one instance | `fs/super.c` |
 //! | filesystem | [`file`](mod@file) | open file descriptions | `fs/read_write.c`, `fs/open.c` |
 //! | filesystem | `namei` | rcu-walk and ref-walk | `fs/namei.c` |
 //! | operations | `namespace`, `notify_change`, [`xattr`] | mkdir, unlink, rename, ...; attribute changes; xattr calls | `fs/namei.c`, `fs/attr.c`, `fs/xattr.c` |
@@ -61,7 +61,6 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
-mod backend;
 pub mod config;
 pub mod cred;
 mod dcache;
@@ -70,6 +69,7 @@ mod dirlock;
 pub mod errno;
 mod fdtable;
 pub mod file;
+mod generated;
 pub mod inode;
 pub mod kernfs;
 pub mod locks;

@@ -21,12 +21,12 @@
 //! Both modes share one driver ([`drive`]) over the [`Walker`] trait: the
 //! modes differ only in how a position is held and how one step is taken.
 //!
-//! May import the base modules, the node types, `backend` and `superblock`.
+//! May import the base modules, the node types, `generated` and `superblock`.
 
-use crate::backend::Revalidate;
 use crate::dcache::Dcache;
 use crate::dentry::{Dentry, DentryRef};
 use crate::errno::{Errno, VfsResult};
+use crate::generated::Revalidate;
 use crate::inode::Inode;
 use crate::path::{check_name_len, Last, PathName};
 use crate::superblock::SuperBlock;
@@ -331,8 +331,8 @@ impl Walker for RefWalker<'_> {
             return Ok(found);
         }
         let locked = self.sb.dir_locks.read(dir);
-        if let Some(backend) = &self.sb.backend {
-            return match backend.lookup(&pos.inode, name)? {
+        if let Some(generator) = &self.sb.generator {
+            return match generator.lookup(&pos.inode, name)? {
                 Some(inode) => {
                     let dentry = Dentry::new(pos.inode.ino(), name, Some(Arc::clone(&inode)), 0);
                     self.sb.dcache.insert(Arc::clone(&dentry), &crossbeam_epoch::pin());

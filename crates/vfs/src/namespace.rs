@@ -74,9 +74,9 @@ impl<'a> Ctx<'a> {
     where
         'a: 'd,
     {
-        // Trees a backend provides change only through the backend's API:
+        // Trees a generator provides change only through the generator's API:
         // their directories have no `->mkdir`, `->unlink`, ... (EPERM).
-        if self.sb.backend.is_some() {
+        if self.sb.generator.is_some() {
             return Err(Errno::EPERM);
         }
         let directory = dir.dir()?;
@@ -116,7 +116,7 @@ impl<'a> Ctx<'a> {
         rdev: u64,
     ) -> VfsResult<Arc<Inode>> {
         // Nor `->create`, which `vfs_create` reports as EACCES.
-        if self.sb.backend.is_some() && file_type == FileType::Regular {
+        if self.sb.generator.is_some() && file_type == FileType::Regular {
             return Err(Errno::EACCES);
         }
         let mut locked = self.lock_dir(dir)?;

@@ -8,13 +8,13 @@
 //! one is believed (a rename within one directory is ordered by that
 //! directory's lock alone, and changes no parent a walk could see).
 //!
-//! May import the base modules, the node types, `backend` and `dirlock`.
+//! May import the base modules, the node types, `generated` and `dirlock`.
 
-use crate::backend::{Backend, Revalidate};
 use crate::config::{InodeListKind, NegativeDentries, VfsConfig, WalkMode};
 use crate::dcache::Dcache;
 use crate::dentry::Dentry;
 use crate::dirlock::DirLocks;
+use crate::generated::{GeneratedTree, Revalidate};
 use crate::inode::{Inode, InodeRegistry, NewInode};
 use crate::reclaim::Reclaim;
 use crate::types::FileType;
@@ -38,7 +38,7 @@ pub(crate) struct SuperBlock {
     pub rename_lock: RwSem<()>,
     pub dir_locks: DirLocks,
     /// The provider of the contents, for kernfs and procfs trees.
-    pub backend: Option<Arc<dyn Backend>>,
+    pub generator: Option<Arc<dyn GeneratedTree>>,
     /// Counts what waits in the epoch to be freed.
     pub reclaim: Arc<Reclaim>,
 }
@@ -68,14 +68,14 @@ impl SuperBlock {
     }
 
     pub fn new(config: VfsConfig) -> SuperBlock {
-        SuperBlock::with_backend(config, |_, _| None)
+        SuperBlock::with_generator(config, |_, _| None)
     }
 
-    /// A superblock whose contents `make_backend` provides; it gets the
+    /// A superblock whose contents `make_generator` provides; it gets the
     /// inode registry (to make inodes) and the root directory.
-    pub fn with_backend(
+    pub fn with_generator(
         config: VfsConfig,
-        make_backend: impl FnOnce(&Arc<InodeRegistry>, &Arc<Inode>) -> Option<Arc<dyn Backend>>,
+        make_generator: impl FnOnce(&Arc<InodeRegistry>, &Arc<Inode>) -> Option<Arc<dyn GeneratedTree>>,
     ) -> SuperBlock {
         // Test-and-set heads: in userspace a lock holder can be preempted,
         // and a FIFO (ticket) lock then makes every later waiter wait for
@@ -87,7 +87,7 @@ impl SuperBlock {
         let inodes =
             InodeRegistry::new(list, Arc::new(crate::space::Space::new(config.size_limit, config.inode_limit)));
         let root = Inode::new(&inodes, NewInode::of(FileType::Directory, 0o755));
-        let backend = make_backend(&inodes, &root);
+        let generator = make_generator(&inodes, &root);
         let reclaim = Arc::new(Reclaim::default());
         SuperBlock {
             dcache: Dcache::new(config.dcache_buckets, config.max_negative_dentries, Arc::clone(&reclaim)),
@@ -97,12 +97,12 @@ impl SuperBlock {
             rename_seq: SeqCount::new(),
             rename_lock: RwSem::new((), SpinPolicy::Block),
             dir_locks: DirLocks::new(config.dir_locking),
-            backend,
+            generator,
             config,
         }
     }
 
-    /// `->d_revalidate` of a cached dentry found in `dir`: the backend's
+    /// `->d_revalidate` of a cached dentry found in `dir`: the generator's
     /// answer, or for a plain superblock valid. A plain superblock's dcache
     /// is authoritative, negatives included, as Linux's is for tmpfs: a
     /// negative is cached only under the directory's lock after the name
@@ -115,9 +115,9 @@ impl SuperBlock {
         if dir.dir().is_err() {
             return Revalidate::Invalid;
         }
-        match (&self.backend, &dentry.inode) {
-            (Some(backend), Some(inode)) => backend.revalidate(dir, &dentry.name, inode, rcu),
-            (Some(backend), None) => backend.revalidate_negative(dir, dentry.neg_rev, rcu),
+        match (&self.generator, &dentry.inode) {
+            (Some(generator), Some(inode)) => generator.revalidate(dir, &dentry.name, inode, rcu),
+            (Some(generator), None) => generator.revalidate_negative(dir, dentry.neg_rev, rcu),
             (None, _) => Revalidate::Valid,
         }
     }
@@ -125,8 +125,8 @@ impl SuperBlock {
     /// Search permission on `dir` for a walk step; `None` when rcu-walk
     /// cannot decide.
     pub fn may_search(&self, dir: &Inode, cred: &crate::Credentials, rcu: bool) -> Option<crate::VfsResult<()>> {
-        match &self.backend {
-            Some(backend) => backend.permission(dir, cred, crate::cred::Access::EXEC, rcu),
+        match &self.generator {
+            Some(generator) => generator.permission(dir, cred, crate::cred::Access::EXEC, rcu),
             None => Some(dir.may_search(cred)),
         }
     }
@@ -138,8 +138,8 @@ impl SuperBlock {
     /// Records that `name` is missing from `dir`, when negatives are cached.
     /// The caller holds `dir`'s lock (for reading at least) and saw no child.
     pub fn cache_negative(&self, dir: &Inode, name: &[u8]) {
-        let cached = match &self.backend {
-            Some(backend) => backend.caches_negatives(),
+        let cached = match &self.generator {
+            Some(generator) => generator.caches_negatives(),
             None => self.config.negative_dentries == NegativeDentries::Cached,
         };
         if !cached {

@@ -2,14 +2,14 @@
 //! file-lock state its inodes share, with the calls that concern the whole
 //! instance (`statfs`, `drop_caches`, the release barrier).
 //!
-//! May import the base modules, the node types, `backend`, `superblock`
+//! May import the base modules, the node types, `generated`, `superblock`
 //! and `locks`; not the system-call layer or `process` (a process is made
 //! from a `Vfs`, in the `process` module).
 
 use crate::config::VfsConfig;
 use crate::superblock::SuperBlock;
 use crate::types::FileType;
-use crate::{backend, inode, locks, pages};
+use crate::{generated, inode, locks, pages};
 use std::sync::Arc;
 
 /// One filesystem instance. Cloning is cheap and shares the instance.
@@ -58,13 +58,13 @@ impl Vfs {
         Vfs { sb: Arc::new(SuperBlock::new(config)), locks: Arc::new(locks::LockManager::new(config.lock_list)) }
     }
 
-    /// A filesystem whose contents `make_backend` provides (kernfs, procfs).
-    pub(crate) fn with_backend(
+    /// A filesystem whose contents `make_generator` provides (kernfs, procfs).
+    pub(crate) fn with_generator(
         config: VfsConfig,
-        make_backend: impl FnOnce(&Arc<inode::InodeRegistry>, &Arc<inode::Inode>) -> Arc<dyn backend::Backend>,
+        make_generator: impl FnOnce(&Arc<inode::InodeRegistry>, &Arc<inode::Inode>) -> Arc<dyn generated::GeneratedTree>,
     ) -> Vfs {
         Vfs {
-            sb: Arc::new(SuperBlock::with_backend(config, |registry, root| Some(make_backend(registry, root)))),
+            sb: Arc::new(SuperBlock::with_generator(config, |registry, root| Some(make_generator(registry, root)))),
             locks: Arc::new(locks::LockManager::new(config.lock_list)),
         }
     }

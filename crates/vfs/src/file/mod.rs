@@ -10,12 +10,12 @@
 //! `f_pos_lock` makes them. Reading file data at an explicit offset
 //! (`pread`) takes no lock at all: see [`crate::pages`].
 //!
-//! May import the base modules, the node types, `backend`, `dirlock` and `locks`.
+//! May import the base modules, the node types, `generated`, `dirlock` and `locks`.
 
 pub(crate) mod open_ref;
 
-use crate::backend::{BackedFile, Backend};
 use crate::errno::{Errno, VfsResult};
+use crate::generated::{GeneratedFile, GeneratedTree};
 use crate::inode::{Body, Inode};
 use crate::mode::{S_ISGID, S_ISUID, S_IXGRP};
 use crate::pages::PageMap;
@@ -44,11 +44,11 @@ enum DirPos {
 pub struct OpenFile {
     _head: LinePad,
     inode: open_ref::OpenRef,
-    /// The backend's open file, for files a backend serves.
-    backed: Option<Box<dyn BackedFile>>,
-    /// The superblock's backend, which lists backed directories (held by
+    /// The generator's open file, for files a generator serves.
+    generated: Option<Box<dyn GeneratedFile>>,
+    /// The superblock's generator, which lists generated directories (held by
     /// directories only, so opening a file shares no count).
-    backend: Option<Arc<dyn Backend>>,
+    generator: Option<Arc<dyn GeneratedTree>>,
     /// How readdir locks the directory: as the superblock's other readers
     /// of children do (`PerDirectory` for files).
     dir_locks: crate::dirlock::DirLocks,
@@ -90,10 +90,10 @@ impl OpenFile {
         &self.flock_home
     }
 
-    /// Whether a backend serves the file (its reads and writes run the
-    /// backend's code, which may block).
-    pub(crate) fn is_backed(&self) -> bool {
-        self.backed.is_some()
+    /// Whether a generator serves the file (its reads and writes run the
+    /// generator's code, which may block).
+    pub(crate) fn is_generated(&self) -> bool {
+        self.generated.is_some()
     }
 
     pub(crate) fn lease_home(&self) -> &crate::locks::HomeShard {
@@ -104,15 +104,15 @@ impl OpenFile {
         inode: open_ref::OpenRef,
         flags: OpenFlags,
         max_file_size: u64,
-        backend: Option<Arc<dyn Backend>>,
-        backed: Option<Box<dyn BackedFile>>,
+        generator: Option<Arc<dyn GeneratedTree>>,
+        generated: Option<Box<dyn GeneratedFile>>,
         dir_locks: crate::dirlock::DirLocks,
     ) -> OpenFile {
         OpenFile {
             _head: LinePad::new(),
             inode,
-            backed,
-            backend,
+            generated,
+            generator,
             dir_locks,
             flags,
             readable: flags.may_read(),
@@ -155,7 +155,7 @@ impl OpenFile {
         match &self.inode.body {
             Body::Regular(data) => Ok(data),
             Body::Directory(_) => Err(Errno::EISDIR),
-            Body::Symlink(_) | Body::Backed | Body::Special(..) => Err(Errno::EINVAL),
+            Body::Symlink(_) | Body::Generated | Body::Special(..) => Err(Errno::EINVAL),
         }
     }
 
@@ -172,8 +172,8 @@ impl OpenFile {
         if !self.readable {
             return Err(Errno::EBADF);
         }
-        if let Some(backed) = &self.backed {
-            return backed.read(&self.inode, buf, offset);
+        if let Some(generated) = &self.generated {
+            return generated.read(&self.inode, buf, offset);
         }
         let n = self.data()?.read(buf, offset);
         self.touch_atime();
@@ -213,8 +213,8 @@ impl OpenFile {
         if !self.writable {
             return Err(Errno::EBADF);
         }
-        if let Some(backed) = &self.backed {
-            let n = backed.write(&self.inode, buf, offset)?;
+        if let Some(generated) = &self.generated {
+            let n = generated.write(&self.inode, buf, offset)?;
             return Ok((n, offset + n as u64));
         }
         let mut data = self.data()?.lock(self.inode.space());
@@ -311,7 +311,7 @@ impl OpenFile {
             return Err(Errno::EBADF);
         }
         let data = match self.data() {
-            Ok(data) if self.backed.is_none() => data,
+            Ok(data) if self.generated.is_none() => data,
             Err(Errno::EISDIR) => return Err(Errno::EISDIR),
             _ => return Err(Errno::ENODEV),
         };
@@ -368,9 +368,9 @@ impl OpenFile {
                     out.push(DirEntry { name: b"..".to_vec(), ino: parent, file_type: FileType::Directory });
                     *pos = DirPos::After(None);
                 }
-                DirPos::After(last) if self.backend.is_some() => {
-                    let backend = self.backend.as_ref().expect("matched above");
-                    let entries = backend.readdir(&self.inode)?;
+                DirPos::After(last) if self.generator.is_some() => {
+                    let generator = self.generator.as_ref().expect("matched above");
+                    let entries = generator.readdir(&self.inode)?;
                     let start = match last {
                         None => 0,
                         Some(last) => entries.partition_point(|e| e.name.as_slice() <= &**last),

@@ -27,7 +27,7 @@
 //! a node is removed, opens fail with ENOENT and reads or writes on files
 //! already open fail with ENODEV.
 //!
-//! May import the base modules, the node types, `backend` and `vfs`.
+//! May import the base modules, the node types, `generated` and `vfs`.
 //!
 //! ```
 //! use vfscale::kernfs::{Kernfs, KernfsConfig};
@@ -58,9 +58,9 @@ mod attr;
 
 pub use attr::{Attribute, MAX_WRITE};
 
-use crate::backend::{BackedFile, Backend, Revalidate};
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
+use crate::generated::{GeneratedFile, GeneratedTree, Revalidate};
 use crate::inode::{Inode, InodeRegistry, NewInode};
 use crate::types::{DirEntry, FileType, OpenFlags};
 use crate::{Credentials, Vfs, VfsConfig};
@@ -175,7 +175,7 @@ struct Tree {
     dirs: HashMap<u64, BTreeMap<Box<[u8]>, KernfsNode>>,
 }
 
-/// The shared part: the tree, its lock, and the backend the VFS calls.
+/// The shared part: the tree, its lock, and the generator the VFS calls.
 struct Shared {
     config: KernfsConfig,
     tree: RwSem<Tree>,
@@ -230,7 +230,7 @@ impl Shared {
     }
 }
 
-impl Backend for Shared {
+impl GeneratedTree for Shared {
     fn revalidate(&self, dir: &Inode, name: &[u8], inode: &Inode, rcu: bool) -> Revalidate {
         if rcu && !self.config.rcu_revalidate {
             return Revalidate::NeedRefWalk;
@@ -283,7 +283,7 @@ impl Backend for Shared {
             .collect())
     }
 
-    fn open(&self, inode: &Arc<Inode>, flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn BackedFile>> {
+    fn open(&self, inode: &Arc<Inode>, flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn GeneratedFile>> {
         // `kernfs_fop_open`: even root may not open an attribute for a
         // direction its mode has no bit for.
         let mode = inode.stat().mode;
@@ -310,7 +310,7 @@ impl Kernfs {
     /// An empty tree (a root directory, mode 0755) in the given design.
     pub fn new(config: KernfsConfig) -> Kernfs {
         let mut shared = None;
-        let vfs = Vfs::with_backend(VfsConfig::default(), |registry, root| {
+        let vfs = Vfs::with_generator(VfsConfig::default(), |registry, root| {
             let made = Arc::new(Shared {
                 config,
                 tree: RwSem::new(Tree::default(), SpinPolicy::Adaptive),
@@ -324,7 +324,7 @@ impl Kernfs {
             made.root.set(root_node).expect("set once");
             made
         });
-        Kernfs { vfs, shared: shared.expect("the backend was made") }
+        Kernfs { vfs, shared: shared.expect("the generator was made") }
     }
 
     /// The filesystem readers walk.
@@ -364,7 +364,7 @@ impl Kernfs {
         self.create_attribute(parent, name, perm, Arc::new(attr::FnAttribute::new(show, store)))
     }
 
-    /// A new attribute file backed by an [`Attribute`] implementation.
+    /// A new attribute file served by an [`Attribute`] implementation.
     pub fn create_attribute(
         &self,
         parent: &KernfsNode,

@@ -13,7 +13,7 @@
 //! seed's "before") it refuses there, so every walk through a `<pid>`
 //! directory restarts in ref-walk and takes references on the way.
 //!
-//! May import the base modules, the node types, `backend` and `vfs`.
+//! May import the base modules, the node types, `generated` and `vfs`.
 //!
 //! ```
 //! use vfscale::procfs::{ProcConfig, Procfs, TaskInfo};
@@ -36,9 +36,9 @@ mod files;
 
 pub use files::TaskInfo;
 
-use crate::backend::{BackedFile, Backend, Revalidate};
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
+use crate::generated::{GeneratedFile, GeneratedTree, Revalidate};
 use crate::inode::{Inode, InodeRegistry, NewInode};
 use crate::types::{DirEntry, FileType, OpenFlags};
 use crate::{Credentials, Vfs, VfsConfig};
@@ -147,7 +147,7 @@ impl Shared {
     }
 }
 
-impl Backend for Shared {
+impl GeneratedTree for Shared {
     fn revalidate(&self, _dir: &Inode, _name: &[u8], inode: &Inode, rcu: bool) -> Revalidate {
         if rcu && !self.config.rcu_revalidate {
             return Revalidate::NeedRefWalk;
@@ -211,7 +211,7 @@ impl Backend for Shared {
         Ok(entries)
     }
 
-    fn open(&self, inode: &Arc<Inode>, _flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn BackedFile>> {
+    fn open(&self, inode: &Arc<Inode>, _flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn GeneratedFile>> {
         task_file(inode).ok_or(Errno::EINVAL)?;
         Ok(Box::<ProcFile>::default())
     }
@@ -244,7 +244,7 @@ impl Procfs {
     /// An empty task table.
     pub fn new(config: ProcConfig) -> Procfs {
         let mut shared = None;
-        let vfs = Vfs::with_backend(VfsConfig::default(), |registry, _root| {
+        let vfs = Vfs::with_generator(VfsConfig::default(), |registry, _root| {
             let made = Arc::new(Shared {
                 config,
                 tasks: RwSem::new(BTreeMap::new(), SpinPolicy::Adaptive),
@@ -253,7 +253,7 @@ impl Procfs {
             shared = Some(Arc::clone(&made));
             made
         });
-        Procfs { vfs, shared: shared.expect("the backend was made") }
+        Procfs { vfs, shared: shared.expect("the generator was made") }
     }
 
     /// The filesystem readers walk; its root is the `/proc` directory.

@@ -52,11 +52,11 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     let special = matches!(&inode.body, Body::Special(..));
     let max = ctx.sb.config.max_file_size;
     if !created {
-        if let Some(backend) = &ctx.sb.backend {
-            // Decided without the backend's lock where it can (the "after"
+        if let Some(generator) = &ctx.sb.generator {
+            // Decided without the generator's lock where it can (the "after"
             // designs), as the walk's own permission checks are.
-            backend.permission(&inode, ctx.cred, wanted, true).unwrap_or_else(|| {
-                backend.permission(&inode, ctx.cred, wanted, false).expect("ref mode always decides")
+            generator.permission(&inode, ctx.cred, wanted, true).unwrap_or_else(|| {
+                generator.permission(&inode, ctx.cred, wanted, false).expect("ref mode always decides")
             })?;
         } else {
             inode.permission_fast(ctx.cred, wanted)?;
@@ -68,16 +68,16 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     if special {
         open_special(inode.file_type(), flags)?;
     }
-    let backed = match (&inode.body, &ctx.sb.backend) {
-        (Body::Backed, Some(backend)) => Some(backend.open(&inode, flags, ctx.cred)?),
+    let generated = match (&inode.body, &ctx.sb.generator) {
+        (Body::Generated, Some(generator)) => Some(generator.open(&inode, flags, ctx.cred)?),
         _ => None,
     };
-    let (backend, dir_locks) = if inode.is_dir() {
-        (ctx.sb.backend.clone(), ctx.sb.dir_locks.for_open_directory())
+    let (generator, dir_locks) = if inode.is_dir() {
+        (ctx.sb.generator.clone(), ctx.sb.dir_locks.for_open_directory())
     } else {
         (None, crate::dirlock::DirLocks::PerDirectory)
     };
-    let file = OpenFile::new(inode, flags, max, backend, backed, dir_locks);
+    let file = OpenFile::new(inode, flags, max, generator, generated, dir_locks);
     // Counted as open by now, so a racing F_SETLEASE sees this open.
     if !created {
         super::locks::break_lease(&file)?;

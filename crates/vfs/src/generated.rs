@@ -32,7 +32,7 @@ pub(crate) enum Revalidate {
 }
 
 /// The filesystem side of a superblock whose contents it provides.
-pub(crate) trait Backend: Send + Sync + fmt::Debug {
+pub(crate) trait GeneratedTree: Send + Sync + fmt::Debug {
     /// Whether the positive dentry `name` in `dir`, naming `inode`, still
     /// stands.
     fn revalidate(&self, dir: &Inode, name: &[u8], inode: &Inode, rcu: bool) -> Revalidate;
@@ -53,14 +53,14 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// Every entry of `dir` except `.` and `..`, in a stable order.
     fn readdir(&self, dir: &Inode) -> VfsResult<Vec<DirEntry>>;
 
-    /// Opens a file whose contents the backend produces.
-    fn open(&self, inode: &Arc<Inode>, flags: OpenFlags, cred: &Credentials) -> VfsResult<Box<dyn BackedFile>>;
+    /// Opens a file whose contents the generator produces.
+    fn open(&self, inode: &Arc<Inode>, flags: OpenFlags, cred: &Credentials) -> VfsResult<Box<dyn GeneratedFile>>;
 }
 
-/// An open file whose reads and writes the backend serves. It is handed
+/// An open file whose reads and writes the generator serves. It is handed
 /// its inode on every call (the open file description holds it), so it
 /// need not take a reference of its own: opening shares no count.
-pub(crate) trait BackedFile: Send + Sync + fmt::Debug {
+pub(crate) trait GeneratedFile: Send + Sync + fmt::Debug {
     /// Reads at `offset`.
     fn read(&self, inode: &Inode, buf: &mut [u8], offset: u64) -> VfsResult<usize>;
     /// Writes at `offset`.
