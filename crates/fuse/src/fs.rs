@@ -60,7 +60,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use vfscale::cred::Access;
 use vfscale::inode::Inode;
-use vfscale::{Context, Credentials, Errno, FileType, OpenFile, OpenFlags, RenameFlags, SetAttr, Vfs, VfsResult};
+use vfscale::{
+    AtFlags, Context, Credentials, Errno, FileType, OpenFile, OpenFlags, RenameFlags, SetAttr, Vfs, VfsResult,
+};
 use vfscale_sync::poison::unpoisoned;
 
 /// How long the kernel may cache entries (negative ones too), attributes
@@ -196,13 +198,14 @@ impl Server {
         self.demo.as_ref().map(Demo::refreshes)
     }
 
-    /// Runs `call` with credentials `cred` in directory `id` of its
-    /// instance: the system-call context a request names (its node and
-    /// its caller), which writes nothing shared.
+    /// Runs `call` with credentials `cred` at node `id` of its instance
+    /// (relative paths start there; an empty path with `AT_EMPTY_PATH`
+    /// names the node itself): the system-call context a request names
+    /// (its node and its caller), which writes nothing shared.
     fn at<R>(&self, cred: &Credentials, id: u64, call: impl FnOnce(&Context<'_>) -> VfsResult<R>) -> VfsResult<R> {
         let (_, m, _) = self.instances.split(id)?;
         let dir = self.instances.inode(id)?;
-        call(&Context::new(&m.vfs, cred, &dir)?)
+        call(&Context::new(&m.vfs, cred, &dir))
     }
 
     /// After the reply to a request on directory `id` that removed names
@@ -260,15 +263,6 @@ impl Server {
                 self.hand_on_releases(ino);
             }
         }
-    }
-
-    /// Runs `call` on node `id` itself (its inode) in the context of the
-    /// caller `c`, for calls that name the inode rather than a path.
-    fn on_node<R>(&self, c: &Client, id: u64, call: impl FnOnce(&Context<'_>, &Inode) -> VfsResult<R>) -> VfsResult<R> {
-        let (_, m, _) = self.instances.split(id)?;
-        let inode = self.instances.inode(id)?;
-        let cred = credentials(c);
-        call(&Context::new(&m.vfs, &cred, m.vfs.root())?, &inode)
     }
 
     /// The entry reply for `inode`, reached as `name` in directory
@@ -385,7 +379,7 @@ impl Server {
             self.data_file(id, fh)?.truncate(len, &cred)?;
             rest.size = None;
         }
-        Context::new(&m.vfs, &cred, m.vfs.root())?.setattr(&inode, rest)?;
+        Context::new(&m.vfs, &cred, m.vfs.root()).setattr(&inode, rest)?;
         Ok(file_attr(id, &inode.stat()))
     }
 
@@ -453,7 +447,7 @@ impl Server {
                 if c.resolve(&name, false).map(|i| i.ino()) != Ok(inode.ino()) {
                     return Ok(None);
                 }
-                Ok(Some(c.linkat(&name, &new_dir, newname)))
+                Ok(Some(c.linkat(&name, AtFlags::NONE, &new_dir, newname)))
             });
             if let Ok(Some(result)) = linked {
                 result?;
@@ -638,7 +632,7 @@ impl Server {
         let (mount, m, _) = self.instances.split(id)?;
         let inode = self.instances.inode(id)?;
         let file = if inode.file_type() == FileType::Directory {
-            Context::new(&m.vfs, &cred, &inode)?.open(".", flags, 0)?
+            Context::new(&m.vfs, &cred, &inode).open(".", flags, 0)?
         } else {
             self.open_by_name(id, &inode, &cred, flags)?
         };
@@ -773,26 +767,26 @@ impl Server {
 
     /// `SETXATTR`.
     pub(crate) fn set_xattr(&self, c: &Client, id: u64, name: &[u8], value: &[u8], flags: i32) -> VfsResult<()> {
-        self.on_node(c, id, |c, inode| c.setxattr_inode(inode, name, value, flags))
+        self.at(&credentials(c), id, |c| c.setxattr("", AtFlags::EMPTY_PATH, name, value, flags))
     }
 
     /// `GETXATTR`.
     pub(crate) fn get_xattr(&self, c: &Client, id: u64, name: &[u8], size: u32) -> VfsResult<Xattr> {
         let mut buf = vec![0; size as usize];
-        let n = self.on_node(c, id, |c, inode| c.getxattr_inode(inode, name, &mut buf))?;
+        let n = self.at(&credentials(c), id, |c| c.getxattr("", AtFlags::EMPTY_PATH, name, &mut buf))?;
         Ok(xattr(n, size, buf))
     }
 
     /// `LISTXATTR`.
     pub(crate) fn list_xattr(&self, c: &Client, id: u64, size: u32) -> VfsResult<Xattr> {
         let mut buf = vec![0; size as usize];
-        let n = self.on_node(c, id, |c, inode| c.listxattr_inode(inode, &mut buf))?;
+        let n = self.at(&credentials(c), id, |c| c.listxattr("", AtFlags::EMPTY_PATH, &mut buf))?;
         Ok(xattr(n, size, buf))
     }
 
     /// `REMOVEXATTR`.
     pub(crate) fn remove_xattr(&self, c: &Client, id: u64, name: &[u8]) -> VfsResult<()> {
-        self.on_node(c, id, |c, inode| c.removexattr_inode(inode, name))
+        self.at(&credentials(c), id, |c| c.removexattr("", AtFlags::EMPTY_PATH, name))
     }
 
     /// `ACCESS` with `access(2)`'s mask (`R_OK`, `W_OK`, `X_OK`).

@@ -431,6 +431,7 @@ impl Inode {
     /// Search permission on a directory, as every walk step checks it. A
     /// directory everyone may search is decided from one load of the mode,
     /// the fast path Linux takes before `generic_permission`.
+    #[inline]
     pub(crate) fn may_search(&self, cred: &crate::Credentials) -> VfsResult<()> {
         self.permission_fast(cred, crate::cred::Access::EXEC)
     }
@@ -438,6 +439,7 @@ impl Inode {
     /// [`permission`](Self::permission) that first checks, with one load
     /// of the mode, whether every class (owner, group, other) has all of
     /// `mask`: then anyone may, whichever class the caller falls in.
+    #[inline]
     pub(crate) fn permission_fast(&self, cred: &crate::Credentials, mask: crate::cred::Access) -> VfsResult<()> {
         let all_classes = mask.bits() * 0o111;
         if self.mode.load(Ordering::Acquire) & all_classes == all_classes {

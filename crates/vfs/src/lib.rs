@@ -97,9 +97,11 @@ pub use cred::Credentials;
 pub use errno::{Errno, VfsResult};
 pub use file::OpenFile;
 pub use namei::MAX_SYMLINKS;
-pub use process::{Fd, Process};
+pub use process::{Fd, Process, AT_FDCWD};
 pub use reclaim::release_barrier;
 pub use syscalls::Context;
 pub use time::Timespec;
-pub use types::{falloc, DirEntry, FileType, OpenFlags, RenameFlags, SetAttr, SetTime, Stat, Whence};
+pub use types::{
+    falloc, AtFlags, DirEntry, FileType, OpenFlags, OpenHow, RenameFlags, ResolveFlags, SetAttr, SetTime, Stat, Whence,
+};
 pub use vfs::{FsStats, Vfs};

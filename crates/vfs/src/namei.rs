@@ -21,6 +21,12 @@
 //! Both modes share one driver ([`drive`]) over the [`Walker`] trait: the
 //! modes differ only in how a position is held and how one step is taken.
 //!
+//! A walk is confined by its [`Scope`] (`openat2`'s resolve flags): `..`
+//! never climbs above the root it is given (the process's root, or the
+//! `dirfd` for `RESOLVE_IN_ROOT` and `RESOLVE_BENEATH`), and a beneath walk
+//! refuses to reach the root's outside at all (EXDEV) rather than stopping
+//! there.
+//!
 //! May import the base modules, the node types, `generated` and `superblock`.
 
 use crate::dcache::Dcache;
@@ -47,6 +53,22 @@ pub(crate) enum Intent {
     NoFollow,
     /// Stop at its parent directory and return the name unresolved.
     Parent,
+}
+
+/// The rules of one walk beyond its root: Linux's `LOOKUP_BENEATH`,
+/// `LOOKUP_NO_SYMLINKS` and `LOOKUP_CACHED`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Scope {
+    /// An absolute path or symlink, or `..` at the root, is EXDEV.
+    pub beneath: bool,
+    /// Following any symlink is ELOOP.
+    pub no_symlinks: bool,
+    /// The walk must finish in rcu-walk, from the dcache alone; where it
+    /// cannot, EAGAIN.
+    pub cached: bool,
+    /// An empty path names the start itself (`AT_EMPTY_PATH`, Linux
+    /// `LOOKUP_EMPTY`), which need not be a directory.
+    pub empty_path: bool,
 }
 
 /// Where a walk ended.
@@ -82,7 +104,9 @@ pub(crate) trait Walker {
     type Pos;
     fn inode<'p>(&self, pos: &'p Self::Pos) -> &'p Arc<Inode>;
     fn start(&mut self, absolute: bool) -> Self::Pos;
-    fn parent(&mut self, pos: &Self::Pos) -> Self::Pos;
+    /// The parent of the directory at `pos`; `None` at the walk's root,
+    /// which `..` does not leave.
+    fn parent(&mut self, pos: &Self::Pos) -> Option<Self::Pos>;
     /// Search permission on the directory at `pos`.
     fn may_search(&mut self, pos: &Self::Pos) -> Result<(), Stop>;
     /// The child `name` of the directory at `pos`; `None` if it does not
@@ -162,9 +186,18 @@ impl<'p> Cursor<'p> {
 }
 
 /// Walks `path` with `walker`: the mode-independent part of namei.
-pub(crate) fn drive<'p, W: Walker>(walker: &mut W, path: &'p [u8], intent: Intent) -> Result<Walked<'p, W::Pos>, Stop> {
+pub(crate) fn drive<'p, W: Walker>(
+    walker: &mut W,
+    path: &'p [u8],
+    intent: Intent,
+    scope: Scope,
+) -> Result<Walked<'p, W::Pos>, Stop> {
     let mut cursor = Cursor::new(path);
-    let mut pos = walker.start(path.first() == Some(&b'/'));
+    let absolute = path.first() == Some(&b'/');
+    if absolute && scope.beneath {
+        return Err(Errno::EXDEV.into());
+    }
+    let mut pos = walker.start(absolute);
     let mut links_followed = 0;
     loop {
         let Some(component) = cursor.next() else {
@@ -197,7 +230,11 @@ pub(crate) fn drive<'p, W: Walker>(walker: &mut W, path: &'p [u8], intent: Inten
         match name {
             b"." => continue,
             b".." => {
-                pos = walker.parent(&pos);
+                match walker.parent(&pos) {
+                    Some(parent) => pos = parent,
+                    None if scope.beneath => return Err(Errno::EXDEV.into()),
+                    None => {}
+                }
                 continue;
             }
             _ => {}
@@ -207,10 +244,13 @@ pub(crate) fn drive<'p, W: Walker>(walker: &mut W, path: &'p [u8], intent: Inten
         let follow = !is_last || intent == Intent::Follow || cursor.trailing_slash();
         if let (Some(target), true) = (walker.inode(&child).symlink_target(), follow) {
             links_followed += 1;
-            if links_followed > MAX_SYMLINKS {
+            if links_followed > MAX_SYMLINKS || scope.no_symlinks {
                 return Err(Errno::ELOOP.into());
             }
             if target.first() == Some(&b'/') {
+                if scope.beneath {
+                    return Err(Errno::EXDEV.into());
+                }
                 pos = walker.start(true);
             }
             cursor.push_link(target.into());
@@ -253,11 +293,12 @@ impl<'g> Walker for RcuWalker<'g> {
         }
     }
 
-    fn parent(&mut self, pos: &&'g Arc<Inode>) -> &'g Arc<Inode> {
+    fn parent(&mut self, pos: &&'g Arc<Inode>) -> Option<&'g Arc<Inode>> {
         if Arc::ptr_eq(pos, self.root) {
-            return self.root;
+            return None;
         }
-        pos.dir().ok().and_then(|d| d.parent(self.guard)).unwrap_or(self.root)
+        // The filesystem's own root (outside a chroot's) is its own parent.
+        Some(pos.dir().ok().and_then(|d| d.parent(self.guard)).unwrap_or(pos))
     }
 
     fn may_search(&mut self, pos: &&'g Arc<Inode>) -> Result<(), Stop> {
@@ -309,14 +350,13 @@ impl Walker for RefWalker<'_> {
         RefPos { inode: get_inode(inode), _dentry: None }
     }
 
-    fn parent(&mut self, pos: &RefPos) -> RefPos {
-        let parent = if Arc::ptr_eq(&pos.inode, self.root) {
-            None
-        } else {
-            let guard = crossbeam_epoch::pin();
-            pos.inode.dir().ok().and_then(|d| d.parent(&guard)).map(get_inode)
-        };
-        RefPos { inode: parent.unwrap_or_else(|| get_inode(self.root)), _dentry: None }
+    fn parent(&mut self, pos: &RefPos) -> Option<RefPos> {
+        if Arc::ptr_eq(&pos.inode, self.root) {
+            return None;
+        }
+        let guard = crossbeam_epoch::pin();
+        let parent = pos.inode.dir().ok().and_then(|d| d.parent(&guard)).unwrap_or(&pos.inode);
+        Some(RefPos { inode: get_inode(parent), _dentry: None })
     }
 
     fn may_search(&mut self, pos: &RefPos) -> Result<(), Stop> {
@@ -377,26 +417,41 @@ impl RefWalker<'_> {
     }
 }
 
-/// Resolves `path` from `cwd` (or `root` if absolute), in the superblock's
-/// walk mode, and hands the end of the walk to `finish`.
+/// Where a walk starts and what confines it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Start<'a> {
+    /// Where absolute paths start, and above which `..` does not climb.
+    pub root: &'a Arc<Inode>,
+    /// Where relative paths start.
+    pub cwd: &'a Arc<Inode>,
+    pub scope: Scope,
+}
+
+/// Resolves `path` from `start.cwd` (or `start.root` if absolute), in the
+/// superblock's walk mode, and hands the end of the walk to `finish`. A
+/// relative path from a start that is not a directory is ENOTDIR at its
+/// first component, as in Linux's `path_init`.
 ///
 /// `finish` runs inside the walk: in rcu-walk it sees borrowed inodes and
 /// must not block; its result is discarded if the walk has to restart.
 pub(crate) fn walk<'p, R>(
     sb: &SuperBlock,
     cred: &Credentials,
-    root: &Arc<Inode>,
-    cwd: &Arc<Inode>,
+    start: Start<'_>,
     path: &'p [u8],
     intent: Intent,
     finish: impl Fn(Walked<'p, &Arc<Inode>>) -> VfsResult<R>,
 ) -> VfsResult<R> {
+    let Start { root, cwd, scope } = start;
+    if path.is_empty() && scope.empty_path && intent != Intent::Parent {
+        return finish(Walked::Found(cwd));
+    }
     PathName::new(path)?;
     if sb.rcu_walk_enabled() {
         let guard = crossbeam_epoch::pin();
         let rename_seq = sb.rename_seq.read_begin();
         let mut walker = RcuWalker { sb, cred, guard: &guard, root, cwd };
-        match drive(&mut walker, path, intent) {
+        match drive(&mut walker, path, intent, scope) {
             Ok(walked) => {
                 let result = finish(walked);
                 if !sb.rename_seq.read_retry(rename_seq) {
@@ -411,21 +466,24 @@ pub(crate) fn walk<'p, R>(
             Err(Stop::Fallback) => {}
         }
     }
-    ref_walk(sb, cred, root, cwd, path, intent, finish)
+    if scope.cached {
+        // Linux `LOOKUP_CACHED`: no ref-walk, which may block.
+        return Err(Errno::EAGAIN);
+    }
+    ref_walk(sb, cred, start, path, intent, finish)
 }
 
 fn ref_walk<'p, R>(
     sb: &SuperBlock,
     cred: &Credentials,
-    root: &Arc<Inode>,
-    cwd: &Arc<Inode>,
+    start: Start<'_>,
     path: &'p [u8],
     intent: Intent,
     finish: impl Fn(Walked<'p, &Arc<Inode>>) -> VfsResult<R>,
 ) -> VfsResult<R> {
     const OPTIMISTIC_TRIES: usize = 2;
-    let mut walker = RefWalker { sb, cred, root, cwd };
-    let run = |walker: &mut RefWalker<'_>| match drive(walker, path, intent) {
+    let mut walker = RefWalker { sb, cred, root: start.root, cwd: start.cwd };
+    let run = |walker: &mut RefWalker<'_>| match drive(walker, path, intent, start.scope) {
         Ok(Walked::Found(pos)) => finish(Walked::Found(&pos.inode)),
         Ok(Walked::Parent { dir, last, trailing_slash }) => {
             finish(Walked::Parent { dir: &dir.inode, last, trailing_slash })

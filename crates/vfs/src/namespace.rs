@@ -17,7 +17,7 @@ use crate::dirlock::DirWriteGuard;
 use crate::errno::{Errno, VfsResult};
 use crate::inode::{Inode, NewInode};
 use crate::mode::{S_IALLUGO, S_IFDIR, S_IFMT, S_ISGID, S_ISVTX, S_IXGRP};
-use crate::namei::{walk, Intent, Walked};
+use crate::namei::{walk, Intent, Scope, Start, Walked};
 use crate::path::{DirOp, Last};
 use crate::superblock::SuperBlock;
 use crate::types::{FileType, RenameFlags, SetTime, Stat};
@@ -31,7 +31,10 @@ use vfscale_sync::audited::CountedArc;
 pub(crate) struct Ctx<'a> {
     pub sb: &'a SuperBlock,
     pub cred: &'a Credentials,
+    /// Where absolute paths start and `..` stops.
+    pub root: &'a Arc<Inode>,
     pub cwd: &'a Arc<Inode>,
+    pub scope: Scope,
 }
 
 impl<'a> Ctx<'a> {
@@ -50,7 +53,7 @@ impl<'a> Ctx<'a> {
         intent: Intent,
         finish: impl Fn(Walked<'p, &Arc<Inode>>) -> VfsResult<R>,
     ) -> VfsResult<R> {
-        walk(self.sb, self.cred, &self.sb.root, self.cwd, path, intent, finish)
+        walk(self.sb, self.cred, Start { root: self.root, cwd: self.cwd, scope: self.scope }, path, intent, finish)
     }
 
     /// Resolves all but the last component of `path`.
@@ -241,8 +244,8 @@ impl<'a> Ctx<'a> {
     /// `link(2)`, `new` walked from `to`'s start, checking in `do_linkat` /
     /// `vfs_link` order: the new name, write permission on its directory,
     /// then the source's type and links.
-    pub fn link(&self, old: &[u8], to: &Ctx<'_>, new: &[u8]) -> VfsResult<()> {
-        let inode = self.lookup(old, Intent::NoFollow)?;
+    pub fn link(&self, old: &[u8], intent: Intent, to: &Ctx<'_>, new: &[u8]) -> VfsResult<()> {
+        let inode = self.lookup(old, intent)?;
         let (dir, last, trailing_slash) = to.parent(new)?;
         let name = last.require_normal(DirOp::Create)?;
         if trailing_slash {
@@ -307,8 +310,8 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    pub fn chmod(&self, path: &[u8], perm: u32) -> VfsResult<()> {
-        crate::notify_change::chmod(&*self.lookup(path, Intent::Follow)?, self.cred, perm)
+    pub fn chmod(&self, path: &[u8], perm: u32, intent: Intent) -> VfsResult<()> {
+        crate::notify_change::chmod(&*self.lookup(path, intent)?, self.cred, perm)
     }
 
     pub fn chown(&self, path: &[u8], uid: Option<u32>, gid: Option<u32>, intent: Intent) -> VfsResult<()> {

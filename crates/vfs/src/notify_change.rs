@@ -44,8 +44,12 @@ pub(crate) fn truncate(inode: &Inode, cred: &Credentials, len: i64, max_file_siz
     crate::file::truncate_data(inode, data, len as u64, max_file_size, cred)
 }
 
-/// `chmod` on an inode: owner or root only.
+/// `chmod` on an inode: owner or root only; a symlink's mode never
+/// changes (EOPNOTSUPP, Linux 6.6's `notify_change`).
 pub(crate) fn chmod(inode: &Inode, cred: &Credentials, perm: u32) -> VfsResult<()> {
+    if inode.symlink_target().is_some() {
+        return Err(Errno::EOPNOTSUPP);
+    }
     let a = inode.attrs();
     let mode = may_chmod(a.mode, a.uid, a.gid, cred, perm)?;
     let now = Timespec::now();

@@ -124,6 +124,7 @@ impl SuperBlock {
 
     /// Search permission on `dir` for a walk step; `None` when rcu-walk
     /// cannot decide.
+    #[inline]
     pub fn may_search(&self, dir: &Inode, cred: &crate::Credentials, rcu: bool) -> Option<crate::VfsResult<()>> {
         match &self.generator {
             Some(generator) => generator.permission(dir, cred, crate::cred::Access::EXEC, rcu),

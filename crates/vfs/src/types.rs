@@ -12,7 +12,7 @@ use crate::time::Timespec;
 use std::fmt;
 
 /// `open(2)` flags, with Linux's bit values.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct OpenFlags(pub i32);
 
 impl OpenFlags {
@@ -94,6 +94,153 @@ impl std::ops::BitOr for OpenFlags {
 impl fmt::Debug for OpenFlags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "OpenFlags({:#o})", self.0)
+    }
+}
+
+/// The flags of the `*at` system calls (`AT_SYMLINK_NOFOLLOW`, ...), with
+/// Linux's bit values. Each call accepts its own subset and answers EINVAL
+/// for any other bit, as Linux does.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AtFlags(pub i32);
+
+impl AtFlags {
+    /// No flag.
+    pub const NONE: AtFlags = AtFlags(0);
+    /// Do not follow a final symlink.
+    pub const SYMLINK_NOFOLLOW: AtFlags = AtFlags(libc::AT_SYMLINK_NOFOLLOW);
+    /// `unlinkat`: remove a directory, as `rmdir`.
+    pub const REMOVEDIR: AtFlags = AtFlags(libc::AT_REMOVEDIR);
+    /// `linkat`: follow a final symlink of the old path.
+    pub const SYMLINK_FOLLOW: AtFlags = AtFlags(libc::AT_SYMLINK_FOLLOW);
+    /// An empty path names the file `dirfd` refers to (which need not be a
+    /// directory).
+    pub const EMPTY_PATH: AtFlags = AtFlags(libc::AT_EMPTY_PATH);
+    /// `faccessat`: check with the effective ids (the only ids a
+    /// [`Credentials`](crate::Credentials) has).
+    pub const EACCESS: AtFlags = AtFlags(libc::AT_EACCESS);
+
+    /// Whether every bit of `other` is set.
+    pub fn contains(self, other: AtFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// EINVAL unless every bit set is one of `allowed`.
+    pub(crate) fn only(self, allowed: AtFlags) -> crate::errno::VfsResult<AtFlags> {
+        if self.0 & !allowed.0 != 0 {
+            return Err(crate::errno::Errno::EINVAL);
+        }
+        Ok(self)
+    }
+}
+
+impl std::ops::BitOr for AtFlags {
+    type Output = AtFlags;
+    fn bitor(self, other: AtFlags) -> AtFlags {
+        AtFlags(self.0 | other.0)
+    }
+}
+
+impl fmt::Debug for AtFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AtFlags({:#x})", self.0)
+    }
+}
+
+/// `openat2`'s `RESOLVE_*` flags, with Linux's bit values.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ResolveFlags(pub u64);
+
+impl ResolveFlags {
+    /// No restriction.
+    pub const NONE: ResolveFlags = ResolveFlags(0);
+    /// Cross no mount point. One instance has none to cross, so this
+    /// refuses nothing yet.
+    pub const NO_XDEV: ResolveFlags = ResolveFlags(0x01);
+    /// Follow no "magic link" (`/proc/PID/fd/N` and the like); the
+    /// library's procfs has none, so this refuses nothing yet.
+    pub const NO_MAGICLINKS: ResolveFlags = ResolveFlags(0x02);
+    /// Follow no symlink at all: ELOOP.
+    pub const NO_SYMLINKS: ResolveFlags = ResolveFlags(0x04);
+    /// Stay beneath `dirfd`: an absolute path or symlink, or a `..` out of
+    /// it, is EXDEV.
+    pub const BENEATH: ResolveFlags = ResolveFlags(0x08);
+    /// Resolve as if `dirfd` were the root (`chroot` for one call).
+    pub const IN_ROOT: ResolveFlags = ResolveFlags(0x10);
+    /// Only from the dcache, without blocking: EAGAIN where that cannot
+    /// be done.
+    pub const CACHED: ResolveFlags = ResolveFlags(0x20);
+    const ALL: u64 = 0x3f;
+
+    /// Whether every bit of `other` is set.
+    pub fn contains(self, other: ResolveFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for ResolveFlags {
+    type Output = ResolveFlags;
+    fn bitor(self, other: ResolveFlags) -> ResolveFlags {
+        ResolveFlags(self.0 | other.0)
+    }
+}
+
+impl fmt::Debug for ResolveFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ResolveFlags({:#x})", self.0)
+    }
+}
+
+/// `openat2`'s `struct open_how`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OpenHow {
+    /// The `open(2)` flags.
+    pub flags: OpenFlags,
+    /// Permission bits of a created file; must be 0 unless `O_CREAT`.
+    pub mode: u64,
+    /// How the path is resolved.
+    pub resolve: ResolveFlags,
+}
+
+impl OpenHow {
+    /// The checks of Linux `build_open_flags`, which `openat2` makes strict
+    /// where `open` ignores what it does not know: EINVAL for an unknown
+    /// open or resolve flag, a mode without `O_CREAT` (or a mode with bits
+    /// beyond `07777`), or `RESOLVE_BENEATH` with `RESOLVE_IN_ROOT`.
+    pub(crate) fn validate(&self) -> crate::errno::VfsResult<()> {
+        use crate::errno::Errno;
+        let known = libc::O_ACCMODE
+            | libc::O_CREAT
+            | libc::O_EXCL
+            | libc::O_NOCTTY
+            | libc::O_TRUNC
+            | libc::O_APPEND
+            | libc::O_NONBLOCK
+            | libc::O_SYNC
+            | libc::O_DSYNC
+            | libc::O_ASYNC
+            | libc::O_DIRECT
+            | libc::O_LARGEFILE
+            | libc::O_DIRECTORY
+            | libc::O_NOFOLLOW
+            | libc::O_NOATIME
+            | libc::O_CLOEXEC
+            | libc::O_PATH
+            | libc::O_TMPFILE;
+        if self.flags.0 & !known != 0 || self.resolve.0 & !ResolveFlags::ALL != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let will_create = self.flags.creat() || self.flags.0 & libc::O_TMPFILE == libc::O_TMPFILE;
+        if will_create {
+            if self.mode & !0o7777 != 0 {
+                return Err(Errno::EINVAL);
+            }
+        } else if self.mode != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if self.resolve.contains(ResolveFlags::BENEATH | ResolveFlags::IN_ROOT) {
+            return Err(Errno::EINVAL);
+        }
+        Ok(())
     }
 }
 

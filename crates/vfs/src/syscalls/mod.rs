@@ -14,17 +14,17 @@
 //! only `process` and the crate root import it.
 //!
 //! ```
-//! use vfscale::{Context, Credentials, OpenFlags, Vfs};
+//! use vfscale::{AtFlags, Context, Credentials, OpenFlags, Vfs};
 //!
 //! let vfs = Vfs::default();
 //! let root = Credentials::root();
-//! let at_root = Context::new(&vfs, &root, vfs.root())?;
+//! let at_root = Context::new(&vfs, &root, vfs.root());
 //! at_root.mkdir("srv", 0o755)?;
 //! let srv = at_root.resolve("srv", true)?;
-//! let in_srv = Context::new(&vfs, &root, &srv)?;
+//! let in_srv = Context::new(&vfs, &root, &srv);
 //! let file = in_srv.open("motd", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644)?;
 //! file.write(b"hello\n", &root)?;
-//! assert_eq!(at_root.stat("/srv/motd", true)?.size, 6);
+//! assert_eq!(at_root.stat("/srv/motd", AtFlags::NONE)?.size, 6);
 //! # Ok::<(), vfscale::Errno>(())
 //! ```
 
@@ -32,12 +32,12 @@ pub mod locks;
 mod open;
 
 use crate::cred::{Access, Credentials};
-use crate::errno::VfsResult;
+use crate::errno::{Errno, VfsResult};
 use crate::file::OpenFile;
 use crate::inode::Inode;
-use crate::namei::{Intent, Walked};
+use crate::namei::{Intent, Scope, Walked};
 use crate::namespace::Ctx;
-use crate::types::{RenameFlags, SetAttr, SetTime, Stat};
+use crate::types::{AtFlags, OpenFlags, OpenHow, RenameFlags, ResolveFlags, SetAttr, SetTime, Stat};
 use crate::Vfs;
 use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
@@ -59,22 +59,34 @@ fn intent(follow: bool) -> Intent {
 }
 
 impl<'a> Context<'a> {
-    /// Calls with credentials `cred` whose relative paths start at
-    /// directory `start` of `vfs` (the `dirfd` of the `*at` calls);
-    /// ENOTDIR if `start` is not a directory.
-    pub fn new(vfs: &'a Vfs, cred: &'a Credentials, start: &'a Arc<Inode>) -> VfsResult<Context<'a>> {
-        start.dir()?;
-        Ok(Context::unchecked(vfs, cred, start))
+    /// Calls with credentials `cred` whose relative paths start at `start`
+    /// of `vfs` (the `dirfd` of the `*at` calls) and whose absolute paths
+    /// start at the instance's root. A relative path from a `start` that
+    /// is not a directory fails with ENOTDIR at its first component, as in
+    /// Linux; an empty one names `start` itself where the call was given
+    /// [`AtFlags::EMPTY_PATH`].
+    pub fn new(vfs: &'a Vfs, cred: &'a Credentials, start: &'a Arc<Inode>) -> Context<'a> {
+        let names = Ctx { sb: &vfs.sb, cred, root: &vfs.sb.root, cwd: start, scope: Scope::default() };
+        Context { vfs, names }
     }
 
-    /// As [`new`](Self::new), `start` known to be a directory.
-    pub(crate) fn unchecked(vfs: &'a Vfs, cred: &'a Credentials, start: &'a Arc<Inode>) -> Context<'a> {
-        Context { vfs, names: Ctx { sb: &vfs.sb, cred, cwd: start } }
+    /// This context with `root` as the root: where absolute paths start
+    /// and above which `..` does not climb (a process's `chroot`).
+    pub fn with_root(self, root: &'a Arc<Inode>) -> Context<'a> {
+        Context { names: Ctx { root, ..self.names }, ..self }
     }
 
     /// The credentials every call is checked against.
     pub fn credentials(&self) -> &'a Credentials {
         self.names.cred
+    }
+
+    /// The name operations of a call given `flags`, after checking that
+    /// it takes no flag outside `allowed`.
+    fn names_with(&self, flags: AtFlags, allowed: AtFlags) -> VfsResult<(Ctx<'a>, Intent)> {
+        let flags = flags.only(allowed)?;
+        let scope = Scope { empty_path: flags.contains(AtFlags::EMPTY_PATH), ..self.names.scope };
+        Ok((Ctx { scope, ..self.names }, intent(!flags.contains(AtFlags::SYMLINK_NOFOLLOW))))
     }
 
     /// The inode `path` names (following a final symlink if `follow`), as
@@ -84,7 +96,7 @@ impl<'a> Context<'a> {
     }
 
     /// The directory `path` names, if the caller may search it: the check
-    /// of `chdir(2)`.
+    /// of `chdir(2)` and `chroot(2)`.
     pub fn search_dir(&self, path: impl AsRef<[u8]>) -> VfsResult<Arc<Inode>> {
         let inode = self.names.lookup(path.as_ref(), Intent::Follow)?;
         inode.dir()?;
@@ -92,14 +104,20 @@ impl<'a> Context<'a> {
         Ok(inode.into_arc())
     }
 
-    /// `stat(2)` (`follow`) or `lstat(2)`.
-    pub fn stat(&self, path: impl AsRef<[u8]>, follow: bool) -> VfsResult<Stat> {
-        self.names.stat(path.as_ref(), intent(follow))
+    /// `fstatat(2)`: `flags` may hold `AT_SYMLINK_NOFOLLOW` (`lstat`) and
+    /// `AT_EMPTY_PATH`.
+    pub fn stat(&self, path: impl AsRef<[u8]>, flags: AtFlags) -> VfsResult<Stat> {
+        let (names, intent) = self.names_with(flags, AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)?;
+        names.stat(path.as_ref(), intent)
     }
 
-    /// `access(2)`-like check of `mask` on the file `path` names.
-    pub fn access(&self, path: impl AsRef<[u8]>, mask: Access) -> VfsResult<()> {
-        self.names.walk(path.as_ref(), Intent::Follow, |walked| match walked {
+    /// `faccessat2(2)`-like check of `mask` on the file `path` names;
+    /// `flags` may hold `AT_EACCESS`, `AT_SYMLINK_NOFOLLOW` and
+    /// `AT_EMPTY_PATH`.
+    pub fn access(&self, path: impl AsRef<[u8]>, mask: Access, flags: AtFlags) -> VfsResult<()> {
+        let allowed = AtFlags::EACCESS | AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH;
+        let (names, intent) = self.names_with(flags, allowed)?;
+        names.walk(path.as_ref(), intent, |walked| match walked {
             Walked::Found(inode) => inode.permission(self.names.cred, mask),
             Walked::Parent { .. } => unreachable!("not a parent walk"),
         })
@@ -107,8 +125,53 @@ impl<'a> Context<'a> {
 
     /// `open(2)` without a descriptor: the new open file description;
     /// `perm` is used when `O_CREAT` creates the file.
-    pub fn open(&self, path: impl AsRef<[u8]>, flags: crate::OpenFlags, perm: u32) -> VfsResult<Arc<OpenFile>> {
+    pub fn open(&self, path: impl AsRef<[u8]>, flags: OpenFlags, perm: u32) -> VfsResult<Arc<OpenFile>> {
         open::open(&self.names, path.as_ref(), flags, perm).map(Arc::new)
+    }
+
+    /// `openat2(2)`: [`open`](Self::open) with Linux's strict checks of
+    /// `how` (see [`OpenHow`]) and a walk confined by `how.resolve`:
+    /// `RESOLVE_BENEATH` and `RESOLVE_IN_ROOT` make this context's start
+    /// the root; `RESOLVE_CACHED` is EAGAIN for an open that would create
+    /// or truncate, or whose walk leaves the dcache.
+    ///
+    /// ```
+    /// use vfscale::{Context, Credentials, Errno, OpenFlags, OpenHow, ResolveFlags, Vfs};
+    ///
+    /// let vfs = Vfs::default();
+    /// let root = Credentials::root();
+    /// let top = Context::new(&vfs, &root, vfs.root());
+    /// top.mkdir("jail", 0o755)?;
+    /// top.symlink("/etc/hosts", "jail/hosts")?;
+    /// let jail = top.resolve("jail", true)?;
+    /// let inside = Context::new(&vfs, &root, &jail);
+    /// let how = |resolve| OpenHow { flags: OpenFlags::RDONLY, mode: 0, resolve };
+    /// assert_eq!(inside.openat2("../jail", &how(ResolveFlags::BENEATH)).err(), Some(Errno::EXDEV));
+    /// assert_eq!(inside.openat2("hosts", &how(ResolveFlags::BENEATH)).err(), Some(Errno::EXDEV));
+    /// assert_eq!(inside.openat2("hosts", &how(ResolveFlags::NO_SYMLINKS)).err(), Some(Errno::ELOOP));
+    /// // In the jail, "/etc/hosts" is the jail's own (missing) one.
+    /// assert_eq!(inside.openat2("hosts", &how(ResolveFlags::IN_ROOT)).err(), Some(Errno::ENOENT));
+    /// assert!(inside.openat2("..", &how(ResolveFlags::IN_ROOT)).is_ok());
+    /// # Ok::<(), Errno>(())
+    /// ```
+    pub fn openat2(&self, path: impl AsRef<[u8]>, how: &OpenHow) -> VfsResult<Arc<OpenFile>> {
+        how.validate()?;
+        let resolve = how.resolve;
+        let creates_or_truncates = libc::O_CREAT | libc::O_TRUNC | libc::O_TMPFILE;
+        if resolve.contains(ResolveFlags::CACHED) && how.flags.0 & creates_or_truncates != 0 {
+            return Err(Errno::EAGAIN);
+        }
+        let beneath = resolve.contains(ResolveFlags::BENEATH);
+        let scope = Scope {
+            beneath,
+            no_symlinks: resolve.contains(ResolveFlags::NO_SYMLINKS),
+            cached: resolve.contains(ResolveFlags::CACHED),
+            empty_path: false,
+        };
+        let root = if beneath || resolve.contains(ResolveFlags::IN_ROOT) { self.names.cwd } else { self.names.root };
+        let names = Ctx { root, scope, ..self.names };
+        // `openat2`'s mode was checked to fit permission bits.
+        open::open(&names, path.as_ref(), how.flags, how.mode as u32).map(Arc::new)
     }
 
     /// `mkdir(2)`.
@@ -129,6 +192,15 @@ impl<'a> Context<'a> {
         self.names.rmdir(path.as_ref())
     }
 
+    /// `unlinkat(2)`: `rmdir` with `AT_REMOVEDIR`, else `unlink`.
+    pub fn unlinkat(&self, path: impl AsRef<[u8]>, flags: AtFlags) -> VfsResult<()> {
+        if flags.only(AtFlags::REMOVEDIR)?.contains(AtFlags::REMOVEDIR) {
+            self.rmdir(path)
+        } else {
+            self.unlink(path)
+        }
+    }
+
     /// `unlink(2)`.
     pub fn unlink(&self, path: impl AsRef<[u8]>) -> VfsResult<()> {
         self.names.unlink(path.as_ref())
@@ -139,8 +211,8 @@ impl<'a> Context<'a> {
         self.names.rename(old.as_ref(), &self.names, new.as_ref(), flags)
     }
 
-    /// `renameat2(2)` with `new` relative to directory `new_start` (a
-    /// second `dirfd`); ENOTDIR if it is not a directory.
+    /// `renameat2(2)` with `new` relative to `new_start` (a second
+    /// `dirfd`).
     pub fn renameat(
         &self,
         old: impl AsRef<[u8]>,
@@ -148,7 +220,6 @@ impl<'a> Context<'a> {
         new: impl AsRef<[u8]>,
         flags: RenameFlags,
     ) -> VfsResult<()> {
-        new_start.dir()?;
         let to = Ctx { cwd: new_start, ..self.names };
         self.names.rename(old.as_ref(), &to, new.as_ref(), flags)
     }
@@ -156,15 +227,30 @@ impl<'a> Context<'a> {
     /// `link(2)`: `new` becomes another name of `old` (a final symlink in
     /// `old` is not followed, as in Linux).
     pub fn link(&self, old: impl AsRef<[u8]>, new: impl AsRef<[u8]>) -> VfsResult<()> {
-        self.names.link(old.as_ref(), &self.names, new.as_ref())
+        self.names.link(old.as_ref(), Intent::NoFollow, &self.names, new.as_ref())
     }
 
-    /// `linkat(2)` with `new` relative to directory `new_start`; ENOTDIR if
-    /// it is not a directory.
-    pub fn linkat(&self, old: impl AsRef<[u8]>, new_start: &Arc<Inode>, new: impl AsRef<[u8]>) -> VfsResult<()> {
-        new_start.dir()?;
+    /// `linkat(2)` with `new` relative to `new_start`; `flags` may hold
+    /// `AT_SYMLINK_FOLLOW` (follow a final symlink of `old`) and
+    /// `AT_EMPTY_PATH` (link this context's start itself, which needs
+    /// CAP_DAC_READ_SEARCH, uid 0 here: else ENOENT, as Linux before 6.10
+    /// answers; 6.10's exception for a file the caller opened is not
+    /// made).
+    pub fn linkat(
+        &self,
+        old: impl AsRef<[u8]>,
+        flags: AtFlags,
+        new_start: &Arc<Inode>,
+        new: impl AsRef<[u8]>,
+    ) -> VfsResult<()> {
+        let allowed = AtFlags::SYMLINK_FOLLOW | AtFlags::EMPTY_PATH;
+        if flags.only(allowed)?.contains(AtFlags::EMPTY_PATH) && !self.names.cred.is_root() {
+            return Err(Errno::ENOENT);
+        }
+        let follow = flags.contains(AtFlags::SYMLINK_FOLLOW);
+        let (names, _) = self.names_with(AtFlags(flags.0 & AtFlags::EMPTY_PATH.0), allowed)?;
         let to = Ctx { cwd: new_start, ..self.names };
-        self.names.link(old.as_ref(), &to, new.as_ref())
+        names.link(old.as_ref(), intent(follow), &to, new.as_ref())
     }
 
     /// `symlink(2)`: creates `path` pointing at `target`.
@@ -177,20 +263,26 @@ impl<'a> Context<'a> {
         self.names.readlink(path.as_ref())
     }
 
-    /// `chmod(2)`.
-    pub fn chmod(&self, path: impl AsRef<[u8]>, perm: u32) -> VfsResult<()> {
-        self.names.chmod(path.as_ref(), perm)
+    /// `fchmodat2(2)`: `flags` may hold `AT_SYMLINK_NOFOLLOW` (a symlink's
+    /// own mode cannot change: EOPNOTSUPP, as since Linux 6.6) and
+    /// `AT_EMPTY_PATH`.
+    pub fn chmod(&self, path: impl AsRef<[u8]>, perm: u32, flags: AtFlags) -> VfsResult<()> {
+        let (names, intent) = self.names_with(flags, AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)?;
+        names.chmod(path.as_ref(), perm, intent)
     }
 
-    /// `chown(2)` (`follow`) or `lchown(2)`; `None` leaves an id unchanged
-    /// (like -1).
-    pub fn chown(&self, path: impl AsRef<[u8]>, uid: Option<u32>, gid: Option<u32>, follow: bool) -> VfsResult<()> {
-        self.names.chown(path.as_ref(), uid, gid, intent(follow))
+    /// `fchownat(2)`: `None` leaves an id unchanged (like -1); `flags` may
+    /// hold `AT_SYMLINK_NOFOLLOW` (`lchown`) and `AT_EMPTY_PATH`.
+    pub fn chown(&self, path: impl AsRef<[u8]>, uid: Option<u32>, gid: Option<u32>, flags: AtFlags) -> VfsResult<()> {
+        let (names, intent) = self.names_with(flags, AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)?;
+        names.chown(path.as_ref(), uid, gid, intent)
     }
 
-    /// `utimensat(2)`, following a final symlink if `follow`.
-    pub fn utimens(&self, path: impl AsRef<[u8]>, atime: SetTime, mtime: SetTime, follow: bool) -> VfsResult<()> {
-        self.names.utimens(path.as_ref(), atime, mtime, intent(follow))
+    /// `utimensat(2)`: `flags` may hold `AT_SYMLINK_NOFOLLOW` and
+    /// `AT_EMPTY_PATH`.
+    pub fn utimens(&self, path: impl AsRef<[u8]>, atime: SetTime, mtime: SetTime, flags: AtFlags) -> VfsResult<()> {
+        let (names, intent) = self.names_with(flags, AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)?;
+        names.utimens(path.as_ref(), atime, mtime, intent)
     }
 
     /// `truncate(2)`: needs write permission on the file.
@@ -207,62 +299,46 @@ impl<'a> Context<'a> {
         crate::notify_change::setattr(inode, self.names.cred, attr, self.vfs.config().max_file_size)
     }
 
-    /// `getxattr(2)` (`follow`) or `lgetxattr(2)`: the value's length, with
-    /// the value copied into `buf` unless `buf` is empty. See
+    /// `getxattrat(2)`: the value's length, with the value copied into
+    /// `buf` unless `buf` is empty; `flags` may hold `AT_SYMLINK_NOFOLLOW`
+    /// (`lgetxattr`) and `AT_EMPTY_PATH` (`fgetxattr`). See
     /// [`crate::xattr`] for the rules.
-    pub fn getxattr(&self, path: impl AsRef<[u8]>, follow: bool, name: &[u8], buf: &mut [u8]) -> VfsResult<usize> {
+    pub fn getxattr(&self, path: impl AsRef<[u8]>, flags: AtFlags, name: &[u8], buf: &mut [u8]) -> VfsResult<usize> {
         crate::xattr::check_name(name)?;
-        crate::xattr::get(&*self.names.lookup(path.as_ref(), intent(follow))?, self.names.cred, name, buf)
+        crate::xattr::get(&*self.xattr_target(path.as_ref(), flags)?, self.names.cred, name, buf)
     }
 
-    /// `getxattr` on an inode.
-    pub fn getxattr_inode(&self, inode: &Inode, name: &[u8], buf: &mut [u8]) -> VfsResult<usize> {
-        crate::xattr::check_name(name)?;
-        crate::xattr::get(inode, self.names.cred, name, buf)
-    }
-
-    /// `setxattr(2)` (`follow`) or `lsetxattr(2)`; `flags` is 0,
-    /// [`XATTR_CREATE`](crate::xattr::XATTR_CREATE) or
+    /// `setxattrat(2)`; `flags` as [`getxattr`](Self::getxattr)'s, and
+    /// `xattr_flags` 0, [`XATTR_CREATE`](crate::xattr::XATTR_CREATE) or
     /// [`XATTR_REPLACE`](crate::xattr::XATTR_REPLACE).
     pub fn setxattr(
         &self,
         path: impl AsRef<[u8]>,
-        follow: bool,
+        flags: AtFlags,
         name: &[u8],
         value: &[u8],
-        flags: i32,
+        xattr_flags: i32,
     ) -> VfsResult<()> {
-        crate::xattr::check_set_args(name, value, flags)?;
-        self.set_xattr(&*self.names.lookup(path.as_ref(), intent(follow))?, name, Some(value), flags)
+        crate::xattr::check_set_args(name, value, xattr_flags)?;
+        self.set_xattr(&*self.xattr_target(path.as_ref(), flags)?, name, Some(value), xattr_flags)
     }
 
-    /// `setxattr` on an inode.
-    pub fn setxattr_inode(&self, inode: &Inode, name: &[u8], value: &[u8], flags: i32) -> VfsResult<()> {
-        crate::xattr::check_set_args(name, value, flags)?;
-        self.set_xattr(inode, name, Some(value), flags)
+    /// `listxattrat(2)`: the names, each ending in a NUL, as
+    /// [`getxattr`](Self::getxattr) fills `buf`.
+    pub fn listxattr(&self, path: impl AsRef<[u8]>, flags: AtFlags, buf: &mut [u8]) -> VfsResult<usize> {
+        crate::xattr::list(&*self.xattr_target(path.as_ref(), flags)?, self.names.cred, buf)
     }
 
-    /// `listxattr(2)` (`follow`) or `llistxattr(2)`: the names, each ending
-    /// in a NUL, as [`getxattr`](Self::getxattr) fills `buf`.
-    pub fn listxattr(&self, path: impl AsRef<[u8]>, follow: bool, buf: &mut [u8]) -> VfsResult<usize> {
-        crate::xattr::list(&*self.names.lookup(path.as_ref(), intent(follow))?, self.names.cred, buf)
-    }
-
-    /// `listxattr` on an inode.
-    pub fn listxattr_inode(&self, inode: &Inode, buf: &mut [u8]) -> VfsResult<usize> {
-        crate::xattr::list(inode, self.names.cred, buf)
-    }
-
-    /// `removexattr(2)` (`follow`) or `lremovexattr(2)`.
-    pub fn removexattr(&self, path: impl AsRef<[u8]>, follow: bool, name: &[u8]) -> VfsResult<()> {
+    /// `removexattrat(2)`.
+    pub fn removexattr(&self, path: impl AsRef<[u8]>, flags: AtFlags, name: &[u8]) -> VfsResult<()> {
         crate::xattr::check_name(name)?;
-        self.set_xattr(&*self.names.lookup(path.as_ref(), intent(follow))?, name, None, 0)
+        self.set_xattr(&*self.xattr_target(path.as_ref(), flags)?, name, None, 0)
     }
 
-    /// `removexattr` on an inode.
-    pub fn removexattr_inode(&self, inode: &Inode, name: &[u8]) -> VfsResult<()> {
-        crate::xattr::check_name(name)?;
-        self.set_xattr(inode, name, None, 0)
+    /// The inode an xattr call names.
+    fn xattr_target(&self, path: &[u8], flags: AtFlags) -> VfsResult<CountedArc<Inode>> {
+        let (names, intent) = self.names_with(flags, AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)?;
+        names.lookup(path, intent)
     }
 
     /// Sets (`value` given) or removes an attribute whose arguments were

@@ -21,6 +21,11 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     if flags.creat() && flags.directory() {
         return Err(Errno::EINVAL);
     }
+    // Neither a path-only descriptor nor an unnamed file is kept: Linux's
+    // answer for a filesystem without `->tmpfile`.
+    if flags.0 & libc::O_PATH != 0 || flags.0 & libc::O_TMPFILE == libc::O_TMPFILE {
+        return Err(Errno::EOPNOTSUPP);
+    }
     // Counted as an open from here on (Linux `do_dentry_open` counts
     // before the lease check); in rcu-walk that is the only write.
     let count = |inode: &Arc<Inode>, created| {
@@ -138,7 +143,7 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
         match existing.symlink_target() {
             Some(target) if !flags.nofollow() => {
                 links_followed += 1;
-                if links_followed > MAX_SYMLINKS {
+                if links_followed > MAX_SYMLINKS || ctx.scope.no_symlinks {
                     return Err(Errno::ELOOP);
                 }
                 path = target.to_vec();

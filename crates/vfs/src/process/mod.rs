@@ -1,0 +1,289 @@
+//! A process: credentials, a root, a working directory and a file
+//! descriptor table, with the system calls as methods. Each method is one
+//! line over the system-call layer ([`crate::syscalls`]): a path call runs
+//! in a [`Context`] of the process's credentials and root, starting at its
+//! working directory or at a `dirfd` (the `*at` calls, in `paths`), a
+//! descriptor call on the open file the descriptor names.
+//!
+//! Invariant: a file descriptor names one open file description until it is
+//! closed; descriptors are allocated lowest-first, as Linux does, up to
+//! [`MAX_FDS`] (then EMFILE); looking one up writes only that descriptor's
+//! line (the `fdtable` module). The root and the working directory are
+//! read without a lock (epoch-protected pointers), so walks write nothing
+//! shared.
+//!
+//! May import every module: it is the top of the crate, and nothing but
+//! the crate root imports it. [`Vfs::process`] is defined here, with the
+//! type it makes.
+
+use crate::cred::Credentials;
+use crate::errno::{Errno, VfsResult};
+use crate::fdtable::FdTable;
+pub use crate::fdtable::MAX_FDS;
+use crate::file::OpenFile;
+use crate::inode::Inode;
+use crate::locks::{Flock, Interrupt, LeaseNotifier, Pid};
+use crate::syscalls::locks::{self as lock_calls, AccessModeCheck, RecordOwner};
+use crate::syscalls::Context;
+use crate::types::{DirEntry, Stat, Whence};
+use crate::Vfs;
+use crossbeam_epoch::Owned;
+use std::fmt;
+use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
+use vfscale_sync::audited::EpochAtomic;
+use vfscale_sync::audited::Ordering;
+
+/// A file descriptor.
+pub type Fd = i32;
+
+/// A process: who it is, where it is, and what it has open.
+///
+/// ```
+/// use vfscale::{Credentials, OpenFlags, Vfs};
+///
+/// let vfs = Vfs::default();
+/// let p = vfs.process(Credentials::root());
+/// p.mkdir("/etc", 0o755)?;
+/// let fd = p.open("/etc/motd", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644)?;
+/// p.write(fd, b"hello\n")?;
+/// p.close(fd)?;
+/// assert_eq!(p.stat("/etc/motd")?.size, 6);
+/// # Ok::<(), vfscale::Errno>(())
+/// ```
+pub struct Process {
+    pid: i32,
+    vfs: Vfs,
+    cred: Credentials,
+    /// Where absolute paths start and `..` stops (`chroot`).
+    root: EpochAtomic<Arc<Inode>>,
+    cwd: EpochAtomic<Arc<Inode>>,
+    fds: FdTable,
+}
+
+mod paths;
+
+/// The `dirfd` that names the working directory.
+pub const AT_FDCWD: Fd = libc::AT_FDCWD;
+
+impl fmt::Debug for Process {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Process").field("pid", &self.pid).field("cred", &self.cred).finish_non_exhaustive()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // Exit closes every descriptor, dropping the POSIX locks they held.
+        for file in self.fds.take_all() {
+            lock_calls::posix_close(&file, self.pid);
+        }
+        // SAFETY: the process is being dropped, so nothing else can read its
+        // root or working directory pointer.
+        unsafe {
+            for dir in [&self.root, &self.cwd] {
+                drop(dir.load(Ordering::Relaxed, crossbeam_epoch::unprotected()).into_owned());
+            }
+        }
+    }
+}
+
+impl Vfs {
+    /// A process with these credentials, its root and working directory
+    /// the instance's root.
+    pub fn process(&self, cred: Credentials) -> Process {
+        Process {
+            pid: crate::locks::new_pid(),
+            vfs: self.clone(),
+            cred,
+            root: EpochAtomic::new(Arc::clone(self.root())),
+            cwd: EpochAtomic::new(Arc::clone(self.root())),
+            fds: FdTable::new(),
+        }
+    }
+}
+
+impl Process {
+    /// The process id: the owner of its POSIX locks.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// The credentials every call is checked against.
+    pub fn credentials(&self) -> &Credentials {
+        &self.cred
+    }
+
+    /// The VFS this process works in.
+    pub fn vfs(&self) -> &Vfs {
+        &self.vfs
+    }
+
+    /// Runs `call` in the context of this process's credentials and root,
+    /// starting at its working directory.
+    fn at_cwd<R>(&self, call: impl FnOnce(&Context<'_>) -> VfsResult<R>) -> VfsResult<R> {
+        let guard = crossbeam_epoch::pin();
+        call(&Context::new(&self.vfs, &self.cred, self.dir(&self.cwd, &guard)).with_root(self.dir(&self.root, &guard)))
+    }
+
+    /// The root or working directory, for as long as `guard` is pinned.
+    fn dir<'g>(&self, dir: &EpochAtomic<Arc<Inode>>, guard: &'g crossbeam_epoch::Guard) -> &'g Arc<Inode> {
+        // SAFETY: neither pointer is ever null (set in `Vfs::process`,
+        // replaced by `chdir`, `fchdir` and `chroot` through `set_dir`,
+        // which releases the old one through the epoch), so it stays valid
+        // while the guard is pinned.
+        unsafe { dir.load(Ordering::Acquire, guard).deref() }
+    }
+
+    /// Points the root or the working directory at `to`.
+    fn set_dir(&self, dir: &EpochAtomic<Arc<Inode>>, to: Arc<Inode>) {
+        let guard = crossbeam_epoch::pin();
+        let old = dir.swap(Owned::new(to), Ordering::AcqRel, &guard);
+        // SAFETY: the old directory is unreachable now; the box is only
+        // freed by the deferred release, after every guard pinned now has
+        // unpinned.
+        self.vfs.sb.reclaim.defer(&guard, unsafe { old.into_owned() });
+    }
+
+    /// The open file behind `fd`, counted: a write of its `Arc`'s count,
+    /// shared with every thread using the same description (as Linux's
+    /// `f_count` in a multithreaded process). Calls that neither keep the
+    /// file nor wait long (read, write, seek, fstat) borrow it instead,
+    /// through `FdTable::with`.
+    fn file(&self, fd: Fd) -> VfsResult<CountedArc<OpenFile>> {
+        self.fds.get(fd)
+    }
+
+    /// `close(2)`: also drops every POSIX lock this process holds on the
+    /// file, whichever descriptor took it.
+    pub fn close(&self, fd: Fd) -> VfsResult<()> {
+        lock_calls::posix_close(&*self.fds.remove(fd)?, self.pid);
+        Ok(())
+    }
+
+    /// `dup(2)`: a new descriptor for the same open file description.
+    pub fn dup(&self, fd: Fd) -> VfsResult<Fd> {
+        self.fds.install(self.file(fd)?.into_arc())
+    }
+
+    /// The open file description behind `fd`.
+    pub fn open_file(&self, fd: Fd) -> VfsResult<Arc<OpenFile>> {
+        self.file(fd).map(CountedArc::into_arc)
+    }
+
+    /// `read(2)`.
+    pub fn read(&self, fd: Fd, buf: &mut [u8]) -> VfsResult<usize> {
+        self.fds.with(fd, |file| file.read(buf))?
+    }
+
+    /// `write(2)`.
+    pub fn write(&self, fd: Fd, buf: &[u8]) -> VfsResult<usize> {
+        self.fds.with(fd, |file| file.write(buf, &self.cred))?
+    }
+
+    /// `pread(2)`; EINVAL for a negative offset.
+    pub fn pread(&self, fd: Fd, buf: &mut [u8], offset: i64) -> VfsResult<usize> {
+        let offset = u64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+        self.fds.with(fd, |file| file.pread(buf, offset))?
+    }
+
+    /// `pwrite(2)`; EINVAL for a negative offset.
+    pub fn pwrite(&self, fd: Fd, buf: &[u8], offset: i64) -> VfsResult<usize> {
+        let offset = u64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+        self.fds.with(fd, |file| file.pwrite(buf, offset, &self.cred))?
+    }
+
+    /// `lseek(2)`.
+    pub fn lseek(&self, fd: Fd, offset: i64, whence: Whence) -> VfsResult<u64> {
+        self.fds.with(fd, |file| file.lseek(offset, whence))?
+    }
+
+    /// `ftruncate(2)`; a negative length is EINVAL before the descriptor
+    /// is looked at, as in Linux.
+    pub fn ftruncate(&self, fd: Fd, len: i64) -> VfsResult<()> {
+        if len < 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.file(fd)?.truncate(len, &self.cred)
+    }
+
+    /// `fstat(2)`.
+    pub fn fstat(&self, fd: Fd) -> VfsResult<Stat> {
+        self.fds.with(fd, |file| file.stat())
+    }
+
+    /// Up to `max` more entries of the directory open as `fd` (`getdents`);
+    /// empty at the end.
+    pub fn readdir(&self, fd: Fd, max: usize) -> VfsResult<Vec<DirEntry>> {
+        self.file(fd)?.readdir(max)
+    }
+
+    /// `fcntl(fd, F_GETLK, lock)`: see [`lock_calls::getlk`].
+    pub fn fcntl_getlk(&self, fd: Fd, lock: &mut Flock) -> VfsResult<()> {
+        lock_calls::getlk(self.vfs.locks(), &*self.file(fd)?, self.pid, RecordOwner::Posix, lock)
+    }
+
+    /// `fcntl(fd, F_SETLK, lock)`: takes, changes or releases this
+    /// process's POSIX lock on the range; see [`lock_calls::setlk`].
+    pub fn fcntl_setlk(&self, fd: Fd, lock: &Flock) -> VfsResult<()> {
+        self.setlk(fd, RecordOwner::Posix, lock, None)
+    }
+
+    /// `fcntl(fd, F_SETLKW, lock)`: as [`fcntl_setlk`](Self::fcntl_setlk)
+    /// but waits for conflicting locks to go; EDEADLK if waiting would
+    /// close a cycle of POSIX owners waiting for each other, EINTR if
+    /// `intr` fires first.
+    pub fn fcntl_setlkw(&self, fd: Fd, lock: &Flock, intr: &Interrupt<'_>) -> VfsResult<()> {
+        self.setlk(fd, RecordOwner::Posix, lock, Some(intr))
+    }
+
+    /// `fcntl(fd, F_OFD_GETLK, lock)`: as [`fcntl_getlk`](Self::fcntl_getlk)
+    /// for the open file description as owner; `l_pid` must be 0.
+    pub fn ofd_getlk(&self, fd: Fd, lock: &mut Flock) -> VfsResult<()> {
+        lock_calls::getlk(self.vfs.locks(), &*self.file(fd)?, self.pid, RecordOwner::Ofd, lock)
+    }
+
+    /// `fcntl(fd, F_OFD_SETLK, lock)`: a record lock owned by the open file
+    /// description; `l_pid` must be 0.
+    pub fn ofd_setlk(&self, fd: Fd, lock: &Flock) -> VfsResult<()> {
+        self.setlk(fd, RecordOwner::Ofd, lock, None)
+    }
+
+    /// `fcntl(fd, F_OFD_SETLKW, lock)`: waits like
+    /// [`fcntl_setlkw`](Self::fcntl_setlkw).
+    pub fn ofd_setlkw(&self, fd: Fd, lock: &Flock, intr: &Interrupt<'_>) -> VfsResult<()> {
+        self.setlk(fd, RecordOwner::Ofd, lock, Some(intr))
+    }
+
+    fn setlk(&self, fd: Fd, owner: RecordOwner, lock: &Flock, wait: Option<&Interrupt<'_>>) -> VfsResult<()> {
+        let file = self.file(fd)?;
+        lock_calls::setlk(self.vfs.locks(), &file, (self.pid, owner), lock, wait, AccessModeCheck::Check)
+    }
+
+    /// `flock(fd, op)`: `LOCK_SH`, `LOCK_EX` or `LOCK_UN`, with `LOCK_NB`
+    /// to fail with EWOULDBLOCK rather than wait. Waits without limit.
+    pub fn flock(&self, fd: Fd, op: i32) -> VfsResult<()> {
+        self.flock_interruptible(fd, op, &Interrupt::never())
+    }
+
+    /// `flock(fd, op)` whose wait ends with EINTR when `intr` fires.
+    pub fn flock_interruptible(&self, fd: Fd, op: i32, intr: &Interrupt<'_>) -> VfsResult<()> {
+        lock_calls::flock(self.vfs.locks(), &*self.file(fd)?, self.pid, op, intr)
+    }
+
+    /// `fcntl(fd, F_SETLEASE, arg)`: see [`lock_calls::setlease`].
+    pub fn setlease(&self, fd: Fd, arg: i32) -> VfsResult<()> {
+        self.setlease_notify(fd, arg, None)
+    }
+
+    /// [`setlease`](Self::setlease) with a notifier called when an `open`
+    /// starts breaking the lease (replacing any earlier notifier).
+    pub fn setlease_notify(&self, fd: Fd, arg: i32, notify: Option<LeaseNotifier>) -> VfsResult<()> {
+        lock_calls::setlease(self.vfs.locks(), &self.cred, &*self.file(fd)?, self.pid, arg, notify)
+    }
+
+    /// `fcntl(fd, F_GETLEASE)`: see [`lock_calls::getlease`].
+    pub fn getlease(&self, fd: Fd) -> VfsResult<i16> {
+        Ok(lock_calls::getlease(&*self.file(fd)?))
+    }
+}
