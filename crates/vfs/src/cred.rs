@@ -4,10 +4,10 @@
 //! Invariant: a decision depends only on the inode's mode, owner and group
 //! and the caller's [`Credentials`]; nothing here reads or changes an inode,
 //! so the dcache can call these during a lock-free walk. There are no ACLs,
-//! user namespaces or ID-mapped mounts. Root (fs uid 0) holds every
-//! capability that matters to a filesystem: `CAP_DAC_OVERRIDE`,
-//! `CAP_DAC_READ_SEARCH`, `CAP_FOWNER`, `CAP_FSETID` and `CAP_CHOWN`, as
-//! Linux grants them to fs uid 0.
+//! user namespaces or ID-mapped mounts. What overrides a refusal is the
+//! caller's effective [`Capabilities`], never its uid: a uid-0 caller
+//! without `CAP_DAC_OVERRIDE` is refused like anyone else, and a caller
+//! of any uid holding `CAP_CHOWN` may give files away, as in Linux.
 //!
 //! The checks are the ones the VFS makes before calling into a filesystem.
 //! Read-only mounts (`EROFS`) and immutable or append-only inodes are the
@@ -33,7 +33,85 @@ use std::fmt;
 use std::ops::{BitOr, BitOrAssign};
 use std::sync::Arc;
 
-/// Who is asking: the fs uid, fs gid and supplementary groups of a caller.
+/// A set of Linux capabilities, by their `CAP_*` bit numbers: the
+/// effective set (`CapEff`) a caller's checks consult.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Capabilities(u64);
+
+impl Capabilities {
+    /// Give files away and change their group freely.
+    pub const CHOWN: Capabilities = Capabilities(1 << 0);
+    /// Bypass read, write and execute permission checks.
+    pub const DAC_OVERRIDE: Capabilities = Capabilities(1 << 1);
+    /// Bypass read permission on files and search and read on directories.
+    pub const DAC_READ_SEARCH: Capabilities = Capabilities(1 << 2);
+    /// Act as the owner of any file (chmod, utimes, sticky directories).
+    pub const FOWNER: Capabilities = Capabilities(1 << 3);
+    /// Keep set-user-ID and set-group-ID bits on write and chown.
+    pub const FSETID: Capabilities = Capabilities(1 << 4);
+    /// `chroot`.
+    pub const SYS_CHROOT: Capabilities = Capabilities(1 << 18);
+    /// Administration: `trusted.` and `security.` extended attributes.
+    pub const SYS_ADMIN: Capabilities = Capabilities(1 << 21);
+    /// Override resource limits.
+    pub const SYS_RESOURCE: Capabilities = Capabilities(1 << 24);
+    /// Make device nodes.
+    pub const MKNOD: Capabilities = Capabilities(1 << 27);
+    /// Take leases on files one does not own.
+    pub const LEASE: Capabilities = Capabilities(1 << 28);
+    /// Linux's `CAP_LAST_CAP`.
+    const LAST: u32 = 40;
+
+    /// No capability.
+    pub const fn empty() -> Capabilities {
+        Capabilities(0)
+    }
+
+    /// Every capability Linux defines (`CAP_CHOWN` to `CAP_CHECKPOINT_RESTORE`).
+    pub const fn all() -> Capabilities {
+        Capabilities((1 << (Self::LAST + 1)) - 1)
+    }
+
+    /// The set whose bits are `bits` (as `/proc/PID/status` prints
+    /// `CapEff`), bits beyond the last capability dropped.
+    pub const fn from_bits(bits: u64) -> Capabilities {
+        Capabilities(bits & Self::all().0)
+    }
+
+    /// The bits, as `CapEff` prints them.
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// Whether every capability of `other` is in `self`.
+    pub const fn contains(self, other: Capabilities) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// `self` without the capabilities of `other`.
+    pub const fn without(self, other: Capabilities) -> Capabilities {
+        Capabilities(self.0 & !other.0)
+    }
+}
+
+impl BitOr for Capabilities {
+    type Output = Capabilities;
+    fn bitor(self, other: Capabilities) -> Capabilities {
+        Capabilities(self.0 | other.0)
+    }
+}
+
+impl fmt::Debug for Capabilities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == Capabilities::all() {
+            return f.write_str("Capabilities(all)");
+        }
+        write!(f, "Capabilities({:#x})", self.0)
+    }
+}
+
+/// Who is asking: the fs uid, fs gid, supplementary groups and effective
+/// capabilities of a caller.
 ///
 /// Cloning is cheap: the group list is shared, as Linux shares
 /// `struct group_info` between copies of a `struct cred`.
@@ -44,21 +122,56 @@ pub struct Credentials {
     /// Sorted and without duplicates, so membership is a binary search
     /// (Linux sorts `group_info` for the same reason).
     groups: Arc<[u32]>,
+    caps: Capabilities,
 }
 
 impl Credentials {
-    /// The superuser: uid 0, gid 0, no supplementary groups.
+    /// The superuser: uid 0, gid 0, no supplementary groups, every
+    /// capability.
     pub fn root() -> Credentials {
         Credentials::user(0, 0, [])
     }
 
     /// A caller with fs uid `uid`, fs gid `gid` and the given supplementary
-    /// groups (in any order, duplicates allowed). Uid 0 is root.
+    /// groups (in any order, duplicates allowed), with the capabilities a
+    /// process of that uid starts with: all of them for uid 0, none for
+    /// anyone else. [`with_capabilities`](Self::with_capabilities) sets
+    /// others.
     pub fn user(uid: u32, gid: u32, groups: impl IntoIterator<Item = u32>) -> Credentials {
         let mut groups: Vec<u32> = groups.into_iter().collect();
         groups.sort_unstable();
         groups.dedup();
-        Credentials { uid, gid, groups: groups.into() }
+        let caps = if uid == 0 { Capabilities::all() } else { Capabilities::empty() };
+        Credentials { uid, gid, groups: groups.into(), caps }
+    }
+
+    /// These credentials with the effective capabilities `caps`.
+    ///
+    /// ```
+    /// use vfscale::cred::{permission, Access, Capabilities, Credentials};
+    /// use vfscale::mode::S_IFREG;
+    /// use vfscale::Errno;
+    ///
+    /// let root = Credentials::root();
+    /// let confined = root.clone().with_capabilities(Capabilities::all().without(Capabilities::DAC_OVERRIDE));
+    /// let private = S_IFREG | 0o600; // owned by uid 1000
+    /// assert_eq!(permission(private, 1000, 1000, &root, Access::WRITE), Ok(()));
+    /// assert_eq!(permission(private, 1000, 1000, &confined, Access::WRITE), Err(Errno::EACCES));
+    /// // CAP_DAC_READ_SEARCH still reads it.
+    /// assert_eq!(permission(private, 1000, 1000, &confined, Access::READ), Ok(()));
+    /// ```
+    pub fn with_capabilities(self, caps: Capabilities) -> Credentials {
+        Credentials { caps, ..self }
+    }
+
+    /// The effective capabilities.
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// Whether the caller holds `cap` (Linux `capable`).
+    pub fn capable(&self, cap: Capabilities) -> bool {
+        self.caps.contains(cap)
     }
 
     /// The fs uid.
@@ -76,9 +189,17 @@ impl Credentials {
         &self.groups
     }
 
-    /// Whether this caller is root and so holds every filesystem capability.
-    pub fn is_root(&self) -> bool {
-        self.uid == 0
+    /// Whether the caller owns a file owned by `uid`, or holds
+    /// `CAP_FOWNER` (Linux `inode_owner_or_capable`).
+    pub fn owner_or_capable(&self, uid: u32) -> bool {
+        self.uid == uid || self.capable(Capabilities::FOWNER)
+    }
+
+    /// Whether the caller is in group `gid` or holds `CAP_FSETID` (Linux
+    /// `in_group_or_capable`): who may keep set-group-ID on a file of
+    /// that group.
+    pub fn in_group_or_capable(&self, gid: u32) -> bool {
+        self.in_group(gid) || self.capable(Capabilities::FSETID)
     }
 
     /// Whether `gid` is the primary group or a supplementary group (Linux
@@ -172,10 +293,11 @@ impl fmt::Debug for Access {
 ///
 /// Exactly one class of bits is consulted: the owner's if the caller owns
 /// the inode (even when the group or other bits would allow more), else the
-/// group's if the caller is in the inode's group, else other's. Root then
-/// overrides a refusal as Linux's capabilities do: it may read and write
-/// anything and search any directory, but may execute a non-directory only
-/// if at least one execute bit is set.
+/// group's if the caller is in the inode's group, else other's. A refusal
+/// is then overridden as Linux's capabilities override it:
+/// `CAP_DAC_READ_SEARCH` reads any file and reads and searches any
+/// directory; `CAP_DAC_OVERRIDE` also writes anything, but executes a
+/// non-directory only if at least one execute bit is set.
 pub fn permission(mode: u32, owner_uid: u32, owner_gid: u32, cred: &Credentials, mask: Access) -> VfsResult<()> {
     let class_bits = if cred.uid == owner_uid {
         mode >> 6
@@ -187,10 +309,14 @@ pub fn permission(mode: u32, owner_uid: u32, owner_gid: u32, cred: &Credentials,
     if mask.bits() & !class_bits & 0o7 == 0 {
         return Ok(());
     }
+    let read_search = if is_dir(mode) { !mask.contains(Access::WRITE) } else { mask == Access::READ };
+    if read_search && cred.capable(Capabilities::DAC_READ_SEARCH) {
+        return Ok(());
+    }
     // CAP_DAC_OVERRIDE, except that executing needs some execute bit, so
-    // root cannot run a file nobody marked as a program.
-    let root_may = is_dir(mode) || !mask.contains(Access::EXEC) || mode & S_IXUGO != 0;
-    if cred.is_root() && root_may {
+    // nobody runs a file nobody marked as a program.
+    let overridable = is_dir(mode) || !mask.contains(Access::EXEC) || mode & S_IXUGO != 0;
+    if overridable && cred.capable(Capabilities::DAC_OVERRIDE) {
         Ok(())
     } else {
         Err(Errno::EACCES)
@@ -200,18 +326,19 @@ pub fn permission(mode: u32, owner_uid: u32, owner_gid: u32, cred: &Credentials,
 /// Whether `cred` may `chmod` an inode with st_mode `mode`, owner
 /// `owner_uid` and group `owner_gid` to the permission bits `new_perm`
 /// (Linux `chmod_common` and `setattr_prepare`). Returns the st_mode to
-/// store, or `EPERM` if the caller is neither the owner nor root.
+/// store, or `EPERM` if the caller is neither the owner nor holds
+/// `CAP_FOWNER`.
 ///
 /// Bits of `new_perm` outside [`S_IALLUGO`] are ignored, so the file type is
-/// kept. If a non-root caller is not in the inode's group, `S_ISGID` is
-/// silently dropped (on directories too), so nobody can make a program that
-/// runs with a group they do not have.
+/// kept. If the caller is not in the inode's group and lacks `CAP_FSETID`,
+/// `S_ISGID` is silently dropped (on directories too), so nobody can make a
+/// program that runs with a group they do not have.
 pub fn may_chmod(mode: u32, owner_uid: u32, owner_gid: u32, cred: &Credentials, new_perm: u32) -> VfsResult<u32> {
-    if cred.uid != owner_uid && !cred.is_root() {
+    if !cred.owner_or_capable(owner_uid) {
         return Err(Errno::EPERM);
     }
     let mut perm = new_perm & S_IALLUGO;
-    if !cred.is_root() && !cred.in_group(owner_gid) {
+    if !cred.in_group_or_capable(owner_gid) {
         perm &= !S_ISGID;
     }
     Ok(mode & !S_IALLUGO | perm)
@@ -222,15 +349,16 @@ pub fn may_chmod(mode: u32, owner_uid: u32, owner_gid: u32, cred: &Credentials, 
 /// leaves that id alone, as `-1` does for `chown(2)`). Linux `chown_ok`,
 /// `chgrp_ok` and the set-id clearing of `chown_common`.
 ///
-/// Only root may give a file away; the owner may "change" the uid to itself.
-/// The owner may change the group to one it is in (or keep it); root may
-/// set any group. Anything else is `EPERM`.
+/// Only a holder of `CAP_CHOWN` may give a file away; the owner may
+/// "change" the uid to itself. The owner may change the group to one it is
+/// in (or keep it); `CAP_CHOWN` sets any group. Anything else is `EPERM`.
 ///
 /// Returns the st_mode to store. As in Linux, even when no id changes and
-/// even for root, a non-directory loses `S_ISUID`, and loses `S_ISGID` if it
-/// is group-executable or if the caller is neither in its current group nor
-/// root. (Without group execute, `S_ISGID` marks mandatory locking rather
-/// than a set-gid program, so Linux leaves it to those who could set it.)
+/// whatever the caller holds, a non-directory loses `S_ISUID`, and loses
+/// `S_ISGID` if it is group-executable or if the caller is neither in its
+/// current group nor holds `CAP_FSETID`. (Without group execute, `S_ISGID`
+/// marks mandatory locking rather than a set-gid program, so Linux leaves
+/// it to those who could set it.)
 pub fn may_chown(
     mode: u32,
     owner_uid: u32,
@@ -240,8 +368,9 @@ pub fn may_chown(
     new_gid: Option<u32>,
 ) -> VfsResult<u32> {
     let owner = cred.uid == owner_uid;
-    let may_set_uid = |uid: u32| cred.is_root() || (owner && uid == owner_uid);
-    let may_set_gid = |gid: u32| cred.is_root() || (owner && (gid == owner_gid || cred.in_group(gid)));
+    let chown = cred.capable(Capabilities::CHOWN);
+    let may_set_uid = |uid: u32| chown || (owner && uid == owner_uid);
+    let may_set_gid = |gid: u32| chown || (owner && (gid == owner_gid || cred.in_group(gid)));
     if new_uid.is_some_and(|uid| !may_set_uid(uid)) || new_gid.is_some_and(|gid| !may_set_gid(gid)) {
         return Err(Errno::EPERM);
     }
@@ -249,12 +378,13 @@ pub fn may_chown(
         return Ok(mode);
     }
     let mut new_mode = mode & !S_ISUID;
-    if mode & S_IXGRP != 0 || !(cred.is_root() || cred.in_group(owner_gid)) {
+    if mode & S_IXGRP != 0 || !cred.in_group_or_capable(owner_gid) {
         new_mode &= !S_ISGID;
     }
-    // Clearing a set-id bit is a mode change, which only the owner (or
-    // root) may make (`setattr_prepare` with ATTR_KILL_S*ID).
-    if new_mode != mode && !owner && !cred.is_root() {
+    // Clearing a set-id bit is a mode change, which only the owner (or a
+    // holder of CAP_FOWNER) may make (`setattr_prepare` with
+    // ATTR_KILL_S*ID).
+    if new_mode != mode && !cred.owner_or_capable(owner_uid) {
         return Err(Errno::EPERM);
     }
     Ok(new_mode)
@@ -263,11 +393,11 @@ pub fn may_chown(
 /// Whether `cred` may unlink, rmdir or rename away an entry owned by
 /// `file_uid` in a directory with st_mode `dir_mode` owned by `dir_uid`
 /// (Linux `check_sticky`). In a sticky directory (`S_ISVTX`, like `/tmp`)
-/// only the entry's owner, the directory's owner or root may; anyone else
-/// gets `EPERM`. A directory without the sticky bit imposes nothing here
+/// only the entry's owner, the directory's owner or a holder of
+/// `CAP_FOWNER` may; anyone else gets `EPERM`. A directory without the sticky bit imposes nothing here
 /// (write and search permission on it are checked separately).
 pub fn may_delete_in_sticky(dir_mode: u32, dir_uid: u32, file_uid: u32, cred: &Credentials) -> VfsResult<()> {
-    if dir_mode & S_ISVTX == 0 || cred.uid == file_uid || cred.uid == dir_uid || cred.is_root() {
+    if dir_mode & S_ISVTX == 0 || cred.uid == dir_uid || cred.owner_or_capable(file_uid) {
         Ok(())
     } else {
         Err(Errno::EPERM)
@@ -290,16 +420,16 @@ mod tests {
     #[test]
     fn root_is_uid_zero_without_groups() {
         let root = Credentials::root();
-        assert!(root.is_root());
+        assert_eq!(root.capabilities(), Capabilities::all());
         assert_eq!((root.uid(), root.gid(), root.groups()), (0, 0, &[][..]));
     }
 
     #[test]
     fn user_sorts_and_dedups_groups() {
         let alice = alice();
-        assert!(!alice.is_root());
+        assert_eq!(alice.capabilities(), Capabilities::empty());
         assert_eq!((alice.uid(), alice.gid(), alice.groups()), (1000, 100, &[10, 20][..]));
-        assert!(Credentials::user(0, 5, []).is_root());
+        assert!(Credentials::user(0, 5, []).capable(Capabilities::DAC_OVERRIDE));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! `dirlock` and `notify_change`; the system-call layer (`syscalls`) calls
 //! it.
 
-use crate::cred::{may_delete_in_sticky, Access};
+use crate::cred::{may_delete_in_sticky, Access, Capabilities};
 use crate::dentry::Dentry;
 use crate::dirlock::DirWriteGuard;
 use crate::errno::{Errno, VfsResult};
@@ -128,7 +128,7 @@ impl<'a> Ctx<'a> {
         }
         self.may_create(dir)?;
         // `vfs_mknod`: devices need CAP_MKNOD.
-        if file_type.is_device() && !self.cred.is_root() {
+        if file_type.is_device() && !self.cred.capable(Capabilities::MKNOD) {
             return Err(Errno::EPERM);
         }
         let dir_attrs = dir.attrs();
@@ -142,8 +142,7 @@ impl<'a> Ctx<'a> {
         if inherit_gid
             && file_type != FileType::Directory
             && perm & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
-            && !self.cred.in_group(dir_attrs.gid)
-            && !self.cred.is_root()
+            && !self.cred.in_group_or_capable(dir_attrs.gid)
         {
             perm &= !S_ISGID;
         }
@@ -200,8 +199,8 @@ impl<'a> Ctx<'a> {
         self.create(&dir, name, FileType::Directory, perm & (0o777 | S_ISVTX), Box::default(), 0).map(drop)
     }
 
-    /// `mknod(2)`: a regular file, FIFO, socket or (for root, Linux's
-    /// CAP_MKNOD) device node; EPERM for a directory and EINVAL for a mode
+    /// `mknod(2)`: a regular file, FIFO, socket or (with CAP_MKNOD) device
+    /// node; EPERM for a directory and EINVAL for a mode
     /// naming no type, both before the path is looked at (`may_mknod`).
     pub fn mknod(&self, path: &[u8], mode: u32, rdev: u64) -> VfsResult<()> {
         let file_type = match mode & S_IFMT {

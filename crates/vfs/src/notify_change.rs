@@ -4,90 +4,49 @@
 //! `namespace` and `syscalls` modules); a front end that addresses files
 //! by inode calls [`setattr`] directly.
 //!
-//! Invariant: each change is one update of the inode's attributes (under
-//! its seqlock), so `stat` sees it whole; a failed check changes nothing.
+//! Invariant: a change is all or nothing. Every check is made against the
+//! attributes as they are before anything changes, and only then is
+//! anything applied, so a refused `setattr` leaves the inode exactly as it
+//! was. The ids, mode and times change in one update of the inode's
+//! attributes (under its seqlock), so `stat` sees them whole; a size
+//! change is applied first, by its own update.
+//!
 //! May import the base modules, the node types and `file` (for a size
 //! change).
 
 use crate::cred::{may_chmod, may_chown, Access, Credentials};
 use crate::errno::{Errno, VfsResult};
-use crate::inode::{Body, Inode};
+use crate::inode::{Attrs, Body, Inode};
+use crate::pages::PageMap;
 use crate::time::Timespec;
 use crate::types::{SetAttr, SetTime};
 
-/// Changes the attributes `attr` names on `inode`, in the order and with
-/// the checks of the matching system calls (`truncate`, `chown`, `chmod`,
-/// `utimensat`): Linux's `notify_change`. `max_file_size` bounds a size.
+/// Changes the attributes `attr` names on `inode`, with the checks of the
+/// matching system calls (`truncate`, `chown`, `chmod`, `utimensat`), all
+/// made before any change: Linux's `notify_change`. `max_file_size`
+/// bounds a size.
 pub(crate) fn setattr(inode: &Inode, cred: &Credentials, attr: SetAttr, max_file_size: u64) -> VfsResult<()> {
-    if let Some(len) = attr.size {
-        truncate(inode, cred, len, max_file_size)?;
-    }
-    if attr.uid.is_some() || attr.gid.is_some() {
-        chown(inode, cred, attr.uid, attr.gid)?;
-    }
-    if let Some(perm) = attr.mode {
-        chmod(inode, cred, perm)?;
-    }
-    set_times(inode, cred, attr.atime, attr.mtime)
+    let chown = attr.uid.is_some() || attr.gid.is_some();
+    apply(inode, cred, attr, chown, max_file_size)
 }
 
-/// `truncate(2)` on an inode: needs write permission; EINVAL for a
-/// negative length or a file that is not regular (EISDIR: a directory).
-pub(crate) fn truncate(inode: &Inode, cred: &Credentials, len: i64, max_file_size: u64) -> VfsResult<()> {
-    if len < 0 {
-        return Err(Errno::EINVAL);
-    }
-    let Body::Regular(data) = &inode.body else {
-        return Err(if inode.is_dir() { Errno::EISDIR } else { Errno::EINVAL });
+/// [`setattr`], with `chown` saying whether the call is a `chown`: one
+/// that names no id still clears set-id bits (Linux's `ATTR_KILL_SUID`),
+/// with the check that goes with it.
+fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file_size: u64) -> VfsResult<()> {
+    let before = inode.attrs();
+    let resize = attr.size.map(|len| may_truncate(inode, cred, len, max_file_size)).transpose()?;
+    let owner_mode = match chown {
+        false => None,
+        true => Some(may_chown(before.mode, before.uid, before.gid, cred, attr.uid, attr.gid)?),
     };
-    inode.permission(cred, Access::WRITE)?;
-    crate::file::truncate_data(inode, data, len as u64, max_file_size, cred)
-}
-
-/// `chmod` on an inode: owner or root only; a symlink's mode never
-/// changes (EOPNOTSUPP, Linux 6.6's `notify_change`).
-pub(crate) fn chmod(inode: &Inode, cred: &Credentials, perm: u32) -> VfsResult<()> {
-    if inode.symlink_target().is_some() {
-        return Err(Errno::EOPNOTSUPP);
+    let mode = attr.mode.map(|perm| may_chmod_inode(inode, &before, cred, perm)).transpose()?;
+    let times = may_set_times(inode, &before, cred, attr.atime, attr.mtime)?;
+    if let Some((data, len)) = resize {
+        crate::file::truncate_data(inode, data, len, max_file_size, cred)?;
     }
-    let a = inode.attrs();
-    let mode = may_chmod(a.mode, a.uid, a.gid, cred, perm)?;
-    let now = Timespec::now();
-    inode.update_attrs(|a| {
-        a.mode = mode;
-        a.ctime = now;
-    });
-    Ok(())
-}
-
-/// `chown` on an inode; `None` leaves an id unchanged.
-pub(crate) fn chown(inode: &Inode, cred: &Credentials, uid: Option<u32>, gid: Option<u32>) -> VfsResult<()> {
-    let a = inode.attrs();
-    let mode = may_chown(a.mode, a.uid, a.gid, cred, uid, gid)?;
-    let now = Timespec::now();
-    inode.update_attrs(|a| {
-        a.mode = mode;
-        a.uid = uid.unwrap_or(a.uid);
-        a.gid = gid.unwrap_or(a.gid);
-        a.ctime = now;
-    });
-    Ok(())
-}
-
-/// `utimensat` on an inode: explicit times need ownership (or root);
-/// `UTIME_NOW` for both also allows anyone with write permission.
-pub(crate) fn set_times(inode: &Inode, cred: &Credentials, atime: SetTime, mtime: SetTime) -> VfsResult<()> {
-    if atime == SetTime::Omit && mtime == SetTime::Omit {
+    if owner_mode.is_none() && mode.is_none() && !times {
         return Ok(());
-    }
-    let a = inode.attrs();
-    let owner = cred.uid() == a.uid || cred.is_root();
-    if !owner {
-        let only_now = matches!((atime, mtime), (SetTime::Now | SetTime::Omit, SetTime::Now | SetTime::Omit));
-        if !only_now {
-            return Err(Errno::EPERM);
-        }
-        inode.permission(cred, Access::WRITE)?;
     }
     let now = Timespec::now();
     let resolve = |t: SetTime, old: Timespec| match t {
@@ -96,9 +55,87 @@ pub(crate) fn set_times(inode: &Inode, cred: &Credentials, atime: SetTime, mtime
         SetTime::At(t) => t,
     };
     inode.update_attrs(|a| {
-        a.atime = resolve(atime, a.atime);
-        a.mtime = resolve(mtime, a.mtime);
+        if let Some(cleared) = owner_mode {
+            a.mode = cleared;
+            a.uid = attr.uid.unwrap_or(a.uid);
+            a.gid = attr.gid.unwrap_or(a.gid);
+        }
+        if let Some(mode) = mode {
+            a.mode = mode;
+        }
+        if times {
+            a.atime = resolve(attr.atime, a.atime);
+            a.mtime = resolve(attr.mtime, a.mtime);
+        }
         a.ctime = now;
     });
     Ok(())
+}
+
+/// `truncate(2)` on an inode: needs write permission; EINVAL for a
+/// negative length or a file that is not regular (EISDIR: a directory),
+/// EFBIG past `max_file_size`.
+pub(crate) fn truncate(inode: &Inode, cred: &Credentials, len: i64, max_file_size: u64) -> VfsResult<()> {
+    setattr(inode, cred, SetAttr { size: Some(len), ..SetAttr::default() }, max_file_size)
+}
+
+/// `chmod` on an inode: its owner or a holder of CAP_FOWNER only; a
+/// symlink's mode never changes (EOPNOTSUPP, Linux 6.6's `notify_change`).
+pub(crate) fn chmod(inode: &Inode, cred: &Credentials, perm: u32) -> VfsResult<()> {
+    setattr(inode, cred, SetAttr { mode: Some(perm), ..SetAttr::default() }, u64::MAX)
+}
+
+/// `chown` on an inode; `None` leaves an id unchanged.
+pub(crate) fn chown(inode: &Inode, cred: &Credentials, uid: Option<u32>, gid: Option<u32>) -> VfsResult<()> {
+    apply(inode, cred, SetAttr { uid, gid, ..SetAttr::default() }, true, u64::MAX)
+}
+
+/// `utimensat` on an inode: explicit times need ownership (or CAP_FOWNER);
+/// `UTIME_NOW` for both also allows anyone with write permission.
+pub(crate) fn set_times(inode: &Inode, cred: &Credentials, atime: SetTime, mtime: SetTime) -> VfsResult<()> {
+    setattr(inode, cred, SetAttr { atime, mtime, ..SetAttr::default() }, u64::MAX)
+}
+
+/// The checks of a size change: the pages to resize and the new size.
+fn may_truncate<'i>(
+    inode: &'i Inode,
+    cred: &Credentials,
+    len: i64,
+    max_file_size: u64,
+) -> VfsResult<(&'i PageMap, u64)> {
+    if len < 0 {
+        return Err(Errno::EINVAL);
+    }
+    let Body::Regular(data) = &inode.body else {
+        return Err(if inode.is_dir() { Errno::EISDIR } else { Errno::EINVAL });
+    };
+    inode.permission(cred, Access::WRITE)?;
+    let len = len as u64;
+    if len > max_file_size {
+        return Err(Errno::EFBIG);
+    }
+    Ok((data, len))
+}
+
+/// The checks of a mode change: the st_mode to store.
+fn may_chmod_inode(inode: &Inode, before: &Attrs, cred: &Credentials, perm: u32) -> VfsResult<u32> {
+    if inode.symlink_target().is_some() {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    may_chmod(before.mode, before.uid, before.gid, cred, perm)
+}
+
+/// The checks of a times change: whether there is one.
+fn may_set_times(inode: &Inode, before: &Attrs, cred: &Credentials, atime: SetTime, mtime: SetTime) -> VfsResult<bool> {
+    if atime == SetTime::Omit && mtime == SetTime::Omit {
+        return Ok(false);
+    }
+    if !cred.owner_or_capable(before.uid) {
+        let only_now = matches!((atime, mtime), (SetTime::Now | SetTime::Omit, SetTime::Now | SetTime::Omit));
+        if !only_now {
+            return Err(Errno::EPERM);
+        }
+        inode.permission(cred, Access::WRITE)?;
+    }
+    Ok(true)
 }

@@ -11,8 +11,9 @@
 //!
 //! - `user.*`: the inode's read or write permission; only regular files and
 //!   directories have them (others: EPERM to write, ENODATA to read); in a
-//!   sticky directory only its owner (or root) may write them.
-//! - `trusted.*`: CAP_SYS_ADMIN (uid 0 here) to read, write or list
+//!   sticky directory only its owner (or a holder of CAP_FOWNER) may write
+//!   them.
+//! - `trusted.*`: CAP_SYS_ADMIN to read, write or list
 //!   (others: EPERM to write, ENODATA to read; listing leaves them out).
 //! - `security.*`: anyone reads; CAP_SYS_ADMIN writes.
 //!
@@ -49,7 +50,7 @@
 //! # Ok::<(), Errno>(())
 //! ```
 
-use crate::cred::Access;
+use crate::cred::{Access, Capabilities};
 use crate::errno::{Errno, VfsResult};
 use crate::inode::Inode;
 use crate::mode::S_ISVTX;
@@ -117,10 +118,10 @@ pub(crate) fn check_set_args(name: &[u8], value: &[u8], flags: i32) -> VfsResult
 fn permission(inode: &Inode, cred: &Credentials, name: &[u8], write: bool) -> VfsResult<()> {
     let denied = if write { Errno::EPERM } else { Errno::ENODATA };
     match namespace(name) {
-        Namespace::Security if write && !cred.is_root() => Err(Errno::EPERM),
+        Namespace::Security if write && !cred.capable(Capabilities::SYS_ADMIN) => Err(Errno::EPERM),
         Namespace::Security => Ok(()),
         _ if name.starts_with(b"system.") => Ok(()),
-        Namespace::Trusted if !cred.is_root() => Err(denied),
+        Namespace::Trusted if !cred.capable(Capabilities::SYS_ADMIN) => Err(denied),
         Namespace::Trusted => Ok(()),
         ns => {
             if ns == Namespace::User {
@@ -128,7 +129,7 @@ fn permission(inode: &Inode, cred: &Credentials, name: &[u8], write: bool) -> Vf
                 match inode.file_type() {
                     FileType::Regular => {}
                     FileType::Directory => {
-                        if a.mode & S_ISVTX != 0 && write && cred.uid() != a.uid && !cred.is_root() {
+                        if a.mode & S_ISVTX != 0 && write && !cred.owner_or_capable(a.uid) {
                             return Err(Errno::EPERM);
                         }
                     }
@@ -178,7 +179,7 @@ pub(crate) fn list(inode: &Inode, cred: &Credentials, buf: &mut [u8]) -> VfsResu
     let map = inode.xattrs.lock();
     let mut out = Vec::new();
     for name in map.keys() {
-        if namespace(name) == Namespace::Trusted && !cred.is_root() {
+        if namespace(name) == Namespace::Trusted && !cred.capable(Capabilities::SYS_ADMIN) {
             continue;
         }
         out.extend_from_slice(name);

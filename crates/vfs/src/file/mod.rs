@@ -433,11 +433,11 @@ pub(crate) fn truncate_data(
     Ok(())
 }
 
-/// Linux `file_remove_privs` (6.2+): a write or truncate by anyone but
-/// root clears set-user-ID, and set-group-ID where it marks a program or
-/// the writer is not in the file's group.
+/// Linux `file_remove_privs` (6.2+): a write or truncate by anyone
+/// without `CAP_FSETID` clears set-user-ID, and set-group-ID where it
+/// marks a program or the writer is not in the file's group.
 fn remove_privileges(a: &mut crate::inode::Attrs, cred: &Credentials) {
-    if !cred.is_root() {
+    if !cred.capable(crate::cred::Capabilities::FSETID) {
         a.mode &= !S_ISUID;
         if a.mode & S_IXGRP != 0 || !cred.in_group(a.gid) {
             a.mode &= !S_ISGID;

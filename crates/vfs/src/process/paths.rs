@@ -140,7 +140,7 @@ impl Process {
     /// `mknod(2)`: `mode` is the type (`S_IFREG` or 0, `S_IFIFO`,
     /// `S_IFSOCK`, `S_IFCHR`, `S_IFBLK`) and permission bits; `rdev` the
     /// device number of a device node (ignored for other types). Devices
-    /// need CAP_MKNOD: uid 0 here.
+    /// need CAP_MKNOD.
     ///
     /// ```
     /// use vfscale::mode::{S_IFCHR, S_IFIFO};
@@ -414,7 +414,7 @@ impl Process {
 
     /// `chroot(2)`: `path` becomes where absolute paths start and above
     /// which `..` does not climb. Needs search permission on it and
-    /// CAP_SYS_CHROOT (uid 0 here: else EPERM), checked in that order. The
+    /// CAP_SYS_CHROOT (else EPERM), checked in that order. The
     /// working directory stays where it is, as in Linux, so a process whose
     /// working directory is outside its new root can still walk out.
     ///
@@ -434,7 +434,7 @@ impl Process {
     /// ```
     pub fn chroot(&self, path: impl AsRef<[u8]>) -> VfsResult<()> {
         let dir = self.at_cwd(|c| c.search_dir(path))?;
-        if !self.cred.is_root() {
+        if !self.cred.capable(crate::cred::Capabilities::SYS_CHROOT) {
             return Err(Errno::EPERM);
         }
         self.set_dir(&self.root, dir);

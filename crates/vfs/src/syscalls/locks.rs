@@ -196,7 +196,7 @@ pub fn setlease(
         _ => return Err(Errno::EINVAL),
     };
     let inode = file.inode();
-    if cred.uid() != inode.stat().uid && !cred.is_root() {
+    if cred.uid() != inode.stat().uid && !cred.capable(crate::cred::Capabilities::LEASE) {
         return Err(Errno::EACCES);
     }
     if inode.file_type() != FileType::Regular {

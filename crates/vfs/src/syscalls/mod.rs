@@ -182,7 +182,7 @@ impl<'a> Context<'a> {
     /// `mknod(2)`: `mode` is the type (`S_IFREG` or 0, `S_IFIFO`,
     /// `S_IFSOCK`, `S_IFCHR`, `S_IFBLK`) and permission bits; `rdev` the
     /// device number of a device node (ignored for other types). Devices
-    /// need CAP_MKNOD: uid 0 here.
+    /// need CAP_MKNOD.
     pub fn mknod(&self, path: impl AsRef<[u8]>, mode: u32, rdev: u64) -> VfsResult<()> {
         self.names.mknod(path.as_ref(), mode, rdev)
     }
@@ -233,7 +233,7 @@ impl<'a> Context<'a> {
     /// `linkat(2)` with `new` relative to `new_start`; `flags` may hold
     /// `AT_SYMLINK_FOLLOW` (follow a final symlink of `old`) and
     /// `AT_EMPTY_PATH` (link this context's start itself, which needs
-    /// CAP_DAC_READ_SEARCH, uid 0 here: else ENOENT, as Linux before 6.10
+    /// CAP_DAC_READ_SEARCH: else ENOENT, as Linux before 6.10
     /// answers; 6.10's exception for a file the caller opened is not
     /// made).
     pub fn linkat(
@@ -244,7 +244,8 @@ impl<'a> Context<'a> {
         new: impl AsRef<[u8]>,
     ) -> VfsResult<()> {
         let allowed = AtFlags::SYMLINK_FOLLOW | AtFlags::EMPTY_PATH;
-        if flags.only(allowed)?.contains(AtFlags::EMPTY_PATH) && !self.names.cred.is_root() {
+        let read_search = self.names.cred.capable(crate::cred::Capabilities::DAC_READ_SEARCH);
+        if flags.only(allowed)?.contains(AtFlags::EMPTY_PATH) && !read_search {
             return Err(Errno::ENOENT);
         }
         let follow = flags.contains(AtFlags::SYMLINK_FOLLOW);
