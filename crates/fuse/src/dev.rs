@@ -108,6 +108,12 @@ impl Filesystem for Dev {
         // Lookups, creates and unlinks may run in parallel in one
         // directory: the VFS locks what each changes.
         let _unsupported = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // The VFS clears set-user-ID and set-group-ID itself on write,
+        // truncate and chown, by the caller's CAP_FSETID, as Linux's
+        // `file_remove_privs` does; without this the kernel would clear
+        // them with a SETATTR of the mode sent as the writer, which only
+        // the owner may make.
+        let _unsupported = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
         if self.fs.holds_record_locks() {
             // Record locks go to the VFS's lock manager. flock locks stay
             // with the kernel (no FUSE_FLOCK_LOCKS), on the mount's inodes

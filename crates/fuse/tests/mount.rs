@@ -720,3 +720,85 @@ fn a_cached_walk_checks_search_permission_in_every_mode() {
         );
     }
 }
+
+/// Runs `script` with `sh -c` as a caller `setpriv` makes (`args`, e.g.
+/// `--reuid=2000`), in `dir`; whether it succeeded.
+fn as_caller(dir: &Path, args: &[&str], script: &str) -> bool {
+    let status = Command::new("setpriv")
+        .args(args)
+        .args(["--", "sh", "-c", script])
+        .current_dir(dir)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("run setpriv (util-linux)");
+    status.success()
+}
+
+/// What a set of callers other than the owner may do, through the mount
+/// in every mode and on tmpfs: the owner is uid 1000; uid 2000 is a
+/// stranger, with and without `CAP_CHOWN`; root has dropped
+/// `CAP_DAC_OVERRIDE` and `CAP_DAC_READ_SEARCH`. Each answer and the
+/// files' modes and owners afterwards must be tmpfs's.
+#[test]
+fn other_users_and_capabilities_are_checked_as_on_tmpfs_in_every_mode() {
+    let _serial = serial();
+    let modes = [
+        MountOptions { io_uring: false, ..MountOptions::default() },
+        MountOptions { io_uring: false, locks: RecordLocks::Vfs, ..MountOptions::default() },
+        MountOptions { io_uring: false, demo: true, ..MountOptions::default() },
+        MountOptions::default(),
+    ];
+    let reference = tmpfs_dir();
+    let mnts: Vec<tempfile::TempDir> = modes.iter().map(|_| tempfile::tempdir().unwrap()).collect();
+    let stranger = ["--reuid=2000", "--regid=2000", "--clear-groups"];
+    let stranger_chown =
+        ["--reuid=2000", "--regid=2000", "--clear-groups", "--inh-caps=+chown", "--ambient-caps=+chown"];
+    let confined_root = ["--bounding-set=-dac_override,-dac_read_search"];
+    let mut outcomes = Vec::new();
+    for (dir, options) in [reference.path()]
+        .into_iter()
+        .chain(mnts.iter().map(|d| d.path()))
+        .zip(std::iter::once(None).chain(modes.iter().map(Some)))
+    {
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mounted = match options {
+            Some(options) => match try_mount(dir, &MountOptions { allow_other: true, ..options.clone() }) {
+                Some(m) => Some(m),
+                None => return,
+            },
+            None => None,
+        };
+        let setup = "mkdir w && chmod 1777 w && echo secret > w/private && chmod 600 w/private \
+                     && echo x > w/setuid && chmod 6777 w/setuid && echo x > w/trunc && chmod 6777 w/trunc && echo y > w/mine && echo z > w/theirs \
+                     && chown 1000:1000 w/private w/setuid w/trunc w/mine w/theirs";
+        assert!(as_caller(dir, &[], setup), "set-up in {}", dir.display());
+        let answers = [
+            ("confined root reads a 0600 file", as_caller(dir, &confined_root, "cat w/private")),
+            ("confined root writes it", as_caller(dir, &confined_root, "echo more >> w/private")),
+            ("a stranger chowns without CAP_CHOWN", as_caller(dir, &stranger, "chown 2000 w/mine")),
+            ("a stranger chowns with CAP_CHOWN", as_caller(dir, &stranger_chown, "chown 2000:2000 w/theirs")),
+            ("a stranger writes a set-user-ID file", as_caller(dir, &stranger, "echo more >> w/setuid")),
+            ("a stranger truncates a set-user-ID file", as_caller(dir, &stranger, ": > w/trunc")),
+            ("a stranger unlinks in a sticky directory", as_caller(dir, &stranger, "rm -f w/mine")),
+            ("a stranger reads the 0600 file", as_caller(dir, &stranger, "cat w/private")),
+        ];
+        use std::os::unix::fs::MetadataExt;
+        let after: Vec<(String, u32, u32, u32)> = ["private", "setuid", "trunc", "mine", "theirs"]
+            .iter()
+            .map(|name| {
+                let md = std::fs::metadata(dir.join("w").join(name)).unwrap();
+                (name.to_string(), md.mode() & 0o7777, md.uid(), md.gid())
+            })
+            .collect();
+        outcomes.push((options.map(|o| (o.locks, o.demo, o.io_uring)), answers, after));
+        std::fs::remove_dir_all(dir.join("w")).unwrap();
+        if let Some(m) = mounted {
+            m.unmount().expect("unmount");
+        }
+    }
+    let (_, expected_answers, expected_after) = &outcomes[0];
+    for (mode, answers, after) in &outcomes[1..] {
+        assert_eq!(answers, expected_answers, "answers in mode {mode:?} against tmpfs");
+        assert_eq!(after, expected_after, "modes and owners afterwards in mode {mode:?} against tmpfs");
+    }
+}
