@@ -413,8 +413,10 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
 }
 
 /// Mounts a fresh VFS (with the options' limits) on `dir` and serves it
-/// until SIGINT or SIGTERM (then
-/// unmounts) or until someone unmounts it (`vfscale umount DIR`).
+/// until someone unmounts it (`vfscale umount DIR`) or until SIGINT or
+/// SIGTERM, which detach it lazily: the files still open are served until
+/// they are closed, and the function returns `Ok` then (at once on a
+/// second signal).
 pub fn serve(dir: &Path, options: &MountOptions) -> Result<(), MountError> {
     let signals = [libc::SIGINT, libc::SIGTERM];
     // SAFETY: `set` is a local sigset_t initialised by sigemptyset before
@@ -440,27 +442,49 @@ pub fn serve(dir: &Path, options: &MountOptions) -> Result<(), MountError> {
     };
     eprintln!("vfscale: serving {}{through} (Ctrl-C or `vfscale umount {}` to stop)", dir.display(), dir.display());
     let timeout = libc::timespec { tv_sec: 0, tv_nsec: 100_000_000 };
-    loop {
-        // SAFETY: `set` and `timeout` are valid for the call; a null info
-        // pointer is allowed.
-        let signal = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
-        if signals.contains(&signal) || mounted.is_finished() {
-            break;
+    // SAFETY: `set` and `timeout` are valid for the call; a null info
+    // pointer is allowed.
+    let signalled = || signals.contains(&unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) });
+    while !mounted.is_finished() {
+        if signalled() {
+            // Detached lazily, the mount point is free at once and no dead
+            // mount stays behind; files still open go on being served
+            // until they are closed, when the kernel ends the connection.
+            // A second signal stops at once (the kernel then answers
+            // what is left open with ENOTCONN).
+            detach(dir)?;
+            eprintln!("vfscale: detached {}; serving the files still open until they close", dir.display());
+            while !mounted.is_finished() {
+                if signalled() {
+                    return Ok(());
+                }
+            }
         }
     }
     mounted.unmount()
 }
 
+/// Detaches the mount on `dir` lazily (`umount2(MNT_DETACH)`, or
+/// `fusermount3 -u -z` for a user's mount).
+fn detach(dir: &Path) -> Result<(), MountError> {
+    unmount_with(dir, libc::MNT_DETACH)
+}
+
 /// Unmounts the vfscale mount on `dir` (`vfscale umount DIR`); the server
 /// process then exits by itself.
 pub fn unmount(dir: &Path) -> Result<(), MountError> {
+    unmount_with(dir, 0)
+}
+
+/// `umount2(dir, flags)`, or the setuid helper where this user may not.
+fn unmount_with(dir: &Path, flags: libc::c_int) -> Result<(), MountError> {
     let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
         .map_err(|_| MountError::Invalid(format!("{} contains a NUL byte", dir.display())))?;
     if !is_vfscale_mount(dir) {
         return Err(MountError::Invalid(format!("{} is not a vfscale mount", dir.display())));
     }
     // SAFETY: `path` is a NUL-terminated string that outlives the call.
-    if unsafe { libc::umount2(path.as_ptr(), 0) } == 0 {
+    if unsafe { libc::umount2(path.as_ptr(), flags) } == 0 {
         return Ok(());
     }
     let err = std::io::Error::last_os_error();
@@ -469,7 +493,8 @@ pub fn unmount(dir: &Path) -> Result<(), MountError> {
     }
     // Not root: the setuid helper may unmount what this user mounted.
     for helper in ["fusermount3", "fusermount"] {
-        if let Ok(status) = std::process::Command::new(helper).arg("-u").arg(dir).status() {
+        let lazy: &[&str] = if flags & libc::MNT_DETACH != 0 { &["-z"] } else { &[] };
+        if let Ok(status) = std::process::Command::new(helper).arg("-u").args(lazy).arg(dir).status() {
             return if status.success() {
                 Ok(())
             } else {
