@@ -43,6 +43,11 @@
 //! with EINTR, which the kernel turns into the `fcntl`'s EINTR (or a
 //! restart, under `SA_RESTART`), as on tmpfs. Waits also end with EINTR at
 //! unmount.
+//!
+//! Each blocked `F_SETLKW` costs two threads (the wait and its watcher),
+//! so at most [`MAX_BLOCKED_WAITS`] wait at once. Past that a request
+//! takes its lock at once if it can, and fails with ENOLCK if it would
+//! have to wait, as Linux's `fcntl` does when it runs out of locks.
 
 use crate::releases::Releases;
 use std::collections::HashMap;
@@ -53,6 +58,9 @@ use vfscale::locks::{new_pid, CancelToken, Flock, Interrupt, Pid, F_UNLCK};
 use vfscale::syscalls::locks::{self as lock_calls, AccessModeCheck, RecordOwner};
 use vfscale::{Errno, OpenFile, Vfs, VfsResult};
 use vfscale_sync::poison::unpoisoned;
+
+/// Most `F_SETLKW` requests waiting at once, each on two threads of its own.
+pub(crate) const MAX_BLOCKED_WAITS: usize = 256;
 
 /// The largest file offset (`OFFSET_MAX`): a lock ending there runs to the
 /// end of the file.
@@ -81,6 +89,9 @@ pub(crate) struct Locks {
     releases: Arc<Releases>,
     /// Cancelled at unmount, ending every blocked wait with EINTR.
     unmount: CancelToken,
+    /// Blocked waits in flight, and how many may be.
+    waiting: std::sync::atomic::AtomicUsize,
+    max_waiting: usize,
 }
 
 impl fmt::Debug for Locks {
@@ -140,12 +151,18 @@ impl Locks {
     }
 
     fn with_releases(vfs: Vfs, releases: Releases) -> Arc<Locks> {
+        Locks::bounded(vfs, releases, MAX_BLOCKED_WAITS)
+    }
+
+    fn bounded(vfs: Vfs, releases: Releases, max_waiting: usize) -> Arc<Locks> {
         Arc::new(Locks {
             vfs,
             owners: Mutex::new(HashMap::new()),
             through: Mutex::new(HashMap::new()),
             releases: Arc::new(releases),
             unmount: CancelToken::new(),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
+            max_waiting,
         })
     }
 
@@ -280,7 +297,9 @@ impl Locks {
 
     /// `F_SETLKW` for `lock_owner`: waits on a thread of its own and calls
     /// `done` with the outcome there (at once if the request is invalid);
-    /// EINTR once the caller has a signal to take, or at unmount.
+    /// EINTR once the caller has a signal to take, or at unmount. With
+    /// [`MAX_BLOCKED_WAITS`] waiting already, it takes the lock at once or
+    /// fails with ENOLCK.
     pub fn setlkw(
         self: &Arc<Self>,
         file: Arc<OpenFile>,
@@ -295,6 +314,16 @@ impl Locks {
         };
         if lock.l_type != F_UNLCK {
             self.locks_through(&file, lock_owner);
+        }
+        use std::sync::atomic::Ordering::AcqRel;
+        if self.waiting.fetch_add(1, AcqRel) >= self.max_waiting {
+            self.waiting.fetch_sub(1, AcqRel);
+            let mut table = self.table();
+            let pid = self.owner(&mut table, lock_owner, caller.host_pid).pid;
+            let result = self.set(&file, pid, &lock, None);
+            self.prune(&mut table, lock_owner);
+            drop(table);
+            return done(result.map_err(|e| if e == Errno::EAGAIN { Errno::ENOLCK } else { e }));
         }
         let pid = {
             let mut table = self.table();
@@ -327,6 +356,7 @@ impl Locks {
             }
             locks.prune(&mut table, lock_owner);
             drop(table);
+            locks.waiting.fetch_sub(1, AcqRel);
             done(result);
         };
         // Without the threads the reply is dropped, which fuser answers
@@ -341,6 +371,7 @@ impl Locks {
                 owner.waits -= 1;
             }
             self.prune(&mut table, lock_owner);
+            self.waiting.fetch_sub(1, AcqRel);
         }
     }
 
@@ -505,6 +536,28 @@ mod tests {
         assert_eq!(setlk(&locks, &other, 2, (0, 0, RD), 222), Ok(()), "granted once the release came");
         releaser.join().unwrap();
         assert_eq!(setlk(&locks, &file, 3, (0, 0, WR), 333), Err(Errno::EAGAIN), "an ordinary conflict");
+    }
+
+    #[test]
+    fn past_the_bound_a_request_locks_at_once_or_fails_with_enolck() {
+        let vfs = Vfs::default();
+        let file = vfs.process(Credentials::root()).open_description("/f", OpenFlags::CREAT | OpenFlags::RDONLY, 0o644);
+        let (locks, file) = (Locks::bounded(vfs, Releases::with_grace(LONG), 1), file.unwrap());
+        setlk(&locks, &file, 1, (0, 9, WR), 111).unwrap();
+        // The one wait the bound allows.
+        let (tx, rx) = mpsc::channel();
+        locks.setlkw(Arc::clone(&file), 2, (0, 0, WR), me(222), move |r| tx.send(r).unwrap());
+        let set = |owner, range| answered(|done| locks.setlkw(Arc::clone(&file), owner, range, me(333), done));
+        assert_eq!(set(3, (5, 5, WR)), Err(Errno::ENOLCK), "it would have to wait");
+        assert_eq!(set(3, (20, 29, WR)), Ok(()), "no conflict: taken at once");
+        locks.close(&file, 1);
+        assert_eq!(rx.recv_timeout(LONG).unwrap(), Ok(()));
+        // The waiter's slot came back.
+        assert_eq!(locks.waiting.load(std::sync::atomic::Ordering::Acquire), 0);
+        let (tx, rx) = mpsc::channel();
+        locks.setlkw(Arc::clone(&file), 4, (20, 20, WR), me(444), move |r| tx.send(r).unwrap());
+        locks.cancel_waits();
+        assert_eq!(rx.recv_timeout(LONG).unwrap(), Err(Errno::EINTR));
     }
 
     #[test]
