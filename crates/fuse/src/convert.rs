@@ -24,7 +24,10 @@ pub(crate) fn timespec(t: SystemTime) -> Timespec {
         Ok(d) => Timespec { sec: d.as_secs() as i64, nsec: i64::from(d.subsec_nanos()) },
         Err(e) => {
             let d = e.duration();
-            let (sec, nsec) = (-(d.as_secs() as i64), i64::from(d.subsec_nanos()));
+            // At `i64::MIN` seconds `d` is 2^63 seconds, whose negation
+            // is `i64::MIN` again (a plain `-` overflowed: a SETATTR to
+            // that time panicked).
+            let (sec, nsec) = ((d.as_secs() as i64).wrapping_neg(), i64::from(d.subsec_nanos()));
             if nsec == 0 {
                 Timespec { sec, nsec }
             } else {
@@ -109,9 +112,14 @@ mod tests {
 
     #[test]
     fn timespec_round_trips_through_system_time() {
-        for ts in
-            [Timespec { sec: 0, nsec: 0 }, Timespec { sec: 1_700_000_000, nsec: 5 }, Timespec { sec: -3, nsec: 250 }]
-        {
+        for ts in [
+            Timespec { sec: 0, nsec: 0 },
+            Timespec { sec: 1_700_000_000, nsec: 5 },
+            Timespec { sec: -3, nsec: 250 },
+            Timespec { sec: i64::MIN, nsec: 0 },
+            Timespec { sec: i64::MIN, nsec: 1 },
+            Timespec { sec: i64::MAX, nsec: 999_999_999 },
+        ] {
             assert_eq!(timespec(system_time(ts)), ts);
         }
     }

@@ -193,8 +193,15 @@ impl Drain {
         if unsafe { libc::ioctl(device.as_raw_fd(), FUSE_DEV_IOC_CLONE as _, &session_fd) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
+        Ok(Drain::on(device, max_write))
+    }
+
+    /// A drain reading `device`, a non-blocking clone of the connection
+    /// (or, in tests, whatever stands in for one: see `fuzz_tests`), for
+    /// reads of up to `max_write` bytes of data.
+    pub(crate) fn on(device: OwnedFd, max_write: usize) -> Drain {
         let buffer = Mutex::new(vec![0; (max_write + 4096).max(8192 + IN_HEADER)]);
-        Ok(Drain { device, buffer, rests: Rests::new() })
+        Drain { device, buffer, rests: Rests::new() }
     }
 
     /// A `/dev/fuse` reader served a forget; after a request's first node

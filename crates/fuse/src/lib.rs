@@ -63,6 +63,8 @@ mod demo;
 mod dev;
 mod forgets;
 mod fs;
+#[cfg(test)]
+mod fuzz_tests;
 mod instances;
 mod linger;
 mod locks;

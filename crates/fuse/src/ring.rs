@@ -340,14 +340,14 @@ impl Queue {
     /// before a `STATFS`, and before serving again a request that failed
     /// with ENOSPC (see the `forgets` module), so both see what they
     /// freed.
-    fn serve_request(&self, h: &InHeader, op_in: &[u8], args: &[u8]) -> wire::Handled {
+    fn serve_request(&self, h: &InHeader, op_in: &[u8], args: &[u8], room: usize) -> wire::Handled {
         let drain = |always| self.drain.as_ref().map(|d| d.drain_all(&self.fs, always)).is_some();
         if h.opcode == wire::FUSE_STATFS {
             drain(false);
         }
-        let served = wire::serve(&self.fs, h, op_in, args);
+        let served = wire::serve(&self.fs, h, op_in, args, room);
         if matches!(served.reply, Err(vfscale::Errno::ENOSPC)) && drain(true) {
-            return wire::serve(&self.fs, h, op_in, args);
+            return wire::serve(&self.fs, h, op_in, args, room);
         }
         served
     }
@@ -359,10 +359,11 @@ impl Queue {
         let commit_id = u64::from_le_bytes(headers[ENT_IN_OUT + 8..ENT_IN_OUT + 16].try_into().expect("8 bytes"));
         let payload_len = u32::from_le_bytes(headers[ENT_IN_OUT + 16..ENT_IN_OUT + 20].try_into().expect("4 bytes"));
         let payload_len = (payload_len as usize).min(slot.payload.len());
+        let room = slot.payload.len();
         let (reply, unique, then_tidy) = match InHeader::parse(&headers[..IN_HEADER]) {
             Ok(h) => {
                 let (op_in, args) = (&headers[OP_IN..OP_IN + OP_IN], &slot.payload[..payload_len]);
-                let served = std::panic::catch_unwind(AssertUnwindSafe(|| self.serve_request(&h, op_in, args)));
+                let served = std::panic::catch_unwind(AssertUnwindSafe(|| self.serve_request(&h, op_in, args, room)));
                 match served {
                     Ok(served) => {
                         self.fs.count(served.op);
@@ -441,6 +442,52 @@ fn pin_to_cpu(cpu: usize) {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// A queue's [`Queue::answer`] without a ring or a kernel, for the tests
+/// that feed it slots of their own making (`fuzz_tests`): `answer` reads
+/// and writes only the slot, the server and the drain, never the device.
+#[cfg(test)]
+pub(crate) mod detached {
+    use super::*;
+
+    /// The slot's headers (`struct fuse_uring_req_header`), and where the
+    /// opcode's header and `struct fuse_uring_ent_in_out` begin in them.
+    pub(crate) const HEADERS: usize = super::HEADERS;
+    pub(crate) const OP_IN: usize = super::OP_IN;
+    pub(crate) const ENT_IN_OUT: usize = super::ENT_IN_OUT;
+
+    /// A slot after its answer, with what `answer` returned.
+    #[derive(Debug)]
+    pub(crate) struct Answered {
+        pub headers: Box<[u8]>,
+        pub payload: Box<[u8]>,
+        pub commit_id: u64,
+        pub then_tidy: Option<u64>,
+    }
+
+    /// Answers, as queue 0 of `fs` draining forgets through `drain`, the
+    /// request in a slot whose headers begin with `headers` and whose
+    /// payload buffer of `room` bytes begins with `payload` (the rest of
+    /// both zero, what does not fit left out). Its device is `/dev/null`.
+    pub(crate) fn answer(
+        fs: &Arc<Server>,
+        drain: Option<Arc<Drain>>,
+        headers: &[u8],
+        payload: &[u8],
+        room: usize,
+    ) -> Answered {
+        let device = Arc::new(OwnedFd::from(std::fs::File::open("/dev/null").expect("/dev/null opens")));
+        let queue =
+            Queue { qid: 0, fs: Arc::clone(fs), device, drain, served: Arc::default(), refused: Arc::default() };
+        let mut slot = Slot::new(room);
+        let n = headers.len().min(HEADERS);
+        slot.headers[..n].copy_from_slice(&headers[..n]);
+        let n = payload.len().min(room);
+        slot.payload[..n].copy_from_slice(&payload[..n]);
+        let (commit_id, then_tidy) = queue.answer(&mut slot);
+        Answered { headers: slot.headers, payload: slot.payload, commit_id, then_tidy }
     }
 }
 

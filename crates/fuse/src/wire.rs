@@ -16,6 +16,7 @@ use crate::fs::{AttrChanges, Entry, FsStats, Server, Xattr};
 use crate::requests::Opcode;
 use fuser::{FileAttr, FileHandle, FileType, FopenFlags, TimeOrNow};
 use std::time::{Duration, SystemTime};
+use vfscale::xattr::{XATTR_LIST_MAX, XATTR_SIZE_MAX};
 use vfscale::{Errno, Timespec, VfsResult};
 
 /// `struct fuse_in_header`.
@@ -88,6 +89,10 @@ impl InHeader {
         let unique = r.u64()?;
         let node = r.u64()?;
         let (uid, gid, pid) = (r.u32()?, r.u32()?, r.u32()?);
+        // `total_extlen` and padding: unused, but a header cut short in
+        // them is as short as any other (the drain once took 36 bytes for
+        // a header and answered it).
+        r.skip(4)?;
         Ok(InHeader { opcode, unique, node, client: Client { uid, gid, pid } })
     }
 }
@@ -209,25 +214,31 @@ fn open(result: VfsResult<(FileHandle, FopenFlags)>) -> VfsResult<Answer> {
     result.map(|(fh, flags)| Answer::Open(fh, flags))
 }
 
-/// `SETATTR`'s time: the given one, or now.
-fn set_time(valid: u32, given: u32, now: u32, sec: u64, nsec: u32) -> Option<TimeOrNow> {
+/// `SETATTR`'s time: the given one, or now. Nanoseconds of a second or
+/// more are EINVAL, as `utimensat` has them: the kernel never sends them,
+/// and with seconds near `i64::MAX` they overflowed `SystemTime` (a
+/// panic). Every other time fits it.
+fn set_time(valid: u32, given: u32, now: u32, sec: u64, nsec: u32) -> VfsResult<Option<TimeOrNow>> {
     if valid & given == 0 {
-        None
+        Ok(None)
     } else if valid & now != 0 {
-        Some(TimeOrNow::Now)
+        Ok(Some(TimeOrNow::Now))
+    } else if nsec >= 1_000_000_000 {
+        Err(Errno::EINVAL)
     } else {
         let t = Timespec { sec: sec as i64, nsec: i64::from(nsec) };
-        Some(TimeOrNow::SpecificTime(system_time(t)))
+        Ok(Some(TimeOrNow::SpecificTime(system_time(t))))
     }
 }
 
 /// Serves the request with header `h`, opcode header `op_in` and
-/// arguments `payload` on `fs`. The kernel sends `FORGET`,
+/// arguments `payload` on `fs`, whose reply's payload may be `room` bytes
+/// at most (a longer one cannot be answered). The kernel sends `FORGET`,
 /// `BATCH_FORGET` and `INTERRUPT` through the device, never here; `INIT`
 /// comes before the queues exist; record lock requests only come when
 /// the VFS holds locks, which keeps requests on the device. Everything
 /// else fuser would answer ENOSYS is ENOSYS.
-pub(crate) fn serve(fs: &Server, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Handled {
+pub(crate) fn serve(fs: &Server, h: &InHeader, op_in: &[u8], payload: &[u8], room: usize) -> Handled {
     let (c, node) = (&h.client, h.node);
     let mut head = Reader::new(op_in);
     let mut args = Reader::new(payload);
@@ -254,8 +265,8 @@ pub(crate) fn serve(fs: &Server, h: &InHeader, op_in: &[u8], payload: &[u8]) -> 
                     uid: (valid & FATTR_UID != 0).then_some(uid),
                     gid: (valid & FATTR_GID != 0).then_some(gid),
                     size: (valid & FATTR_SIZE != 0).then_some(size),
-                    atime: set_time(valid, FATTR_ATIME, FATTR_ATIME_NOW, atime, atimensec),
-                    mtime: set_time(valid, FATTR_MTIME, FATTR_MTIME_NOW, mtime, mtimensec),
+                    atime: set_time(valid, FATTR_ATIME, FATTR_ATIME_NOW, atime, atimensec)?,
+                    mtime: set_time(valid, FATTR_MTIME, FATTR_MTIME_NOW, mtime, mtimensec)?,
                 };
                 let fh = (valid & FATTR_FH != 0).then_some(FileHandle(fh));
                 Handled::of(Opcode::Setattr, fs.set_attributes(c, node, changes, fh).map(Answer::Attr))
@@ -298,6 +309,11 @@ pub(crate) fn serve(fs: &Server, h: &InHeader, op_in: &[u8], payload: &[u8]) -> 
             }
             FUSE_READ => {
                 let (fh, offset, size) = (head.u64()?, head.u64()?, head.u32()?);
+                // Data past `room` cannot be answered (the queue answers
+                // EIO), so one byte past it is as good as all: reading all
+                // first made a READ of 4 GiB of a sparse file take 4 GiB,
+                // twice.
+                let size = size.min(u32::try_from(room.saturating_add(1)).unwrap_or(u32::MAX));
                 Handled::of(Opcode::Read, fs.read_file(node, FileHandle(fh), offset, size).map(Answer::Data))
             }
             FUSE_WRITE => {
@@ -323,11 +339,17 @@ pub(crate) fn serve(fs: &Server, h: &InHeader, op_in: &[u8], payload: &[u8]) -> 
                 Handled::of(Opcode::Other, empty(fs.set_xattr(c, node, name, value, flags as i32)))
             }
             FUSE_GETXATTR => {
-                let size = head.u32()?;
+                // As `getxattr(2)` caps the size (no value is longer); the
+                // handler allocates what it is asked for.
+                let size = head.u32()?.min(XATTR_SIZE_MAX as u32);
                 let name = args.name()?;
                 Handled::of(Opcode::Other, xattr(fs.get_xattr(c, node, name, size)))
             }
-            FUSE_LISTXATTR => Handled::of(Opcode::Other, xattr(fs.list_xattr(c, node, head.u32()?))),
+            FUSE_LISTXATTR => {
+                // As `listxattr(2)` caps the size.
+                let size = head.u32()?.min(XATTR_LIST_MAX as u32);
+                Handled::of(Opcode::Other, xattr(fs.list_xattr(c, node, size)))
+            }
             FUSE_REMOVEXATTR => {
                 let name = args.name()?;
                 Handled::of(Opcode::Other, empty(fs.remove_xattr(c, node, name)))
@@ -517,6 +539,11 @@ mod tests {
         Server::new(Vfs::default(), false, OpenPolicy::new(&MountOptions::default()), Duration::ZERO).unwrap()
     }
 
+    /// [`super::serve`] with room for any reply.
+    fn serve(fs: &Server, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Handled {
+        super::serve(fs, h, op_in, payload, usize::MAX)
+    }
+
     fn header(opcode: u32, node: u64) -> InHeader {
         InHeader { opcode, unique: 7, node, client: ROOT_CLIENT }
     }
@@ -547,8 +574,11 @@ mod tests {
         // A batch cut short yields what is whole; other requests none.
         assert_eq!(forgets(&header(FUSE_BATCH_FORGET, 0), &body[..body.len() - 1]), Some(vec![(5, 1)]));
         assert_eq!(forgets(&header(FUSE_INTERRUPT, 0), &body), None);
-        // A header cut short is no request.
+        // A header cut short is no request, even in its last, unused
+        // bytes.
         assert!(InHeader::parse(&[0; 35]).is_err());
+        assert!(InHeader::parse(&[0; IN_HEADER - 1]).is_err());
+        assert!(InHeader::parse(&[0; IN_HEADER]).is_ok());
     }
 
     #[test]
@@ -582,6 +612,12 @@ mod tests {
         let read_in = le(&[0, 1, 100, 0, 0, 0, 0], &[8, 8, 4, 4, 8, 4, 4]);
         let read = serve(&fs, &header(FUSE_READ, node), &read_in, &[]);
         assert_eq!(encode(&read.reply.unwrap()), b"ello");
+        // A read past the reply's room reads one byte past it, no more.
+        let read_in = le(&[0, 0, u32::MAX.into(), 0, 0, 0, 0], &[8, 8, 4, 4, 8, 4, 4]);
+        let read = super::serve(&fs, &header(FUSE_READ, node), &read_in, &[], 2);
+        assert_eq!(encode(&read.reply.unwrap()), b"hel");
+        let read = super::serve(&fs, &header(FUSE_READ, node), &read_in, &[], 5);
+        assert_eq!(encode(&read.reply.unwrap()), b"hello");
 
         let lookup = serve(&fs, &header(FUSE_LOOKUP, ROOT), &[], b"f\0");
         let entry = encode(&lookup.reply.unwrap());
