@@ -34,7 +34,8 @@ fn sigterm_on_a_busy_mount_detaches_it_and_exits_zero_once_it_is_idle() {
     let mut child =
         Command::new(env!("CARGO_BIN_EXE_vfscale")).arg("mount").arg(&path).stderr(Stdio::null()).spawn().unwrap();
     wait_for("the mount", || mounted(&path));
-    let mut file = std::fs::OpenOptions::new().create(true).read(true).write(true).open(path.join("f")).unwrap();
+    let mut file =
+        std::fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(path.join("f")).unwrap();
     file.write_all(b"before").unwrap();
     // SAFETY: kill(2) on the server this test spawned.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
