@@ -14,6 +14,7 @@
 //! | [`PerCpuList`], [`GlobalList`] | `lib/dlock-list.c`, `s_inode_list_lock` | [`dlock_list`] |
 //! | [`LgLock`] | `lglock` (3.13-4.8) | [`lglock`] |
 //! | [`PercpuRef`] | `percpu_ref`, `mnt_count` | [`percpu_ref`] |
+//! | [`seq_gate`] | `__legitimize_mnt` against `do_umount` | [`seq_gate`] |
 //! | [`PercpuCounter`] | `percpu_counter` | [`percpu_counter`] |
 //! | [`PerCpuRwSem`] | `percpu_rw_semaphore` | [`percpu_rwsem`] |
 //! | [`RwSem`] with [`SpinPolicy`] | `rw_semaphore` + OSQ spinning | [`rwsem`] |
@@ -47,6 +48,7 @@ pub mod percpu_ref;
 pub mod percpu_rwsem;
 pub mod poison;
 pub mod rwsem;
+pub mod seq_gate;
 pub mod seqcount;
 pub mod spin;
 pub mod srcu;
