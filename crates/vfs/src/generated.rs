@@ -50,6 +50,9 @@ pub(crate) trait GeneratedTree: Send + Sync + fmt::Debug {
     /// Whether a failed lookup may be remembered as a negative dentry.
     fn caches_negatives(&self) -> bool;
 
+    /// The filesystem type `mountinfo` shows (`sysfs`, `proc`).
+    fn fs_type(&self) -> &'static str;
+
     /// Every entry of `dir` except `.` and `..`, in a stable order.
     fn readdir(&self, dir: &Inode) -> VfsResult<Vec<DirEntry>>;
 

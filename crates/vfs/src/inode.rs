@@ -188,6 +188,10 @@ pub struct Inode {
     /// A copy of `attrs.mode` readable with one load, for the search
     /// permission fast path of every walk step; stored only when it changes.
     mode: AtomicU32,
+    /// How many mounts, in any namespace, sit on this inode: a walk looks
+    /// the mount table up only where this is not 0 (Linux's
+    /// `DCACHE_MOUNTED`), so crossing nothing reads no table.
+    mounted: AtomicU32,
     registry: RegistryRef,
     list_handle: OnceLock<ListHandle>,
     private: Option<Arc<dyn Any + Send + Sync>>,
@@ -317,6 +321,7 @@ impl Inode {
             ino: next_ino(),
             attrs: SeqLock::new(attrs),
             mode: AtomicU32::new(attrs.mode),
+            mounted: AtomicU32::new(0),
             body,
             registry: RegistryRef::new(registry),
             list_handle: OnceLock::new(),
@@ -334,6 +339,19 @@ impl Inode {
     /// Inode number.
     pub fn ino(&self) -> u64 {
         self.ino
+    }
+
+    /// Whether a mount may sit on this inode (in some namespace).
+    #[inline]
+    pub(crate) fn has_mounts(&self) -> bool {
+        self.mounted.load(Ordering::Acquire) != 0
+    }
+
+    /// Counts a mount put on (`delta` 1) or taken off (-1) this inode;
+    /// under the namespace's writer lock, before the mount is published or
+    /// after it is unpublished.
+    pub(crate) fn count_mount(&self, delta: i32) {
+        self.mounted.fetch_add(delta as u32, Ordering::Release);
     }
 
     /// The type, which never changes.

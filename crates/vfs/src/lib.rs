@@ -45,7 +45,8 @@
 //! | node types | [`inode`], `dentry`, `dcache` | inodes, dentries, the dentry hash and negative dentries | `fs/inode.c`, `fs/dcache.c` |
 //! | filesystem | `dirlock`, `generated`, `superblock` | directory locking; the hooks of kernfs and procfs; one instance | `fs/super.c` |
 //! | filesystem | [`file`](mod@file) | open file descriptions | `fs/read_write.c`, `fs/open.c` |
-//! | filesystem | `namei` | rcu-walk and ref-walk | `fs/namei.c` |
+//! | filesystem | [`mount`] | mounts, mount namespaces, per-mount references | `fs/namespace.c`, `fs/mount.h` |
+//! | filesystem | `namei` | rcu-walk and ref-walk, across mounts | `fs/namei.c` |
 //! | operations | `namespace`, `notify_change`, [`xattr`] | mkdir, unlink, rename, ...; attribute changes; xattr calls | `fs/namei.c`, `fs/attr.c`, `fs/xattr.c` |
 //! | instance | [`Vfs`], [`kernfs`], [`procfs`] | a filesystem instance; sysfs-like trees; a task table as `/proc` | `fs/kernfs/`, `fs/proc/base.c` |
 //! | system calls | [`syscalls`] | [`Context`]: calls by credentials and start directory | `fs/open.c`, `fs/fcntl.c` |
@@ -74,6 +75,7 @@ pub mod inode;
 pub mod kernfs;
 pub mod locks;
 pub mod mode;
+pub mod mount;
 mod namei;
 mod namespace;
 mod notify_change;
@@ -96,10 +98,11 @@ pub use config::VfsConfig;
 pub use cred::Credentials;
 pub use errno::{Errno, VfsResult};
 pub use file::OpenFile;
+pub use mount::{Location, Mount, MountFlags, MountNamespace, MountRef};
 pub use namei::MAX_SYMLINKS;
 pub use process::{Fd, Process, AT_FDCWD};
 pub use reclaim::release_barrier;
-pub use syscalls::Context;
+pub use syscalls::{Context, UmountFlags};
 pub use time::Timespec;
 pub use types::{
     falloc, AtFlags, DirEntry, FileType, OpenFlags, OpenHow, RenameFlags, ResolveFlags, SetAttr, SetTime, Stat, Whence,

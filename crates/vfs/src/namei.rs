@@ -27,19 +27,33 @@
 //! refuses to reach the root's outside at all (EXDEV) rather than stopping
 //! there.
 //!
-//! May import the base modules, the node types, `generated` and `superblock`.
+//! Mounts: a position is a (mount, inode) pair ([`At`]). A step onto an
+//! inode some mount sits on (its mount count is not zero) looks the
+//! namespace's mount table up and goes on at the top mount's root; `..`
+//! at a mount's root climbs to the mount point in the parent mount first.
+//! rcu-walk reads the table snapshot it loaded at its start, under its
+//! guard; it samples the rename seqcount of every superblock it enters
+//! (up to [`MAX_SUPERBLOCKS`], then it falls back), and, in a namespace,
+//! the namespace's gate, so a result that keeps its mount is confirmed
+//! against any `umount` that began meanwhile. ref-walk takes a counted
+//! [`MountRef`] at each crossing, confirmed the same way.
+//!
+//! May import the base modules, the node types, `generated`, `superblock`
+//! and `mount`.
 
 use crate::dcache::Dcache;
 use crate::dentry::{Dentry, DentryRef};
 use crate::errno::{Errno, VfsResult};
 use crate::generated::Revalidate;
 use crate::inode::Inode;
+use crate::mount::{Mount, MountNamespace, MountRef, MountTable};
 use crate::path::{check_name_len, Last, PathName};
 use crate::superblock::SuperBlock;
 use crate::Credentials;
 use crossbeam_epoch::Guard;
 use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
+use vfscale_sync::seq_gate;
 
 /// Most symlinks one walk follows (Linux `MAXSYMLINKS`).
 pub const MAX_SYMLINKS: u32 = 40;
@@ -69,6 +83,30 @@ pub(crate) struct Scope {
     /// An empty path names the start itself (`AT_EMPTY_PATH`, Linux
     /// `LOOKUP_EMPTY`), which need not be a directory.
     pub empty_path: bool,
+    /// Crossing into or out of a mount is EXDEV (`RESOLVE_NO_XDEV`).
+    pub no_xdev: bool,
+}
+
+/// Most superblocks one rcu-walk enters before it falls back to ref-walk.
+pub const MAX_SUPERBLOCKS: usize = 4;
+
+/// A place a walk is at: a mount, and an inode seen through it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct At<'a> {
+    pub mount: &'a Mount,
+    pub inode: &'a Arc<Inode>,
+}
+
+impl<'a> At<'a> {
+    /// The superblock of the inode.
+    #[inline]
+    pub fn sb(&self) -> &'a SuperBlock {
+        &self.mount.sb
+    }
+
+    fn is(&self, other: &At<'_>) -> bool {
+        std::ptr::eq(self.mount, other.mount) && Arc::ptr_eq(self.inode, other.inode)
+    }
 }
 
 /// Where a walk ended.
@@ -103,10 +141,11 @@ impl From<Errno> for Stop {
 pub(crate) trait Walker {
     type Pos;
     fn inode<'p>(&self, pos: &'p Self::Pos) -> &'p Arc<Inode>;
+    fn mount<'p>(&self, pos: &'p Self::Pos) -> &'p Mount;
     fn start(&mut self, absolute: bool) -> Self::Pos;
-    /// The parent of the directory at `pos`; `None` at the walk's root,
-    /// which `..` does not leave.
-    fn parent(&mut self, pos: &Self::Pos) -> Option<Self::Pos>;
+    /// The parent of the directory at `pos`, across mount roots; `None` at
+    /// the walk's root, which `..` does not leave.
+    fn parent(&mut self, pos: &Self::Pos) -> Result<Option<Self::Pos>, Stop>;
     /// Search permission on the directory at `pos`.
     fn may_search(&mut self, pos: &Self::Pos) -> Result<(), Stop>;
     /// The child `name` of the directory at `pos`; `None` if it does not
@@ -230,7 +269,7 @@ pub(crate) fn drive<'p, W: Walker>(
         match name {
             b"." => continue,
             b".." => {
-                match walker.parent(&pos) {
+                match walker.parent(&pos)? {
                     Some(parent) => pos = parent,
                     None if scope.beneath => return Err(Errno::EXDEV.into()),
                     None => {}
@@ -251,7 +290,11 @@ pub(crate) fn drive<'p, W: Walker>(
                 if scope.beneath {
                     return Err(Errno::EXDEV.into());
                 }
-                pos = walker.start(true);
+                let root = walker.start(true);
+                if scope.no_xdev && !std::ptr::eq(walker.mount(&root), walker.mount(&pos)) {
+                    return Err(Errno::EXDEV.into());
+                }
+                pos = root;
             }
             cursor.push_link(target.into());
             if target.is_empty() {
@@ -269,23 +312,76 @@ pub(crate) fn drive<'p, W: Walker>(
     }
 }
 
+/// The rename seqcounts an rcu-walk sampled, one per superblock entered.
+struct RenameSeqs<'g> {
+    seen: [Option<(&'g SuperBlock, u32)>; MAX_SUPERBLOCKS],
+}
+
+impl<'g> RenameSeqs<'g> {
+    /// Samples `sb`'s count unless it was; false when full.
+    #[inline]
+    fn enter(&mut self, sb: &'g SuperBlock) -> bool {
+        for slot in &mut self.seen {
+            match slot {
+                Some((seen, _)) if std::ptr::eq(*seen, sb) => return true,
+                Some(_) => {}
+                None => {
+                    *slot = Some((sb, sb.rename_seq.read_begin()));
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether a rename overlapped the walk in any superblock it entered.
+    fn retry(&self) -> bool {
+        self.seen.iter().flatten().any(|(sb, seq)| sb.rename_seq.read_retry(*seq))
+    }
+}
+
 /// rcu-walk: positions are borrowed for the guard's lifetime.
 struct RcuWalker<'g> {
-    sb: &'g SuperBlock,
     cred: &'g Credentials,
     guard: &'g Guard,
-    root: &'g Arc<Inode>,
-    cwd: &'g Arc<Inode>,
+    table: Option<&'g MountTable>,
+    root: At<'g>,
+    cwd: At<'g>,
+    no_xdev: bool,
+    seqs: RenameSeqs<'g>,
+}
+
+impl<'g> RcuWalker<'g> {
+    /// `at`, or the root of the mount stacked highest on it.
+    #[inline]
+    fn cross(&mut self, mut at: At<'g>) -> Result<At<'g>, Stop> {
+        let Some(table) = self.table else { return Ok(at) };
+        while at.inode.has_mounts() {
+            let Some(child) = table.child(at.mount, at.inode) else { break };
+            if self.no_xdev {
+                return Err(Errno::EXDEV.into());
+            }
+            if !child.sb.rcu_walk_enabled() || !self.seqs.enter(&child.sb) {
+                return Err(Stop::Fallback);
+            }
+            at = At { mount: child, inode: child.root() };
+        }
+        Ok(at)
+    }
 }
 
 impl<'g> Walker for RcuWalker<'g> {
-    type Pos = &'g Arc<Inode>;
+    type Pos = At<'g>;
 
-    fn inode<'p>(&self, pos: &'p &'g Arc<Inode>) -> &'p Arc<Inode> {
-        pos
+    fn inode<'p>(&self, pos: &'p At<'g>) -> &'p Arc<Inode> {
+        pos.inode
     }
 
-    fn start(&mut self, absolute: bool) -> &'g Arc<Inode> {
+    fn mount<'p>(&self, pos: &'p At<'g>) -> &'p Mount {
+        pos.mount
+    }
+
+    fn start(&mut self, absolute: bool) -> At<'g> {
         if absolute {
             self.root
         } else {
@@ -293,33 +389,57 @@ impl<'g> Walker for RcuWalker<'g> {
         }
     }
 
-    fn parent(&mut self, pos: &&'g Arc<Inode>) -> Option<&'g Arc<Inode>> {
-        if Arc::ptr_eq(pos, self.root) {
-            return None;
+    fn parent(&mut self, pos: &At<'g>) -> Result<Option<At<'g>>, Stop> {
+        let mut at = *pos;
+        loop {
+            if at.is(&self.root) {
+                return Ok(if at.is(pos) { None } else { Some(*pos) });
+            }
+            if !Arc::ptr_eq(at.inode, at.mount.root()) {
+                break;
+            }
+            let Some((parent, mountpoint)) = self.table.and_then(|t| t.parent(at.mount)) else {
+                // The namespace's root, or a detached mount: its own parent.
+                return Ok(Some(*pos));
+            };
+            if self.no_xdev {
+                return Err(Errno::EXDEV.into());
+            }
+            if !self.seqs.enter(&parent.sb) {
+                return Err(Stop::Fallback);
+            }
+            at = At { mount: parent, inode: mountpoint };
         }
-        // The filesystem's own root (outside a chroot's) is its own parent.
-        Some(pos.dir().ok().and_then(|d| d.parent(self.guard)).unwrap_or(pos))
+        // The filesystem's own root is its own parent.
+        let inode = at.inode.dir().ok().and_then(|d| d.parent(self.guard)).unwrap_or(at.inode);
+        self.cross(At { mount: at.mount, inode }).map(Some)
     }
 
-    fn may_search(&mut self, pos: &&'g Arc<Inode>) -> Result<(), Stop> {
-        Ok(self.sb.may_search(pos, self.cred, true).ok_or(Stop::Fallback)??)
+    fn may_search(&mut self, pos: &At<'g>) -> Result<(), Stop> {
+        Ok(pos.sb().may_search(pos.inode, self.cred, true).ok_or(Stop::Fallback)??)
     }
 
-    fn child(&mut self, pos: &&'g Arc<Inode>, name: &[u8]) -> Result<Option<&'g Arc<Inode>>, Stop> {
-        let dentry: &'g Dentry = self.sb.dcache.lookup(pos.ino(), name, self.guard).ok_or(Stop::Fallback)?;
+    fn child(&mut self, pos: &At<'g>, name: &[u8]) -> Result<Option<At<'g>>, Stop> {
+        let sb = pos.sb();
+        let dentry: &'g Dentry = sb.dcache.lookup(pos.inode.ino(), name, self.guard).ok_or(Stop::Fallback)?;
         let seq = dentry.seq.read_begin();
-        if dentry.is_unhashed() || self.sb.revalidate(pos, dentry, true) != Revalidate::Valid {
+        if dentry.is_unhashed() || sb.revalidate(pos.inode, dentry, true) != Revalidate::Valid {
             return Err(Stop::Fallback);
         }
         if dentry.seq.read_retry(seq) {
             return Err(Stop::Fallback);
         }
-        Ok(dentry.inode.as_ref())
+        match dentry.inode.as_ref() {
+            Some(inode) => self.cross(At { mount: pos.mount, inode }).map(Some),
+            None => Ok(None),
+        }
     }
 }
 
-/// A ref-walk position: an owned inode and the counted dentry that named it.
+/// A ref-walk position: a counted mount, an owned inode and the counted
+/// dentry that named it.
 pub(crate) struct RefPos {
+    mount: MountRef,
     inode: CountedArc<Inode>,
     _dentry: Option<DentryRef>,
 }
@@ -332,10 +452,57 @@ fn get_inode(inode: &Arc<Inode>) -> CountedArc<Inode> {
 
 /// ref-walk: positions hold references.
 struct RefWalker<'a> {
-    sb: &'a SuperBlock,
     cred: &'a Credentials,
-    root: &'a Arc<Inode>,
-    cwd: &'a Arc<Inode>,
+    ns: Option<&'a MountNamespace>,
+    root: &'a At<'a>,
+    cwd: &'a At<'a>,
+    no_xdev: bool,
+    /// The superblocks entered, each once, with its rename count as first
+    /// seen.
+    seqs: Vec<(Arc<SuperBlock>, u32)>,
+}
+
+impl RefWalker<'_> {
+    fn enter(&mut self, sb: &Arc<SuperBlock>) {
+        if !self.seqs.iter().any(|(seen, _)| Arc::ptr_eq(seen, sb)) {
+            self.seqs.push((Arc::clone(sb), sb.rename_seq.read_begin()));
+        }
+    }
+
+    fn counted(at: &At<'_>) -> RefPos {
+        let mount = MountRef::try_get(at.mount).expect("a walk's start is held by its caller");
+        RefPos { mount, inode: get_inode(at.inode), _dentry: None }
+    }
+
+    /// `pos`, or the root of the mount stacked highest on it, counted.
+    fn cross(&mut self, mut pos: RefPos) -> Result<RefPos, Stop> {
+        let Some(ns) = self.ns else { return Ok(pos) };
+        while pos.inode.has_mounts() {
+            let Some(child) = crossed(ns, &pos.mount, &pos.inode) else { break };
+            if self.no_xdev {
+                return Err(Errno::EXDEV.into());
+            }
+            self.enter(&child.sb);
+            let inode = get_inode(child.root());
+            pos = RefPos { mount: child, inode, _dentry: None };
+        }
+        Ok(pos)
+    }
+}
+
+/// The mount on `inode` of `mount` in `ns`, counted and confirmed against
+/// the gate (Linux `lookup_mnt` with `legitimize_mnt`).
+fn crossed(ns: &MountNamespace, mount: &Mount, inode: &Inode) -> Option<MountRef> {
+    loop {
+        let start = ns.gate.read_begin();
+        let guard = crossbeam_epoch::pin();
+        let child = ns.table(&guard).child(mount, inode)?;
+        if let Some(counted) = MountRef::try_get(child) {
+            if seq_gate::confirm(&ns.gate, start) {
+                return Some(counted);
+            }
+        }
+    }
 }
 
 impl Walker for RefWalker<'_> {
@@ -345,121 +512,172 @@ impl Walker for RefWalker<'_> {
         &pos.inode
     }
 
-    fn start(&mut self, absolute: bool) -> RefPos {
-        let inode = if absolute { self.root } else { self.cwd };
-        RefPos { inode: get_inode(inode), _dentry: None }
+    fn mount<'p>(&self, pos: &'p RefPos) -> &'p Mount {
+        &pos.mount
     }
 
-    fn parent(&mut self, pos: &RefPos) -> Option<RefPos> {
-        if Arc::ptr_eq(&pos.inode, self.root) {
-            return None;
+    fn start(&mut self, absolute: bool) -> RefPos {
+        let at = if absolute { self.root } else { self.cwd };
+        self.enter(&at.mount.sb);
+        Self::counted(at)
+    }
+
+    fn parent(&mut self, pos: &RefPos) -> Result<Option<RefPos>, Stop> {
+        let is_root = |mount: &Mount, inode: &Arc<Inode>| At { mount, inode }.is(self.root);
+        if is_root(&pos.mount, &pos.inode) {
+            return Ok(None);
+        }
+        let mut mount = pos.mount.clone();
+        let mut inode = Arc::clone(&pos.inode);
+        while Arc::ptr_eq(&inode, mount.root()) {
+            let parent = self.ns.and_then(|ns| {
+                let guard = crossbeam_epoch::pin();
+                let (parent, mountpoint) = ns.table(&guard).parent(&mount)?;
+                Some((MountRef::try_get(parent)?, Arc::clone(mountpoint)))
+            });
+            let Some((parent, mountpoint)) = parent else { break };
+            if self.no_xdev {
+                return Err(Errno::EXDEV.into());
+            }
+            if is_root(&parent, &mountpoint) {
+                // Linux's `choose_mountpoint` stops below the root.
+                return Ok(Some(RefPos { mount: pos.mount.clone(), inode: get_inode(&pos.inode), _dentry: None }));
+            }
+            self.enter(&parent.sb);
+            (mount, inode) = (parent, mountpoint);
         }
         let guard = crossbeam_epoch::pin();
-        let parent = pos.inode.dir().ok().and_then(|d| d.parent(&guard)).unwrap_or(&pos.inode);
-        Some(RefPos { inode: get_inode(parent), _dentry: None })
+        let parent = inode.dir().ok().and_then(|d| d.parent(&guard)).unwrap_or(&inode);
+        let parent = RefPos { inode: get_inode(parent), mount, _dentry: None };
+        drop(guard);
+        self.cross(parent).map(Some)
     }
 
     fn may_search(&mut self, pos: &RefPos) -> Result<(), Stop> {
-        let _step = self.sb.dir_locks.global();
-        let decided = self.sb.may_search(&pos.inode, self.cred, false);
+        let sb = &pos.mount.sb;
+        let _step = sb.dir_locks.global();
+        let decided = sb.may_search(&pos.inode, self.cred, false);
         Ok(decided.expect("ref-walk permission always decides")?)
     }
 
     fn child(&mut self, pos: &RefPos, name: &[u8]) -> Result<Option<RefPos>, Stop> {
+        let found = self.child_here(pos, name)?;
+        match found {
+            Some(child) => self.cross(child).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+impl RefWalker<'_> {
+    /// The child `name` of the directory at `pos`, in `pos`'s mount.
+    fn child_here(&self, pos: &RefPos, name: &[u8]) -> Result<Option<RefPos>, Stop> {
+        let sb = &pos.mount.sb;
         let dir = pos.inode.dir()?;
         if let Some(found) = self.cached_child(pos, name) {
             return Ok(found);
         }
-        let locked = self.sb.dir_locks.read(dir);
-        if let Some(generator) = &self.sb.generator {
+        let here = |inode, dentry| RefPos { mount: pos.mount.clone(), inode, _dentry: dentry };
+        let locked = sb.dir_locks.read(dir);
+        if let Some(generator) = &sb.generator {
             return match generator.lookup(&pos.inode, name)? {
                 Some(inode) => {
                     let dentry = Dentry::new(pos.inode.ino(), name, Some(Arc::clone(&inode)), 0);
-                    self.sb.dcache.insert(Arc::clone(&dentry), &crossbeam_epoch::pin());
+                    sb.dcache.insert(Arc::clone(&dentry), &crossbeam_epoch::pin());
                     let inode = CountedArc::adopt(inode);
-                    Ok(Some(RefPos { inode, _dentry: DentryRef::try_get(CountedArc::adopt(dentry)) }))
+                    Ok(Some(here(inode, DentryRef::try_get(CountedArc::adopt(dentry)))))
                 }
                 None => {
-                    self.sb.cache_negative(&pos.inode, name);
+                    sb.cache_negative(&pos.inode, name);
                     Ok(None)
                 }
             };
         }
         if let Some(dentry) = locked.children.get(name) {
             let inode = get_inode(dentry.inode.as_ref().expect("children are positive"));
-            return Ok(Some(RefPos { inode, _dentry: DentryRef::try_get(CountedArc::new(dentry)) }));
+            return Ok(Some(here(inode, DentryRef::try_get(CountedArc::new(dentry)))));
         }
         if !dir.is_dead() {
-            self.sb.cache_negative(&pos.inode, name);
+            sb.cache_negative(&pos.inode, name);
         }
         Ok(None)
     }
-}
 
-impl RefWalker<'_> {
     /// The dcache's answer, with a reference taken, when it has a valid one.
     fn cached_child(&self, pos: &RefPos, name: &[u8]) -> Option<Option<RefPos>> {
-        let _revalidate = self.sb.dir_locks.global();
+        let sb = &pos.mount.sb;
+        let _revalidate = sb.dir_locks.global();
         let guard = crossbeam_epoch::pin();
-        let dentry = Dcache::to_arc(self.sb.dcache.lookup(pos.inode.ino(), name, &guard)?);
+        let dentry = Dcache::to_arc(sb.dcache.lookup(pos.inode.ino(), name, &guard)?);
         let counted = DentryRef::try_get(dentry)?;
         let dentry = counted.dentry();
         if dentry.is_unhashed() {
             return None;
         }
-        if self.sb.revalidate(&pos.inode, dentry, false) != Revalidate::Valid {
+        if sb.revalidate(&pos.inode, dentry, false) != Revalidate::Valid {
             // Linux `d_invalidate`: the stale entry leaves the cache.
-            self.sb.dcache.remove(dentry, &guard);
+            sb.dcache.remove(dentry, &guard);
             return None;
         }
         let inode = dentry.inode.as_ref().map(get_inode);
-        Some(inode.map(|inode| RefPos { inode, _dentry: Some(counted) }))
+        Some(inode.map(|inode| RefPos { mount: pos.mount.clone(), inode, _dentry: Some(counted) }))
     }
 }
 
 /// Where a walk starts and what confines it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Start<'a> {
+    /// The mount namespace whose mounts the walk crosses; none for a walk
+    /// inside one instance.
+    pub ns: Option<&'a MountNamespace>,
     /// Where absolute paths start, and above which `..` does not climb.
-    pub root: &'a Arc<Inode>,
+    pub root: At<'a>,
     /// Where relative paths start.
-    pub cwd: &'a Arc<Inode>,
+    pub cwd: At<'a>,
     pub scope: Scope,
 }
 
-/// Resolves `path` from `start.cwd` (or `start.root` if absolute), in the
-/// superblock's walk mode, and hands the end of the walk to `finish`. A
-/// relative path from a start that is not a directory is ENOTDIR at its
-/// first component, as in Linux's `path_init`.
+/// Resolves `path` from `start.cwd` (or `start.root` if absolute) and
+/// hands the end of the walk to `finish`: in rcu-walk where the start's
+/// superblocks allow it, else in ref-walk. A relative path from a start
+/// that is not a directory is ENOTDIR at its first component, as in
+/// Linux's `path_init`.
 ///
 /// `finish` runs inside the walk: in rcu-walk it sees borrowed inodes and
-/// must not block; its result is discarded if the walk has to restart.
+/// mounts and must not block; it may take references (an open count, a
+/// [`MountRef`]), and its result is dropped if the walk has to restart.
 pub(crate) fn walk<'p, R>(
-    sb: &SuperBlock,
     cred: &Credentials,
     start: Start<'_>,
     path: &'p [u8],
     intent: Intent,
-    finish: impl Fn(Walked<'p, &Arc<Inode>>) -> VfsResult<R>,
+    finish: impl Fn(Walked<'p, At<'_>>) -> VfsResult<R>,
 ) -> VfsResult<R> {
-    let Start { root, cwd, scope } = start;
+    let Start { ns, root, cwd, scope } = start;
     if path.is_empty() && scope.empty_path && intent != Intent::Parent {
         return finish(Walked::Found(cwd));
     }
     PathName::new(path)?;
-    if sb.rcu_walk_enabled() {
+    if root.sb().rcu_walk_enabled() && cwd.sb().rcu_walk_enabled() {
         let guard = crossbeam_epoch::pin();
-        let rename_seq = sb.rename_seq.read_begin();
-        let mut walker = RcuWalker { sb, cred, guard: &guard, root, cwd };
+        let gate = ns.map(|ns| ns.gate.read_begin());
+        let table = ns.map(|ns| ns.table(&guard));
+        let seqs = RenameSeqs { seen: [None; MAX_SUPERBLOCKS] };
+        let mut walker = RcuWalker { cred, guard: &guard, table, root, cwd, no_xdev: scope.no_xdev, seqs };
+        walker.seqs.enter(root.sb());
+        walker.seqs.enter(cwd.sb());
+        let valid = |walker: &RcuWalker<'_>| {
+            !walker.seqs.retry() && ns.zip(gate).map_or(true, |(ns, start)| seq_gate::confirm(&ns.gate, start))
+        };
         match drive(&mut walker, path, intent, scope) {
             Ok(walked) => {
                 let result = finish(walked);
-                if !sb.rename_seq.read_retry(rename_seq) {
+                if valid(&walker) {
                     return result;
                 }
             }
             Err(Stop::Error(e)) => {
-                if !sb.rename_seq.read_retry(rename_seq) {
+                if valid(&walker) {
                     return Err(e);
                 }
             }
@@ -470,34 +688,52 @@ pub(crate) fn walk<'p, R>(
         // Linux `LOOKUP_CACHED`: no ref-walk, which may block.
         return Err(Errno::EAGAIN);
     }
-    ref_walk(sb, cred, start, path, intent, finish)
+    ref_walk(cred, start, path, intent, finish)
 }
 
 fn ref_walk<'p, R>(
-    sb: &SuperBlock,
     cred: &Credentials,
     start: Start<'_>,
     path: &'p [u8],
     intent: Intent,
-    finish: impl Fn(Walked<'p, &Arc<Inode>>) -> VfsResult<R>,
+    finish: impl Fn(Walked<'p, At<'_>>) -> VfsResult<R>,
 ) -> VfsResult<R> {
     const OPTIMISTIC_TRIES: usize = 2;
-    let mut walker = RefWalker { sb, cred, root: start.root, cwd: start.cwd };
+    let mut walker = RefWalker {
+        cred,
+        ns: start.ns,
+        root: &start.root,
+        cwd: &start.cwd,
+        no_xdev: start.scope.no_xdev,
+        seqs: Vec::new(),
+    };
     let run = |walker: &mut RefWalker<'_>| match drive(walker, path, intent, start.scope) {
-        Ok(Walked::Found(pos)) => finish(Walked::Found(&pos.inode)),
+        Ok(Walked::Found(pos)) => finish(Walked::Found(At { mount: &pos.mount, inode: &pos.inode })),
         Ok(Walked::Parent { dir, last, trailing_slash }) => {
-            finish(Walked::Parent { dir: &dir.inode, last, trailing_slash })
+            finish(Walked::Parent { dir: At { mount: &dir.mount, inode: &dir.inode }, last, trailing_slash })
         }
         Err(Stop::Error(e)) => Err(e),
         Err(Stop::Fallback) => unreachable!("ref-walk steps always decide"),
     };
     for _ in 0..OPTIMISTIC_TRIES {
-        let rename_seq = sb.rename_seq.read_begin();
+        walker.seqs.clear();
         let result = run(&mut walker);
-        if !sb.rename_seq.read_retry(rename_seq) {
+        if !walker.seqs.iter().any(|(sb, seq)| sb.rename_seq.read_retry(*seq)) {
             return result;
         }
     }
-    let _no_renames = sb.rename_lock.read();
-    run(&mut walker)
+    // Renames keep overlapping: hold the rename lock of every superblock
+    // the last walk entered, and walk again until it enters no other.
+    loop {
+        let mut entered: Vec<Arc<SuperBlock>> = walker.seqs.iter().map(|(sb, _)| Arc::clone(sb)).collect();
+        // In one order (by address), so two walks never wait on each
+        // other's locks behind a writer.
+        entered.sort_by_key(|sb| Arc::as_ptr(sb) as usize);
+        let _no_renames: Vec<_> = entered.iter().map(|sb| sb.rename_lock.read()).collect();
+        walker.seqs.clear();
+        let result = run(&mut walker);
+        if walker.seqs.iter().all(|(sb, _)| entered.iter().any(|held| Arc::ptr_eq(held, sb))) {
+            return result;
+        }
+    }
 }

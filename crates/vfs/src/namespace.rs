@@ -7,8 +7,8 @@
 //! hash), so rcu-walks and negative dentries see every change. A failed
 //! operation changes nothing.
 //!
-//! May import the base modules, the node types, `namei`, `superblock`,
-//! `dirlock` and `notify_change`; the system-call layer (`syscalls`) calls
+//! May import the base modules, the node types, `namei`, `mount`,
+//! `superblock`, `dirlock` and `notify_change`; the system-call layer (`syscalls`) calls
 //! it.
 
 use crate::cred::{may_delete_in_sticky, Access, Capabilities};
@@ -17,7 +17,8 @@ use crate::dirlock::DirWriteGuard;
 use crate::errno::{Errno, VfsResult};
 use crate::inode::{Inode, NewInode};
 use crate::mode::{S_IALLUGO, S_IFDIR, S_IFMT, S_ISGID, S_ISVTX, S_IXGRP};
-use crate::namei::{walk, Intent, Scope, Start, Walked};
+use crate::mount::{MountNamespace, MountRef};
+use crate::namei::{walk, At, Intent, Scope, Start, Walked};
 use crate::path::{DirOp, Last};
 use crate::superblock::SuperBlock;
 use crate::types::{FileType, RenameFlags, SetTime, Stat};
@@ -29,19 +30,55 @@ use vfscale_sync::audited::CountedArc;
 /// name operations' view of a [`Context`](crate::Context).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ctx<'a> {
-    pub sb: &'a SuperBlock,
+    /// The namespace whose mounts walks cross; none inside one instance.
+    pub ns: Option<&'a MountNamespace>,
     pub cred: &'a Credentials,
     /// Where absolute paths start and `..` stops.
-    pub root: &'a Arc<Inode>,
-    pub cwd: &'a Arc<Inode>,
+    pub root: At<'a>,
+    pub cwd: At<'a>,
     pub scope: Scope,
+}
+
+/// A directory a walk ended at, held: its mount and its inode.
+pub(crate) struct Dir {
+    pub mount: MountRef,
+    pub inode: CountedArc<Inode>,
+}
+
+impl std::ops::Deref for Dir {
+    type Target = Arc<Inode>;
+    fn deref(&self) -> &Arc<Inode> {
+        &self.inode
+    }
+}
+
+impl Dir {
+    fn sb(&self) -> &SuperBlock {
+        &self.mount.sb
+    }
+}
+
+/// A counted reference to the mount of `at`, for a walk's result to keep.
+/// An rcu-walk may find a mount an `umount` has freed since the walk's
+/// table was read: then EAGAIN, which the walk discards, because its gate
+/// check fails and it walks again (ref-walk holds every mount it is at).
+pub(crate) fn keep_mount(at: &At<'_>) -> VfsResult<MountRef> {
+    MountRef::try_get(at.mount).ok_or(Errno::EAGAIN)
 }
 
 impl<'a> Ctx<'a> {
     /// Resolves `path` to an inode.
     pub fn lookup(&self, path: &[u8], intent: Intent) -> VfsResult<CountedArc<Inode>> {
         self.walk(path, intent, |walked| match walked {
-            Walked::Found(inode) => Ok(CountedArc::new(inode)),
+            Walked::Found(at) => Ok(CountedArc::new(at.inode)),
+            Walked::Parent { .. } => unreachable!("not a parent walk"),
+        })
+    }
+
+    /// Resolves `path` to a place: the mount and the inode.
+    pub fn locate(&self, path: &[u8], intent: Intent) -> VfsResult<Dir> {
+        self.walk(path, intent, |walked| match walked {
+            Walked::Found(at) => Ok(Dir { mount: keep_mount(&at)?, inode: CountedArc::new(at.inode) }),
             Walked::Parent { .. } => unreachable!("not a parent walk"),
         })
     }
@@ -51,39 +88,45 @@ impl<'a> Ctx<'a> {
         &self,
         path: &'p [u8],
         intent: Intent,
-        finish: impl Fn(Walked<'p, &Arc<Inode>>) -> VfsResult<R>,
+        finish: impl Fn(Walked<'p, At<'_>>) -> VfsResult<R>,
     ) -> VfsResult<R> {
-        walk(self.sb, self.cred, Start { root: self.root, cwd: self.cwd, scope: self.scope }, path, intent, finish)
+        walk(self.cred, Start { ns: self.ns, root: self.root, cwd: self.cwd, scope: self.scope }, path, intent, finish)
     }
 
     /// Resolves all but the last component of `path`.
-    pub fn parent<'p>(&self, path: &'p [u8]) -> VfsResult<(CountedArc<Inode>, Last<'p>, bool)> {
+    pub fn parent<'p>(&self, path: &'p [u8]) -> VfsResult<(Dir, Last<'p>, bool)> {
         self.walk(path, Intent::Parent, |walked| match walked {
-            Walked::Parent { dir, last, trailing_slash } => Ok((CountedArc::new(dir), last, trailing_slash)),
+            Walked::Parent { dir, last, trailing_slash } => {
+                Ok((Dir { mount: keep_mount(&dir)?, inode: CountedArc::new(dir.inode) }, last, trailing_slash))
+            }
             Walked::Found(_) => unreachable!("a parent walk"),
         })
     }
 
     pub fn stat(&self, path: &[u8], intent: Intent) -> VfsResult<Stat> {
         self.walk(path, intent, |walked| match walked {
-            Walked::Found(inode) => Ok(inode.stat()),
+            Walked::Found(at) => Ok(at.inode.stat()),
             Walked::Parent { .. } => unreachable!("not a parent walk"),
         })
     }
 
+    /// Whether `inode` is a mount point in this namespace, through any
+    /// mount (Linux `is_local_mountpoint`): it cannot be removed or
+    /// renamed (EBUSY).
+    fn is_mountpoint(&self, inode: &Inode) -> bool {
+        inode.has_mounts() && self.ns.is_some_and(|ns| ns.table(&crossbeam_epoch::pin()).covers(inode))
+    }
+
     /// Locks `dir` for a change to its entries; a removed directory takes
     /// no new entries (ENOENT, Linux `IS_DEADDIR`).
-    fn lock_dir<'d>(&self, dir: &'d Arc<Inode>) -> VfsResult<DirWriteGuard<'d>>
-    where
-        'a: 'd,
-    {
+    fn lock_dir<'d>(&self, dir: &'d Dir) -> VfsResult<DirWriteGuard<'d>> {
         // Trees a generator provides change only through the generator's API:
         // their directories have no `->mkdir`, `->unlink`, ... (EPERM).
-        if self.sb.generator.is_some() {
+        if dir.sb().generator.is_some() {
             return Err(Errno::EPERM);
         }
         let directory = dir.dir()?;
-        let locked = self.sb.dir_locks.write(directory);
+        let locked = dir.sb().dir_locks.write(directory);
         if directory.is_dead() {
             return Err(Errno::ENOENT);
         }
@@ -111,7 +154,7 @@ impl<'a> Ctx<'a> {
     /// Creates `name` in `dir` as a new inode of `file_type`.
     pub fn create(
         &self,
-        dir: &Arc<Inode>,
+        dir: &Dir,
         name: &[u8],
         file_type: FileType,
         perm: u32,
@@ -119,13 +162,15 @@ impl<'a> Ctx<'a> {
         rdev: u64,
     ) -> VfsResult<Arc<Inode>> {
         // Nor `->create`, which `vfs_create` reports as EACCES.
-        if self.sb.generator.is_some() && file_type == FileType::Regular {
+        if dir.sb().generator.is_some() && file_type == FileType::Regular {
             return Err(Errno::EACCES);
         }
         let mut locked = self.lock_dir(dir)?;
         if locked.children.contains_key(name) {
             return Err(Errno::EEXIST);
         }
+        // `filename_create` reports a read-only mount after EEXIST.
+        dir.mount.want_write()?;
         self.may_create(dir)?;
         // `vfs_mknod`: devices need CAP_MKNOD.
         if file_type.is_device() && !self.cred.capable(Capabilities::MKNOD) {
@@ -147,13 +192,13 @@ impl<'a> Ctx<'a> {
             perm &= !S_ISGID;
         }
         let inode = Inode::try_new(
-            &self.sb.inodes,
+            &dir.sb().inodes,
             NewInode {
                 file_type,
                 perm,
                 uid: self.cred.uid(),
                 gid: if inherit_gid { dir_attrs.gid } else { self.cred.gid() },
-                parent: (file_type == FileType::Directory).then(|| Arc::clone(dir)),
+                parent: (file_type == FileType::Directory).then(|| Arc::clone(&dir.inode)),
                 symlink_target,
                 rdev,
                 private: None,
@@ -167,28 +212,28 @@ impl<'a> Ctx<'a> {
     }
 
     /// Links `inode` as `name` in `dir` (locked for write).
-    fn add_entry(&self, dir: &Arc<Inode>, locked: &mut DirWriteGuard<'_>, name: &[u8], inode: Arc<Inode>) {
+    fn add_entry(&self, dir: &Dir, locked: &mut DirWriteGuard<'_>, name: &[u8], inode: Arc<Inode>) {
         let dentry = Dentry::new(dir.ino(), name, Some(inode), 0);
         locked.children.insert(name.into(), Arc::clone(&dentry));
-        self.sb.dcache.insert(dentry, &crossbeam_epoch::pin());
+        dir.sb().dcache.insert(dentry, &crossbeam_epoch::pin());
         dir.touch(true, true);
     }
 
     /// Drops one link of a non-directory; a link beyond its last gives its
     /// inode back to the limit (shmem_unlink), the last one goes with the
     /// inode.
-    fn unlink_nondir(&self, victim: &Inode) {
+    fn unlink_nondir(&self, sb: &SuperBlock, victim: &Inode) {
         // The count before, read in the same update: unlinks of two of its
         // names in different directories do not hold one lock.
         if victim.change_nlink(-1) > 1 {
-            self.sb.inodes.space.give_ispace(crate::space::BOGO_INODE_SIZE);
+            sb.inodes.space.give_ispace(crate::space::BOGO_INODE_SIZE);
         }
     }
 
     /// Removes the entry `name` (whose dentry is `dentry`) from `dir`.
-    fn remove_entry(&self, dir: &Arc<Inode>, children: &mut crate::inode::Children, name: &[u8]) {
+    fn remove_entry(&self, dir: &Dir, children: &mut crate::inode::Children, name: &[u8]) {
         if let Some(dentry) = children.remove(name) {
-            self.sb.dcache.remove(&dentry, &crossbeam_epoch::pin());
+            dir.sb().dcache.remove(&dentry, &crossbeam_epoch::pin());
         }
         dir.touch(true, true);
     }
@@ -231,8 +276,8 @@ impl<'a> Ctx<'a> {
 
     /// Linux `filename_create` for a non-directory whose new name has a
     /// trailing slash: EEXIST if the name exists, else ENOENT.
-    fn trailing_slash_on_create(&self, dir: &Arc<Inode>, name: &[u8]) -> Errno {
-        let exists = dir.dir().is_ok_and(|d| self.sb.dir_locks.read(d).children.contains_key(name));
+    fn trailing_slash_on_create(&self, dir: &Dir, name: &[u8]) -> Errno {
+        let exists = dir.dir().is_ok_and(|d| dir.sb().dir_locks.read(d).children.contains_key(name));
         if exists {
             Errno::EEXIST
         } else {
@@ -244,7 +289,7 @@ impl<'a> Ctx<'a> {
     /// `vfs_link` order: the new name, write permission on its directory,
     /// then the source's type and links.
     pub fn link(&self, old: &[u8], intent: Intent, to: &Ctx<'_>, new: &[u8]) -> VfsResult<()> {
-        let inode = self.lookup(old, intent)?;
+        let Dir { mount: old_mount, inode } = self.locate(old, intent)?;
         let (dir, last, trailing_slash) = to.parent(new)?;
         let name = last.require_normal(DirOp::Create)?;
         if trailing_slash {
@@ -254,6 +299,12 @@ impl<'a> Ctx<'a> {
         if locked.children.contains_key(name) {
             return Err(Errno::EEXIST);
         }
+        // `do_linkat`'s order: the new name, a read-only mount, then one
+        // across mounts.
+        dir.mount.want_write()?;
+        if !std::ptr::eq(&*old_mount, &*dir.mount) {
+            return Err(Errno::EXDEV);
+        }
         self.may_create(&dir)?;
         if inode.is_dir() {
             return Err(Errno::EPERM);
@@ -262,7 +313,7 @@ impl<'a> Ctx<'a> {
             return Err(Errno::ENOENT);
         }
         // shmem_link: each extra link takes an inode from the limit.
-        self.sb.inodes.space.reserve_inode()?;
+        dir.sb().inodes.space.reserve_inode()?;
         inode.change_nlink(1);
         self.add_entry(&dir, &mut locked, name, inode.into_arc());
         Ok(())
@@ -271,23 +322,31 @@ impl<'a> Ctx<'a> {
     pub fn unlink(&self, path: &[u8]) -> VfsResult<()> {
         let (dir, last, trailing_slash) = self.parent(path)?;
         let name = last.require_normal(DirOp::Unlink)?;
+        dir.mount.want_write()?;
         let mut locked = self.lock_dir(&dir)?;
         let victim = Arc::clone(child_inode(&locked.children, name)?);
         if trailing_slash {
             return Err(if victim.is_dir() { Errno::EISDIR } else { Errno::ENOTDIR });
         }
         self.may_delete(&dir, &victim, false)?;
+        if self.is_mountpoint(&victim) {
+            return Err(Errno::EBUSY);
+        }
         self.remove_entry(&dir, &mut locked.children, name);
-        self.unlink_nondir(&victim);
+        self.unlink_nondir(dir.sb(), &victim);
         Ok(())
     }
 
     pub fn rmdir(&self, path: &[u8]) -> VfsResult<()> {
         let (dir, last, _) = self.parent(path)?;
         let name = last.require_normal(DirOp::Rmdir)?;
+        dir.mount.want_write()?;
         let mut locked = self.lock_dir(&dir)?;
         let victim = Arc::clone(child_inode(&locked.children, name)?);
         self.may_delete(&dir, &victim, true)?;
+        if self.is_mountpoint(&victim) {
+            return Err(Errno::EBUSY);
+        }
         let victim_dir = victim.dir()?;
         // Parent before child: the ancestor-first lock order.
         let victim_children = victim_dir.children.write();
@@ -304,21 +363,29 @@ impl<'a> Ctx<'a> {
 
     pub fn readlink(&self, path: &[u8]) -> VfsResult<Vec<u8>> {
         self.walk(path, Intent::NoFollow, |walked| match walked {
-            Walked::Found(inode) => inode.symlink_target().map(<[u8]>::to_vec).ok_or(Errno::EINVAL),
+            Walked::Found(at) => at.inode.symlink_target().map(<[u8]>::to_vec).ok_or(Errno::EINVAL),
             Walked::Parent { .. } => unreachable!("not a parent walk"),
         })
     }
 
+    /// The inode `path` names, on a mount that takes changes (else
+    /// EROFS, Linux's `mnt_want_write` before an attribute change).
+    pub fn writable(&self, path: &[u8], intent: Intent) -> VfsResult<CountedArc<Inode>> {
+        let Dir { mount, inode } = self.locate(path, intent)?;
+        mount.want_write()?;
+        Ok(inode)
+    }
+
     pub fn chmod(&self, path: &[u8], perm: u32, intent: Intent) -> VfsResult<()> {
-        crate::notify_change::chmod(&*self.lookup(path, intent)?, self.cred, perm)
+        crate::notify_change::chmod(&*self.writable(path, intent)?, self.cred, perm)
     }
 
     pub fn chown(&self, path: &[u8], uid: Option<u32>, gid: Option<u32>, intent: Intent) -> VfsResult<()> {
-        crate::notify_change::chown(&*self.lookup(path, intent)?, self.cred, uid, gid)
+        crate::notify_change::chown(&*self.writable(path, intent)?, self.cred, uid, gid)
     }
 
     pub fn utimens(&self, path: &[u8], atime: SetTime, mtime: SetTime, intent: Intent) -> VfsResult<()> {
-        crate::notify_change::set_times(&*self.lookup(path, intent)?, self.cred, atime, mtime)
+        crate::notify_change::set_times(&*self.writable(path, intent)?, self.cred, atime, mtime)
     }
 
     /// `renameat2`, `new` walked from `to`'s start, with Linux's checks in
@@ -326,9 +393,14 @@ impl<'a> Ctx<'a> {
     pub fn rename(&self, old: &[u8], to: &Ctx<'_>, new: &[u8], flags: RenameFlags) -> VfsResult<()> {
         let (old_dir, old_last, old_slash) = self.parent(old)?;
         let (new_dir, new_last, new_slash) = to.parent(new)?;
+        if !std::ptr::eq(&*old_dir.mount, &*new_dir.mount) {
+            return Err(Errno::EXDEV);
+        }
         let old_name = old_last.require_normal(DirOp::RenameFrom)?;
         let new_op = if flags.noreplace { DirOp::RenameToNoReplace } else { DirOp::RenameTo };
         let new_name = new_last.require_normal(new_op)?;
+        old_dir.mount.want_write()?;
+        let sb = old_dir.sb();
         let same_dir = Arc::ptr_eq(&old_dir, &new_dir);
         // Only a move between directories takes the superblock's rename
         // lock and seqcount: a rename within one directory changes no
@@ -336,12 +408,12 @@ impl<'a> Ctx<'a> {
         // the directory's lock orders it against every other change of its
         // names (the dcache swaps a replaced target's dentry in one step).
         // So renames in different directories share no line.
-        let _renames = (!same_dir).then(|| self.sb.rename_lock.write());
+        let _renames = (!same_dir).then(|| sb.rename_lock.write());
         let new_dir_first = !same_dir
             && !is_ancestor(&old_dir, &new_dir)
             && (is_ancestor(&new_dir, &old_dir) || new_dir.ino() < old_dir.ino());
         let (first, second) = if new_dir_first { (&new_dir, &old_dir) } else { (&old_dir, &new_dir) };
-        let mut locked = self.sb.dir_locks.write_many(&[first.dir()?, second.dir()?]);
+        let mut locked = sb.dir_locks.write_many(&[first.dir()?, second.dir()?]);
         if old_dir.dir()?.is_dead() || new_dir.dir()?.is_dead() {
             return Err(Errno::ENOENT);
         }
@@ -379,6 +451,9 @@ impl<'a> Ctx<'a> {
         if source.is_dir() && !same_dir {
             source.permission(self.cred, Access::WRITE)?;
         }
+        if self.is_mountpoint(&source) || target.as_ref().is_some_and(|t| self.is_mountpoint(t)) {
+            return Err(Errno::EBUSY);
+        }
         let victim_guard = match target.as_ref().map(|t| t.dir()) {
             Some(Ok(target_dir)) => {
                 let children = target_dir.children.write();
@@ -391,23 +466,23 @@ impl<'a> Ctx<'a> {
         };
 
         let guard = crossbeam_epoch::pin();
-        let moving = (!same_dir).then(|| self.sb.rename_seq.write_begin());
+        let moving = (!same_dir).then(|| sb.rename_seq.write_begin());
         let old_dentry = locked.children[old_index].remove(old_name).expect("checked above");
         let new_dentry = Dentry::new(new_dir.ino(), new_name, Some(Arc::clone(&source)), 0);
         locked.children[new_index].insert(new_name.into(), Arc::clone(&new_dentry));
-        self.sb.dcache.remove(&old_dentry, &guard);
-        self.sb.dcache.insert(new_dentry, &guard);
+        sb.dcache.remove(&old_dentry, &guard);
+        sb.dcache.insert(new_dentry, &guard);
         if let Some(target) = &target {
             if let Ok(target_dir) = target.dir() {
                 target_dir.mark_dead();
                 target.set_nlink(0);
                 new_dir.change_nlink(-1);
             } else {
-                self.unlink_nondir(target);
+                self.unlink_nondir(sb, target);
             }
         }
         if source.is_dir() && !same_dir {
-            source.dir()?.set_parent(Arc::clone(&new_dir), &self.sb.reclaim, &guard);
+            source.dir()?.set_parent(Arc::clone(&new_dir), &sb.reclaim, &guard);
             old_dir.change_nlink(-1);
             new_dir.change_nlink(1);
         }

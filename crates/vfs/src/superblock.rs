@@ -41,6 +41,7 @@ pub(crate) struct SuperBlock {
     pub generator: Option<Arc<dyn GeneratedTree>>,
     /// Counts what waits in the epoch to be freed.
     pub reclaim: Arc<Reclaim>,
+    dev: u64,
 }
 
 impl fmt::Debug for SuperBlock {
@@ -99,7 +100,20 @@ impl SuperBlock {
             dir_locks: DirLocks::new(config.dir_locking),
             generator,
             config,
+            dev: next_dev(),
         }
+    }
+
+    /// The device number of the instance (`mountinfo`'s `major:minor`): an
+    /// anonymous one, major 0, as tmpfs, sysfs and proc get.
+    pub fn dev(&self) -> u64 {
+        self.dev
+    }
+
+    /// The filesystem type `mountinfo` shows: the generator's, or
+    /// `tmpfs` for the in-memory filesystem.
+    pub fn fs_type(&self) -> &'static str {
+        self.generator.as_ref().map_or("tmpfs", |g| g.fs_type())
     }
 
     /// `->d_revalidate` of a cached dentry found in `dir`: the generator's
@@ -165,6 +179,13 @@ impl Drop for SuperBlock {
         self.inodes.for_each(&mut |inode| inode.opens.kill());
         self.inodes.retire();
     }
+}
+
+/// A new anonymous device number (Linux `get_anon_bdev`), minor from 100
+/// so as not to look like the host's first ones.
+fn next_dev() -> u64 {
+    static NEXT: vfscale_sync::audited::AtomicU32 = vfscale_sync::audited::AtomicU32::new(100);
+    libc::makedev(0, NEXT.fetch_add(1, vfscale_sync::audited::Ordering::Relaxed))
 }
 
 #[cfg(test)]

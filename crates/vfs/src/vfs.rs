@@ -2,11 +2,12 @@
 //! file-lock state its inodes share, with the calls that concern the whole
 //! instance (`statfs`, `drop_caches`, the release barrier).
 //!
-//! May import the base modules, the node types, `generated`, `superblock`
-//! and `locks`; not the system-call layer or `process` (a process is made
+//! May import the base modules, the node types, `generated`, `superblock`,
+//! `mount` and `locks`; not the system-call layer or `process` (a process is made
 //! from a `Vfs`, in the `process` module).
 
 use crate::config::VfsConfig;
+use crate::mount::{InternalMount, MountFlags, MountRef};
 use crate::superblock::SuperBlock;
 use crate::types::FileType;
 use crate::{generated, inode, locks, pages};
@@ -17,6 +18,8 @@ use std::sync::Arc;
 pub struct Vfs {
     pub(crate) sb: Arc<SuperBlock>,
     pub(crate) locks: Arc<locks::LockManager>,
+    /// The instance by itself, outside any namespace.
+    pub(crate) mount: Arc<InternalMount>,
 }
 
 impl Default for Vfs {
@@ -50,12 +53,34 @@ pub struct FsStats {
     pub files: u64,
     /// Inodes left under it (`f_ffree`); 0 without one.
     pub files_free: u64,
+    /// The flags of the mount asked about (`f_flags`); none for the
+    /// instance itself.
+    pub flags: MountFlags,
 }
 
 impl Vfs {
     /// A new, empty filesystem (a root directory owned by root, mode 0755).
     pub fn new(config: VfsConfig) -> Vfs {
-        Vfs { sb: Arc::new(SuperBlock::new(config)), locks: Arc::new(locks::LockManager::new(config.lock_list)) }
+        Vfs::of(SuperBlock::new(config))
+    }
+
+    fn of(sb: SuperBlock) -> Vfs {
+        let sb = Arc::new(sb);
+        let locks = Arc::new(locks::LockManager::new(sb.config.lock_list));
+        let mount = MountRef::new(Arc::clone(&sb), Arc::clone(&locks), Arc::clone(&sb.root), MountFlags::NONE);
+        Vfs { sb, locks, mount: Arc::new(InternalMount(mount)) }
+    }
+
+    /// A new mount of this instance's whole tree, for
+    /// [`Context::mount`](crate::Context::mount).
+    pub(crate) fn new_mount(&self, flags: MountFlags) -> MountRef {
+        MountRef::new(Arc::clone(&self.sb), Arc::clone(&self.locks), Arc::clone(&self.sb.root), flags)
+    }
+
+    /// The mount of this instance by itself, outside any namespace: where
+    /// a [`Context`](crate::Context) made from it walks.
+    pub fn own_mount(&self) -> &MountRef {
+        &self.mount.0
     }
 
     /// A filesystem whose contents `make_generator` provides (kernfs, procfs).
@@ -63,10 +88,7 @@ impl Vfs {
         config: VfsConfig,
         make_generator: impl FnOnce(&Arc<inode::InodeRegistry>, &Arc<inode::Inode>) -> Arc<dyn generated::GeneratedTree>,
     ) -> Vfs {
-        Vfs {
-            sb: Arc::new(SuperBlock::with_generator(config, |registry, root| Some(make_generator(registry, root)))),
-            locks: Arc::new(locks::LockManager::new(config.lock_list)),
-        }
+        Vfs::of(SuperBlock::with_generator(config, |registry, root| Some(make_generator(registry, root))))
     }
 
     /// The design variants and limits it was built with.
@@ -112,26 +134,34 @@ impl Vfs {
     /// Counts inodes and bytes by iterating the superblock's inode list
     /// (one list head locked at a time), and the dcache.
     pub fn statfs(&self) -> FsStats {
+        statfs_of(&self.sb)
+    }
+}
+
+/// [`Vfs::statfs`] of the instance `sb`.
+pub(crate) fn statfs_of(sb: &SuperBlock) -> FsStats {
+    {
         let mut inodes = 0;
         let mut bytes = 0;
-        self.sb.inodes.for_each(&mut |inode| {
+        sb.inodes.for_each(&mut |inode| {
             inodes += 1;
             if inode.file_type() == FileType::Regular {
                 bytes += inode.stat().size;
             }
         });
-        let usage = self.sb.inodes.space.usage();
+        let usage = sb.inodes.space.usage();
         FsStats {
             inodes,
             bytes,
-            dentries: self.sb.dcache.len(),
-            negative_dentries: self.sb.dcache.negative_count(),
+            dentries: sb.dcache.len(),
+            negative_dentries: sb.dcache.negative_count(),
             block_size: pages::PAGE_SIZE,
             blocks: usage.max_pages,
             blocks_free: usage.max_pages.saturating_sub(usage.used_pages),
             blocks_used: usage.used_pages,
             files: usage.max_inodes,
             files_free: usage.free_inodes,
+            flags: MountFlags::NONE,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! feature, on for tests).
 
 use vfscale::config::WalkMode;
-use vfscale::{Credentials, Errno, OpenFlags, Process, Timespec, Vfs, VfsConfig};
+use vfscale::{Credentials, Errno, MountFlags, OpenFlags, Process, Timespec, Vfs, VfsConfig};
 use vfscale_sync::audit;
 use vfscale_sync::conflict::{self, Verdict};
 
@@ -167,6 +167,91 @@ fn hot_paths_do_no_shared_writes() {
     let (p, q) = (proc.vfs().process(Credentials::root()), proc.vfs().process(Credentials::root()));
     let v = verdict(|| open_read_close(&p, "/7/status"), || open_read_close(&q, "/7/status"));
     assert!(v.conflict_free(), "open+read+close of a /proc file: {:#?}", v.conflicts);
+
+    // The same files through mounts of a namespace, as seed 000 and 003
+    // walk them: `/sys` and `/proc` mounted on an in-memory root.
+    let (root_fs, ns) = seed_namespace(&sys, &proc);
+    let (p, q) = (root_fs.process_in(&ns, Credentials::root()), root_fs.process_in(&ns, Credentials::root()));
+    let v = verdict(|| open_read_close(&p, "/sys/cpu/online"), || open_read_close(&q, "/sys/cpu/online"));
+    assert!(v.conflict_free(), "open+read+close across the /sys mount: {:#?}", v.conflicts);
+    let v = verdict(|| open_read_close(&p, "/proc/7/status"), || open_read_close(&q, "/proc/7/status"));
+    assert!(v.conflict_free(), "open+read+close across the /proc mount: {:#?}", v.conflicts);
+}
+
+/// A namespace with `/` in memory, `sys` mounted on `/sys` and `proc` on
+/// `/proc`.
+fn seed_namespace(
+    sys: &vfscale::kernfs::Kernfs,
+    proc: &vfscale::procfs::Procfs,
+) -> (Vfs, std::sync::Arc<vfscale::MountNamespace>) {
+    let root_fs = Vfs::default();
+    let ns = root_fs.new_namespace();
+    let admin = root_fs.process_in(&ns, Credentials::root());
+    admin.mkdir("/sys", 0o555).unwrap();
+    admin.mkdir("/proc", 0o555).unwrap();
+    admin.mount(sys.vfs(), "sysfs", "/sys", MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC).unwrap();
+    admin.mount(proc.vfs(), "proc", "/proc", MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC).unwrap();
+    (root_fs, ns)
+}
+
+/// Crossing a mount point in rcu-walk reads the mount table and the
+/// namespace's gate and writes nothing shared: stats, missing names and
+/// `..` across mount roots, a bind mount beside its source, and a walk in
+/// one namespace beside `mount` and `umount` in another. The control: the
+/// same walk in ref-walk is seen writing.
+#[test]
+fn walk_across_a_mount_does_no_shared_writes() {
+    let (root_fs, p) = tree(VfsConfig::default());
+    let ns = root_fs.new_namespace();
+    let a = root_fs.process_in(&ns, Credentials::root());
+    let b = root_fs.process_in(&ns, Credentials::root());
+    let (other, admin) = tree(VfsConfig::default());
+    drop(admin);
+    a.mount(&other, "tmpfs", "/usr/share", MountFlags::NONE).unwrap();
+    p.mkdir("/srv", 0o755).unwrap();
+    a.bind_mount("/usr", "/srv", true).unwrap();
+    const ACROSS: &str = "/usr/share/usr/share/doc/vfscale/README";
+    assert_conflict_free("stat across a mount", || assert_eq!(a.stat(ACROSS).unwrap().size, 5));
+    let v = verdict(|| assert!(a.stat(ACROSS).is_ok()), || assert!(b.stat(ACROSS).is_ok()));
+    assert!(v.conflict_free(), "two processes across one mount: {:#?}", v.conflicts);
+    let v = verdict(
+        || assert_eq!(a.stat("/usr/share/missing"), Err(Errno::ENOENT)),
+        || assert_eq!(b.stat("/usr/share/gone"), Err(Errno::ENOENT)),
+    );
+    assert!(v.conflict_free(), "missing names across a mount: {:#?}", v.conflicts);
+    let v =
+        verdict(|| assert!(a.stat("/usr/share/usr/../../share").is_ok()), || assert!(b.stat("/usr/share/..").is_ok()));
+    assert!(v.conflict_free(), "`..` across mount roots: {:#?}", v.conflicts);
+    let v = verdict(|| assert!(a.stat("/srv/share/usr").is_ok()), || assert!(b.stat("/usr/share/usr").is_ok()));
+    assert!(v.conflict_free(), "a bind mount beside its source: {:#?}", v.conflicts);
+    let open_close = |p: &Process, path: &str| p.close(p.open(path, OpenFlags::RDONLY, 0).unwrap()).unwrap();
+    let v = verdict(|| open_close(&a, ACROSS), || open_close(&b, ACROSS));
+    assert!(v.conflict_free(), "open+close of one file across a mount: {:#?}", v.conflicts);
+
+    // `mount` and `umount` in another namespace touch nothing this one
+    // walks (the other namespace's table and gate, and the mount's own).
+    let elsewhere_ns = root_fs.new_namespace();
+    let elsewhere = root_fs.process_in(&elsewhere_ns, Credentials::root());
+    let scratch = Vfs::default();
+    let remount = || {
+        elsewhere.mount(&scratch, "tmpfs", "/srv", MountFlags::NONE).unwrap();
+        elsewhere.umount2("/srv", vfscale::UmountFlags::NONE).unwrap();
+    };
+    let v = verdict(|| assert!(a.stat(ACROSS).is_ok()), remount);
+    assert!(v.conflict_free(), "a walk beside mount+umount in another namespace: {:#?}", v.conflicts);
+
+    let (root_fs, _p) = tree(VfsConfig { walk: WalkMode::RefOnly, ..VfsConfig::default() });
+    let ns = root_fs.new_namespace();
+    let (a, b) = (root_fs.process_in(&ns, Credentials::root()), root_fs.process_in(&ns, Credentials::root()));
+    a.mount(
+        &Vfs::new(VfsConfig { walk: WalkMode::RefOnly, ..VfsConfig::default() }),
+        "tmpfs",
+        "/usr",
+        MountFlags::NONE,
+    )
+    .unwrap();
+    let v = verdict(|| assert!(a.stat("/usr/..").is_ok()), || assert!(b.stat("/usr/..").is_ok()));
+    assert!(!v.conflict_free(), "ref-walk across a mount is seen writing");
 }
 
 /// The control for the test above: the same open+read+close in the

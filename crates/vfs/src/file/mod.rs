@@ -10,7 +10,8 @@
 //! `f_pos_lock` makes them. Reading file data at an explicit offset
 //! (`pread`) takes no lock at all: see [`crate::pages`].
 //!
-//! May import the base modules, the node types, `generated`, `dirlock` and `locks`.
+//! May import the base modules, the node types, `generated`, `dirlock`,
+//! `mount` and `locks`.
 
 pub(crate) mod open_ref;
 
@@ -18,6 +19,7 @@ use crate::errno::{Errno, VfsResult};
 use crate::generated::{GeneratedFile, GeneratedTree};
 use crate::inode::{Body, Inode};
 use crate::mode::{S_ISGID, S_ISUID, S_IXGRP};
+use crate::mount::MountRef;
 use crate::pages::PageMap;
 use crate::time::Timespec;
 use crate::types::{falloc, DirEntry, FileType, OpenFlags, Stat, Whence};
@@ -44,6 +46,9 @@ enum DirPos {
 pub struct OpenFile {
     _head: LinePad,
     inode: open_ref::OpenRef,
+    /// The mount it was opened through (Linux's `f_path.mnt`): counted, so
+    /// its `umount` is EBUSY while the file is open.
+    mount: MountRef,
     /// The generator's open file, for files a generator serves.
     generated: Option<Box<dyn GeneratedFile>>,
     /// The superblock's generator, which lists generated directories (held by
@@ -100,8 +105,10 @@ impl OpenFile {
         &self.lease_home
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         inode: open_ref::OpenRef,
+        mount: MountRef,
         flags: OpenFlags,
         max_file_size: u64,
         generator: Option<Arc<dyn GeneratedTree>>,
@@ -111,6 +118,7 @@ impl OpenFile {
         OpenFile {
             _head: LinePad::new(),
             inode,
+            mount,
             generated,
             generator,
             dir_locks,
@@ -134,6 +142,11 @@ impl OpenFile {
     /// The inode this description refers to.
     pub fn inode(&self) -> &Arc<Inode> {
         &self.inode
+    }
+
+    /// The mount it was opened through.
+    pub fn mount(&self) -> &MountRef {
+        &self.mount
     }
 
     /// The flags given to `open`.

@@ -270,6 +270,10 @@ impl GeneratedTree for Shared {
         Ok(tree.dirs.get(&dir.ino()).and_then(|children| children.get(name)).map(|node| Arc::clone(&node.inode)))
     }
 
+    fn fs_type(&self) -> &'static str {
+        "sysfs"
+    }
+
     fn caches_negatives(&self) -> bool {
         self.config.negative_dentries
     }

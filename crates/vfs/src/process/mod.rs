@@ -23,15 +23,19 @@ pub use crate::fdtable::MAX_FDS;
 use crate::file::OpenFile;
 use crate::inode::Inode;
 use crate::locks::{Flock, Interrupt, LeaseNotifier, Pid};
+use crate::mount::{Location, Mount, MountNamespace, MountRef};
+use crate::namei::At;
 use crate::syscalls::locks::{self as lock_calls, AccessModeCheck, RecordOwner};
 use crate::syscalls::Context;
 use crate::types::{DirEntry, Stat, Whence};
 use crate::Vfs;
 use crossbeam_epoch::Owned;
 use std::fmt;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
 use vfscale_sync::audited::EpochAtomic;
+use vfscale_sync::audited::Mutex;
 use vfscale_sync::audited::Ordering;
 
 /// A file descriptor.
@@ -55,10 +59,60 @@ pub struct Process {
     pid: i32,
     vfs: Vfs,
     cred: Credentials,
-    /// Where absolute paths start and `..` stops (`chroot`).
-    root: EpochAtomic<Arc<Inode>>,
-    cwd: EpochAtomic<Arc<Inode>>,
+    /// Its mount namespace, root and working directory (Linux's
+    /// `fs_struct` and `nsproxy`), replaced whole by `chdir`, `chroot`
+    /// and `unshare`.
+    fs: EpochAtomic<FsState>,
     fds: FdTable,
+}
+
+/// Where a process's walks run. Readers borrow it under the epoch; the
+/// counted references to its two mounts are in `held`, which the state's
+/// replacement drops at once (Linux's `path_put` of the old working
+/// directory), so that an `umount` right after a `chdir` out of the mount
+/// does not find it busy. A reader that still borrows a replaced state
+/// reads mounts whose memory outlives its guard (see `mount`).
+struct FsState {
+    /// The namespace whose mounts its walks cross; none for a process of
+    /// one instance alone.
+    ns: Option<Arc<MountNamespace>>,
+    /// Where absolute paths start and `..` stops (`chroot`).
+    root: (NonNull<Mount>, Arc<Inode>),
+    cwd: (NonNull<Mount>, Arc<Inode>),
+    held: Mutex<Option<[MountRef; 2]>>,
+}
+
+// SAFETY: the mount pointers are to mounts `held` counts (or, once
+// replaced, whose memory the epoch keeps for readers); Mount is Sync.
+unsafe impl Send for FsState {}
+// SAFETY: as above.
+unsafe impl Sync for FsState {}
+
+impl FsState {
+    fn new(ns: Option<Arc<MountNamespace>>, root: Location, cwd: Location) -> FsState {
+        FsState {
+            ns,
+            root: (NonNull::from(&*root.mount), root.inode),
+            cwd: (NonNull::from(&*cwd.mount), cwd.inode),
+            held: Mutex::new(Some([root.mount, cwd.mount])),
+        }
+    }
+
+    /// The root or the working directory, as a place a walk starts at,
+    /// for as long as the state is borrowed.
+    fn at(place: &(NonNull<Mount>, Arc<Inode>)) -> At<'_> {
+        // SAFETY: counted by `held` while the state is current; a reader
+        // of a replaced state is pinned, and the mount's memory is freed
+        // only through the epoch.
+        At { mount: unsafe { place.0.as_ref() }, inode: &place.1 }
+    }
+
+    /// A counted copy of the root or the working directory.
+    fn location(place: &(NonNull<Mount>, Arc<Inode>)) -> Location {
+        let at = Self::at(place);
+        let mount = MountRef::try_get(at.mount).expect("the current state's mounts are counted");
+        Location { mount, inode: Arc::clone(at.inode) }
+    }
 }
 
 mod paths;
@@ -79,11 +133,9 @@ impl Drop for Process {
             lock_calls::posix_close(&file, self.pid);
         }
         // SAFETY: the process is being dropped, so nothing else can read its
-        // root or working directory pointer.
+        // state pointer.
         unsafe {
-            for dir in [&self.root, &self.cwd] {
-                drop(dir.load(Ordering::Relaxed, crossbeam_epoch::unprotected()).into_owned());
-            }
+            drop(self.fs.load(Ordering::Relaxed, crossbeam_epoch::unprotected()).into_owned());
         }
     }
 }
@@ -92,14 +144,37 @@ impl Vfs {
     /// A process with these credentials, its root and working directory
     /// the instance's root.
     pub fn process(&self, cred: Credentials) -> Process {
-        Process {
-            pid: crate::locks::new_pid(),
-            vfs: self.clone(),
-            cred,
-            root: EpochAtomic::new(Arc::clone(self.root())),
-            cwd: EpochAtomic::new(Arc::clone(self.root())),
-            fds: FdTable::new(),
-        }
+        let root = Location { mount: self.own_mount().clone(), inode: Arc::clone(self.root()) };
+        self.process_with(None, root, cred)
+    }
+
+    /// A process in the mount namespace `ns`, its root and working
+    /// directory the namespace's root; [`Process::vfs`] answers this
+    /// instance.
+    ///
+    /// ```
+    /// use vfscale::procfs::{ProcConfig, Procfs};
+    /// use vfscale::{Credentials, MountFlags, Vfs};
+    ///
+    /// let root_fs = Vfs::default();
+    /// let ns = root_fs.new_namespace();
+    /// let p = root_fs.process_in(&ns, Credentials::root());
+    /// p.mkdir("/proc", 0o555)?;
+    /// let proc = Procfs::new(ProcConfig::rcu_revalidate());
+    /// p.mount(proc.vfs(), "proc", "/proc", MountFlags::NOSUID | MountFlags::NODEV)?;
+    /// assert!(p.stat("/proc/self").is_err()); // no task 'self' was added
+    /// assert_eq!(p.stat("/proc/..")?.ino, p.stat("/")?.ino);
+    /// # Ok::<(), vfscale::Errno>(())
+    /// ```
+    pub fn process_in(&self, ns: &Arc<MountNamespace>, cred: Credentials) -> Process {
+        let mount = ns.root_mount();
+        let root = Location { inode: Arc::clone(mount.root()), mount };
+        self.process_with(Some(Arc::clone(ns)), root, cred)
+    }
+
+    fn process_with(&self, ns: Option<Arc<MountNamespace>>, root: Location, cred: Credentials) -> Process {
+        let fs = FsState::new(ns, root.clone(), root);
+        Process { pid: crate::locks::new_pid(), vfs: self.clone(), cred, fs: EpochAtomic::new(fs), fds: FdTable::new() }
     }
 }
 
@@ -123,22 +198,30 @@ impl Process {
     /// starting at its working directory.
     fn at_cwd<R>(&self, call: impl FnOnce(&Context<'_>) -> VfsResult<R>) -> VfsResult<R> {
         let guard = crossbeam_epoch::pin();
-        call(&Context::new(&self.vfs, &self.cred, self.dir(&self.cwd, &guard)).with_root(self.dir(&self.root, &guard)))
+        let fs = self.fs(&guard);
+        call(&Context::from_places(fs.ns.as_deref(), &self.cred, FsState::at(&fs.root), FsState::at(&fs.cwd)))
     }
 
-    /// The root or working directory, for as long as `guard` is pinned.
-    fn dir<'g>(&self, dir: &EpochAtomic<Arc<Inode>>, guard: &'g crossbeam_epoch::Guard) -> &'g Arc<Inode> {
-        // SAFETY: neither pointer is ever null (set in `Vfs::process`,
-        // replaced by `chdir`, `fchdir` and `chroot` through `set_dir`,
-        // which releases the old one through the epoch), so it stays valid
-        // while the guard is pinned.
-        unsafe { dir.load(Ordering::Acquire, guard).deref() }
+    /// The namespace, root and working directory, for as long as `guard`
+    /// is pinned.
+    fn fs<'g>(&self, guard: &'g crossbeam_epoch::Guard) -> &'g FsState {
+        // SAFETY: the pointer is never null (set in `process_with`,
+        // replaced through `set_fs`, which releases the old state through
+        // the epoch), so it stays valid while the guard is pinned.
+        unsafe { self.fs.load(Ordering::Acquire, guard).deref() }
     }
 
-    /// Points the root or the working directory at `to`.
-    fn set_dir(&self, dir: &EpochAtomic<Arc<Inode>>, to: Arc<Inode>) {
+    /// Replaces the namespace, root and working directory with what
+    /// `change` makes of the current ones.
+    fn set_fs(&self, change: impl FnOnce(Option<&Arc<MountNamespace>>, Location, Location) -> FsState) {
         let guard = crossbeam_epoch::pin();
-        let old = dir.swap(Owned::new(to), Ordering::AcqRel, &guard);
+        let fs = self.fs(&guard);
+        let to = change(fs.ns.as_ref(), FsState::location(&fs.root), FsState::location(&fs.cwd));
+        let old = self.fs.swap(Owned::new(to), Ordering::AcqRel, &guard);
+        // SAFETY: `old` was current until the swap, so it is valid while
+        // the guard is pinned.
+        let released = unsafe { old.deref() }.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(released);
         // SAFETY: the old directory is unreachable now; the box is only
         // freed by the deferred release, after every guard pinned now has
         // unpinned.
@@ -220,7 +303,8 @@ impl Process {
 
     /// `fcntl(fd, F_GETLK, lock)`: see [`lock_calls::getlk`].
     pub fn fcntl_getlk(&self, fd: Fd, lock: &mut Flock) -> VfsResult<()> {
-        lock_calls::getlk(self.vfs.locks(), &*self.file(fd)?, self.pid, RecordOwner::Posix, lock)
+        let file = self.file(fd)?;
+        lock_calls::getlk(file.mount().locks(), &file, self.pid, RecordOwner::Posix, lock)
     }
 
     /// `fcntl(fd, F_SETLK, lock)`: takes, changes or releases this
@@ -240,7 +324,8 @@ impl Process {
     /// `fcntl(fd, F_OFD_GETLK, lock)`: as [`fcntl_getlk`](Self::fcntl_getlk)
     /// for the open file description as owner; `l_pid` must be 0.
     pub fn ofd_getlk(&self, fd: Fd, lock: &mut Flock) -> VfsResult<()> {
-        lock_calls::getlk(self.vfs.locks(), &*self.file(fd)?, self.pid, RecordOwner::Ofd, lock)
+        let file = self.file(fd)?;
+        lock_calls::getlk(file.mount().locks(), &file, self.pid, RecordOwner::Ofd, lock)
     }
 
     /// `fcntl(fd, F_OFD_SETLK, lock)`: a record lock owned by the open file
@@ -257,7 +342,7 @@ impl Process {
 
     fn setlk(&self, fd: Fd, owner: RecordOwner, lock: &Flock, wait: Option<&Interrupt<'_>>) -> VfsResult<()> {
         let file = self.file(fd)?;
-        lock_calls::setlk(self.vfs.locks(), &file, (self.pid, owner), lock, wait, AccessModeCheck::Check)
+        lock_calls::setlk(file.mount().locks(), &file, (self.pid, owner), lock, wait, AccessModeCheck::Check)
     }
 
     /// `flock(fd, op)`: `LOCK_SH`, `LOCK_EX` or `LOCK_UN`, with `LOCK_NB`
@@ -268,7 +353,8 @@ impl Process {
 
     /// `flock(fd, op)` whose wait ends with EINTR when `intr` fires.
     pub fn flock_interruptible(&self, fd: Fd, op: i32, intr: &Interrupt<'_>) -> VfsResult<()> {
-        lock_calls::flock(self.vfs.locks(), &*self.file(fd)?, self.pid, op, intr)
+        let file = self.file(fd)?;
+        lock_calls::flock(file.mount().locks(), &file, self.pid, op, intr)
     }
 
     /// `fcntl(fd, F_SETLEASE, arg)`: see [`lock_calls::setlease`].
@@ -279,7 +365,8 @@ impl Process {
     /// [`setlease`](Self::setlease) with a notifier called when an `open`
     /// starts breaking the lease (replacing any earlier notifier).
     pub fn setlease_notify(&self, fd: Fd, arg: i32, notify: Option<LeaseNotifier>) -> VfsResult<()> {
-        lock_calls::setlease(self.vfs.locks(), &self.cred, &*self.file(fd)?, self.pid, arg, notify)
+        let file = self.file(fd)?;
+        lock_calls::setlease(file.mount().locks(), &self.cred, &file, self.pid, arg, notify)
     }
 
     /// `fcntl(fd, F_GETLEASE)`: see [`lock_calls::getlease`].

@@ -9,12 +9,13 @@
 //! slot), except for `openat`, whose open may wait for a lease to break
 //! and so holds its own count.
 
-use super::{Fd, Process, AT_FDCWD};
+use super::{Fd, FsState, Process, AT_FDCWD};
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
 use crate::file::OpenFile;
 use crate::inode::Inode;
-use crate::syscalls::Context;
+use crate::mount::MountFlags;
+use crate::syscalls::{Context, UmountFlags};
 use crate::types::{AtFlags, DirEntry, OpenFlags, OpenHow, RenameFlags, ResolveFlags, SetTime, Stat};
 use std::sync::Arc;
 
@@ -25,7 +26,7 @@ impl Process {
         if dirfd == AT_FDCWD || path.first() == Some(&b'/') {
             return self.at_cwd(call);
         }
-        self.fds.with(dirfd, |file| self.in_dir(file.inode(), call))?
+        self.fds.with(dirfd, |file| self.in_dir(file, call))?
     }
 
     /// As [`at`](Self::at), holding a count of the `dirfd`'s file rather
@@ -42,23 +43,16 @@ impl Process {
         if dirfd == AT_FDCWD || (path.first() == Some(&b'/') && !scoped) {
             return self.at_cwd(call);
         }
-        self.in_dir(self.file(dirfd)?.inode(), call)
+        self.in_dir(&**self.file(dirfd)?, call)
     }
 
-    /// Runs `call` with relative paths starting at `start`.
-    fn in_dir<R>(&self, start: &Arc<Inode>, call: impl FnOnce(&Context<'_>) -> VfsResult<R>) -> VfsResult<R> {
+    /// Runs `call` with relative paths starting at the open directory
+    /// `start`.
+    fn in_dir<R>(&self, start: &OpenFile, call: impl FnOnce(&Context<'_>) -> VfsResult<R>) -> VfsResult<R> {
         let guard = crossbeam_epoch::pin();
-        call(&Context::new(&self.vfs, &self.cred, start).with_root(self.dir(&self.root, &guard)))
-    }
-
-    /// Runs `call` on where `dirfd` and `path` start: the second `dirfd`
-    /// of `renameat2` and `linkat`.
-    fn start_of<R>(&self, dirfd: Fd, path: &[u8], call: impl FnOnce(&Arc<Inode>) -> VfsResult<R>) -> VfsResult<R> {
-        if dirfd == AT_FDCWD || path.first() == Some(&b'/') {
-            let guard = crossbeam_epoch::pin();
-            return call(self.dir(&self.cwd, &guard));
-        }
-        self.fds.with(dirfd, |file| call(file.inode()))?
+        let fs = self.fs(&guard);
+        let root = FsState::at(&fs.root);
+        call(&Context::from_places(fs.ns.as_deref(), &self.cred, root, root).starting_at(start))
     }
 
     /// The inode `path` names (following a final symlink if `follow`), as
@@ -187,7 +181,7 @@ impl Process {
         flags: RenameFlags,
     ) -> VfsResult<()> {
         let (old, new) = (old.as_ref(), new.as_ref());
-        self.at(old_dirfd, old, |c| self.start_of(new_dirfd, new, |to| c.renameat(old, to, new, flags)))
+        self.at(old_dirfd, old, |c| self.at(new_dirfd, new, |to| c.rename_to(old, to, new, flags)))
     }
 
     /// `rename(2)`.
@@ -211,7 +205,7 @@ impl Process {
         flags: AtFlags,
     ) -> VfsResult<()> {
         let (old, new) = (old.as_ref(), new.as_ref());
-        self.at(old_dirfd, old, |c| self.start_of(new_dirfd, new, |to| c.linkat(old, flags, to, new)))
+        self.at(old_dirfd, old, |c| self.at(new_dirfd, new, |to| c.link_to(old, flags, to, new)))
     }
 
     /// `link(2)`: a final symlink in `old` is not followed, as in Linux.
@@ -401,14 +395,16 @@ impl Process {
 
     /// `chdir(2)`.
     pub fn chdir(&self, path: impl AsRef<[u8]>) -> VfsResult<()> {
-        self.set_dir(&self.cwd, self.at_cwd(|c| c.search_dir(path))?);
+        let cwd = self.at_cwd(|c| c.search_dir(path))?;
+        self.set_fs(|ns, root, _| FsState::new(ns.cloned(), root, cwd));
         Ok(())
     }
 
     /// `fchdir(2)`: ENOTDIR unless `fd` is a directory, EACCES without
     /// search permission on it.
     pub fn fchdir(&self, fd: Fd) -> VfsResult<()> {
-        self.set_dir(&self.cwd, self.at(fd, b"", |c| c.search_dir("."))?);
+        let cwd = self.at(fd, b"", |c| c.search_dir("."))?;
+        self.set_fs(|ns, root, _| FsState::new(ns.cloned(), root, cwd));
         Ok(())
     }
 
@@ -437,7 +433,7 @@ impl Process {
         if !self.cred.capable(crate::cred::Capabilities::SYS_CHROOT) {
             return Err(Errno::EPERM);
         }
-        self.set_dir(&self.root, dir);
+        self.set_fs(|ns, _, cwd| FsState::new(ns.cloned(), dir, cwd));
         Ok(())
     }
 
@@ -453,6 +449,68 @@ impl Process {
             }
         };
         self.close(fd)?;
+        result
+    }
+}
+
+/// The mount calls (see [`crate::syscalls`]'s `mounts`): in the process's
+/// namespace, from its root and working directory.
+impl Process {
+    /// `mount(2)` of the instance `fs` on `target`; see [`Context::mount`].
+    pub fn mount(&self, fs: &crate::Vfs, source: &str, target: impl AsRef<[u8]>, flags: MountFlags) -> VfsResult<()> {
+        self.at_cwd(|c| c.mount(fs, source, target, flags))
+    }
+
+    /// `mount --bind` (`recursive`: `--rbind`); see [`Context::bind`].
+    pub fn bind_mount(&self, source: impl AsRef<[u8]>, target: impl AsRef<[u8]>, recursive: bool) -> VfsResult<()> {
+        self.at_cwd(|c| c.bind(source, target, recursive))
+    }
+
+    /// `mount -o remount,bind` with `flags`; see [`Context::remount`].
+    pub fn remount(&self, target: impl AsRef<[u8]>, flags: MountFlags) -> VfsResult<()> {
+        self.at_cwd(|c| c.remount(target, flags))
+    }
+
+    /// `umount2(2)`; see [`Context::umount`].
+    pub fn umount2(&self, target: impl AsRef<[u8]>, flags: UmountFlags) -> VfsResult<()> {
+        self.at_cwd(|c| c.umount(target, flags))
+    }
+
+    /// `statfs(2)`: the filesystem `path` is on, with its mount's flags.
+    pub fn statfs(&self, path: impl AsRef<[u8]>) -> VfsResult<crate::FsStats> {
+        self.at_cwd(|c| c.statfs(path))
+    }
+
+    /// The mount namespace the process is in; `None` for a process of one
+    /// instance alone ([`Vfs::process`](crate::Vfs::process)).
+    pub fn mount_namespace(&self) -> Option<Arc<crate::MountNamespace>> {
+        self.fs(&crossbeam_epoch::pin()).ns.clone()
+    }
+
+    /// This process's `/proc/self/mountinfo`.
+    pub fn mountinfo(&self) -> VfsResult<String> {
+        self.at_cwd(|c| c.mountinfo())
+    }
+
+    /// `unshare(CLONE_NEWNS)`: the process moves to a copy of its mount
+    /// namespace, its root and working directory to the copies of their
+    /// mounts; later mounts in either namespace stay out of the other
+    /// (private propagation: shared, slave and unbindable mounts are not
+    /// modelled). Needs CAP_SYS_ADMIN (else EPERM); EINVAL for a process
+    /// in no namespace.
+    pub fn unshare_mount_namespace(&self) -> VfsResult<()> {
+        if !self.cred.capable(crate::cred::Capabilities::SYS_ADMIN) {
+            return Err(Errno::EPERM);
+        }
+        let mut result = Err(Errno::EINVAL);
+        self.set_fs(|ns, mut root, mut cwd| match ns {
+            Some(ns) => {
+                let copy = Arc::new(ns.copy(&mut [&mut root, &mut cwd]));
+                result = Ok(());
+                FsState::new(Some(copy), root, cwd)
+            }
+            None => FsState::new(None, root, cwd),
+        });
         result
     }
 }

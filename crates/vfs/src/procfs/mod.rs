@@ -138,8 +138,10 @@ impl fmt::Debug for Shared {
 }
 
 impl Shared {
-    fn new_inode(&self, file_type: FileType, perm: u32, uid: u32, entry: Entry) -> Arc<Inode> {
+    fn new_inode(&self, file_type: FileType, perm: u32, uid: u32, entry: Entry, dir: &Arc<Inode>) -> Arc<Inode> {
         let mut spec = NewInode::of(file_type, perm);
+        // A directory knows its parent, for `..`.
+        spec.parent = (file_type == FileType::Directory).then(|| Arc::clone(dir));
         spec.uid = uid;
         spec.gid = uid;
         spec.private = Some(Arc::new(entry));
@@ -173,7 +175,7 @@ impl GeneratedTree for Shared {
                 let task = self.tasks.read().get(&pid).cloned();
                 Ok(task.map(|task| {
                     let uid = task.with_info(|t| t.uid);
-                    self.new_inode(FileType::Directory, 0o555, uid, Entry::PidDir(task))
+                    self.new_inode(FileType::Directory, 0o555, uid, Entry::PidDir(task), dir)
                 }))
             }
             Some(Entry::PidDir(task)) => {
@@ -182,11 +184,15 @@ impl GeneratedTree for Shared {
                 }
                 Ok(TaskFile::from_name(name).map(|kind| {
                     let uid = task.with_info(|t| t.uid);
-                    self.new_inode(FileType::Regular, 0o444, uid, Entry::File(Arc::clone(task), kind))
+                    self.new_inode(FileType::Regular, 0o444, uid, Entry::File(Arc::clone(task), kind), dir)
                 }))
             }
             Some(Entry::File(..)) => Err(Errno::ENOTDIR),
         }
+    }
+
+    fn fs_type(&self) -> &'static str {
+        "proc"
     }
 
     fn caches_negatives(&self) -> bool {

@@ -10,7 +10,8 @@
 //! description rather than a path, are in [`locks`].
 //!
 //! May import the base modules, the node types, `dirlock`, `file`,
-//! `locks`, `namei`, `namespace`, `notify_change`, `vfs` and `xattr`;
+//! `locks`, `mount`, `namei`, `namespace`, `notify_change`, `superblock`,
+//! `vfs` and `xattr`;
 //! only `process` and the crate root import it.
 //!
 //! ```
@@ -35,18 +36,21 @@ use crate::cred::{Access, Credentials};
 use crate::errno::{Errno, VfsResult};
 use crate::file::OpenFile;
 use crate::inode::Inode;
-use crate::namei::{Intent, Scope, Walked};
-use crate::namespace::Ctx;
-use crate::types::{AtFlags, OpenFlags, OpenHow, RenameFlags, ResolveFlags, SetAttr, SetTime, Stat};
+use crate::mount::{Location, MountFlags, MountNamespace};
+use crate::namei::{At, Intent, Scope, Walked};
+use crate::namespace::{Ctx, Dir};
+use crate::types::{AtFlags, FileType, OpenFlags, OpenHow, RenameFlags, ResolveFlags, SetAttr, SetTime, Stat};
 use crate::Vfs;
 use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
+
+mod mounts;
+pub use mounts::UmountFlags;
 
 /// Who makes a system call, and the directory its relative paths start
 /// from. Borrowed, so making one writes nothing.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
-    vfs: &'a Vfs,
     names: Ctx<'a>,
 }
 
@@ -66,14 +70,49 @@ impl<'a> Context<'a> {
     /// Linux; an empty one names `start` itself where the call was given
     /// [`AtFlags::EMPTY_PATH`].
     pub fn new(vfs: &'a Vfs, cred: &'a Credentials, start: &'a Arc<Inode>) -> Context<'a> {
-        let names = Ctx { sb: &vfs.sb, cred, root: &vfs.sb.root, cwd: start, scope: Scope::default() };
-        Context { vfs, names }
+        let mount = vfs.own_mount();
+        let names = Ctx {
+            ns: None,
+            cred,
+            root: At { mount, inode: &vfs.sb.root },
+            cwd: At { mount, inode: start },
+            scope: Scope::default(),
+        };
+        Context { names }
     }
 
-    /// This context with `root` as the root: where absolute paths start
-    /// and above which `..` does not climb (a process's `chroot`).
-    pub fn with_root(self, root: &'a Arc<Inode>) -> Context<'a> {
-        Context { names: Ctx { root, ..self.names }, ..self }
+    /// Calls in the mount namespace `ns` (none: inside `cwd`'s instance
+    /// alone), whose absolute paths start at `root` — where `..` stops
+    /// (a process's `chroot`) — and whose relative paths start at `cwd`.
+    pub fn in_namespace(
+        ns: Option<&'a MountNamespace>,
+        cred: &'a Credentials,
+        root: &'a Location,
+        cwd: &'a Location,
+    ) -> Context<'a> {
+        let at = |l: &'a Location| At { mount: &l.mount, inode: &l.inode };
+        Context { names: Ctx { ns, cred, root: at(root), cwd: at(cwd), scope: Scope::default() } }
+    }
+
+    /// A context from places a walk can start at (a process's state).
+    pub(crate) fn from_places(
+        ns: Option<&'a MountNamespace>,
+        cred: &'a Credentials,
+        root: At<'a>,
+        cwd: At<'a>,
+    ) -> Context<'a> {
+        Context { names: Ctx { ns, cred, root, cwd, scope: Scope::default() } }
+    }
+
+    /// This context with its relative paths starting at the open file
+    /// `dir` (a `dirfd`), in the mount it was opened through.
+    pub fn starting_at(self, dir: &'a OpenFile) -> Context<'a> {
+        Context { names: Ctx { cwd: At { mount: dir.mount(), inode: dir.inode() }, ..self.names } }
+    }
+
+    /// This context with its relative paths starting at `cwd` instead.
+    pub fn with_cwd(self, cwd: &'a Location) -> Context<'a> {
+        Context { names: Ctx { cwd: At { mount: &cwd.mount, inode: &cwd.inode }, ..self.names } }
     }
 
     /// The credentials every call is checked against.
@@ -97,11 +136,18 @@ impl<'a> Context<'a> {
 
     /// The directory `path` names, if the caller may search it: the check
     /// of `chdir(2)` and `chroot(2)`.
-    pub fn search_dir(&self, path: impl AsRef<[u8]>) -> VfsResult<Arc<Inode>> {
-        let inode = self.names.lookup(path.as_ref(), Intent::Follow)?;
+    pub fn search_dir(&self, path: impl AsRef<[u8]>) -> VfsResult<Location> {
+        let Dir { mount, inode } = self.names.locate(path.as_ref(), Intent::Follow)?;
         inode.dir()?;
         inode.permission(self.names.cred, Access::EXEC)?;
-        Ok(inode.into_arc())
+        Ok(Location { mount, inode: inode.into_arc() })
+    }
+
+    /// The place `path` names: its mount and inode (following a final
+    /// symlink if `follow`).
+    pub fn locate(&self, path: impl AsRef<[u8]>, follow: bool) -> VfsResult<Location> {
+        let Dir { mount, inode } = self.names.locate(path.as_ref(), intent(follow))?;
+        Ok(Location { mount, inode: inode.into_arc() })
     }
 
     /// `fstatat(2)`: `flags` may hold `AT_SYMLINK_NOFOLLOW` (`lstat`) and
@@ -118,7 +164,7 @@ impl<'a> Context<'a> {
         let allowed = AtFlags::EACCESS | AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH;
         let (names, intent) = self.names_with(flags, allowed)?;
         names.walk(path.as_ref(), intent, |walked| match walked {
-            Walked::Found(inode) => inode.permission(self.names.cred, mask),
+            Walked::Found(at) => access_at(at, self.names.cred, mask),
             Walked::Parent { .. } => unreachable!("not a parent walk"),
         })
     }
@@ -167,6 +213,7 @@ impl<'a> Context<'a> {
             no_symlinks: resolve.contains(ResolveFlags::NO_SYMLINKS),
             cached: resolve.contains(ResolveFlags::CACHED),
             empty_path: false,
+            no_xdev: resolve.contains(ResolveFlags::NO_XDEV),
         };
         let root = if beneath || resolve.contains(ResolveFlags::IN_ROOT) { self.names.cwd } else { self.names.root };
         let names = Ctx { root, scope, ..self.names };
@@ -220,8 +267,20 @@ impl<'a> Context<'a> {
         new: impl AsRef<[u8]>,
         flags: RenameFlags,
     ) -> VfsResult<()> {
-        let to = Ctx { cwd: new_start, ..self.names };
+        let to = Ctx { cwd: At { inode: new_start, ..self.names.cwd }, ..self.names };
         self.names.rename(old.as_ref(), &to, new.as_ref(), flags)
+    }
+
+    /// `renameat2(2)` with `new` relative to `to`'s start (a second
+    /// `dirfd`, which may be in another mount: then EXDEV).
+    pub fn rename_to(
+        &self,
+        old: impl AsRef<[u8]>,
+        to: &Context<'_>,
+        new: impl AsRef<[u8]>,
+        flags: RenameFlags,
+    ) -> VfsResult<()> {
+        self.names.rename(old.as_ref(), &to.names, new.as_ref(), flags)
     }
 
     /// `link(2)`: `new` becomes another name of `old` (a final symlink in
@@ -243,6 +302,20 @@ impl<'a> Context<'a> {
         new_start: &Arc<Inode>,
         new: impl AsRef<[u8]>,
     ) -> VfsResult<()> {
+        let to = Context { names: Ctx { cwd: At { inode: new_start, ..self.names.cwd }, ..self.names } };
+        self.link_to(old, flags, &to, new)
+    }
+
+    /// `linkat(2)` with `new` relative to `to`'s start (a second `dirfd`,
+    /// which may be in another mount: then EXDEV); `flags` as
+    /// [`linkat`](Self::linkat)'s.
+    pub fn link_to(
+        &self,
+        old: impl AsRef<[u8]>,
+        flags: AtFlags,
+        to: &Context<'_>,
+        new: impl AsRef<[u8]>,
+    ) -> VfsResult<()> {
         let allowed = AtFlags::SYMLINK_FOLLOW | AtFlags::EMPTY_PATH;
         let read_search = self.names.cred.capable(crate::cred::Capabilities::DAC_READ_SEARCH);
         if flags.only(allowed)?.contains(AtFlags::EMPTY_PATH) && !read_search {
@@ -250,8 +323,7 @@ impl<'a> Context<'a> {
         }
         let follow = flags.contains(AtFlags::SYMLINK_FOLLOW);
         let (names, _) = self.names_with(AtFlags(flags.0 & AtFlags::EMPTY_PATH.0), allowed)?;
-        let to = Ctx { cwd: new_start, ..self.names };
-        names.link(old.as_ref(), intent(follow), &to, new.as_ref())
+        names.link(old.as_ref(), intent(follow), &to.names, new.as_ref())
     }
 
     /// `symlink(2)`: creates `path` pointing at `target`.
@@ -288,8 +360,15 @@ impl<'a> Context<'a> {
 
     /// `truncate(2)`: needs write permission on the file.
     pub fn truncate(&self, path: impl AsRef<[u8]>, len: i64) -> VfsResult<()> {
-        let inode = self.names.lookup(path.as_ref(), Intent::Follow)?;
-        crate::notify_change::truncate(&inode, self.names.cred, len, self.vfs.config().max_file_size)
+        let Dir { mount, inode } = self.names.locate(path.as_ref(), Intent::Follow)?;
+        // `vfs_truncate`: the type, then the mount, then permission.
+        match inode.file_type() {
+            FileType::Directory => return Err(Errno::EISDIR),
+            FileType::Regular => {}
+            _ => return Err(Errno::EINVAL),
+        }
+        mount.want_write()?;
+        crate::notify_change::truncate(&inode, self.names.cred, len, mount.sb.config.max_file_size)
     }
 
     /// Changes the attributes `attr` names on `inode`, in the order and
@@ -297,7 +376,9 @@ impl<'a> Context<'a> {
     /// `chmod`, `utimensat`) — Linux's `notify_change`, for front ends that
     /// address files by inode (FUSE `setattr`).
     pub fn setattr(&self, inode: &Inode, attr: SetAttr) -> VfsResult<()> {
-        crate::notify_change::setattr(inode, self.names.cred, attr, self.vfs.config().max_file_size)
+        let start = self.names.cwd;
+        start.mount.want_write()?;
+        crate::notify_change::setattr(inode, self.names.cred, attr, start.sb().config.max_file_size)
     }
 
     /// `getxattrat(2)`: the value's length, with the value copied into
@@ -306,7 +387,7 @@ impl<'a> Context<'a> {
     /// [`crate::xattr`] for the rules.
     pub fn getxattr(&self, path: impl AsRef<[u8]>, flags: AtFlags, name: &[u8], buf: &mut [u8]) -> VfsResult<usize> {
         crate::xattr::check_name(name)?;
-        crate::xattr::get(&*self.xattr_target(path.as_ref(), flags)?, self.names.cred, name, buf)
+        crate::xattr::get(&self.xattr_target(path.as_ref(), flags)?.inode, self.names.cred, name, buf)
     }
 
     /// `setxattrat(2)`; `flags` as [`getxattr`](Self::getxattr)'s, and
@@ -321,31 +402,49 @@ impl<'a> Context<'a> {
         xattr_flags: i32,
     ) -> VfsResult<()> {
         crate::xattr::check_set_args(name, value, xattr_flags)?;
-        self.set_xattr(&*self.xattr_target(path.as_ref(), flags)?, name, Some(value), xattr_flags)
+        self.set_xattr(&self.xattr_target(path.as_ref(), flags)?, name, Some(value), xattr_flags)
     }
 
     /// `listxattrat(2)`: the names, each ending in a NUL, as
     /// [`getxattr`](Self::getxattr) fills `buf`.
     pub fn listxattr(&self, path: impl AsRef<[u8]>, flags: AtFlags, buf: &mut [u8]) -> VfsResult<usize> {
-        crate::xattr::list(&*self.xattr_target(path.as_ref(), flags)?, self.names.cred, buf)
+        crate::xattr::list(&self.xattr_target(path.as_ref(), flags)?.inode, self.names.cred, buf)
     }
 
     /// `removexattrat(2)`.
     pub fn removexattr(&self, path: impl AsRef<[u8]>, flags: AtFlags, name: &[u8]) -> VfsResult<()> {
         crate::xattr::check_name(name)?;
-        self.set_xattr(&*self.xattr_target(path.as_ref(), flags)?, name, None, 0)
+        self.set_xattr(&self.xattr_target(path.as_ref(), flags)?, name, None, 0)
     }
 
     /// The inode an xattr call names.
-    fn xattr_target(&self, path: &[u8], flags: AtFlags) -> VfsResult<CountedArc<Inode>> {
+    fn xattr_target(&self, path: &[u8], flags: AtFlags) -> VfsResult<Dir> {
         let (names, intent) = self.names_with(flags, AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)?;
-        names.lookup(path, intent)
+        names.locate(path, intent)
     }
 
     /// Sets (`value` given) or removes an attribute whose arguments were
-    /// checked, charging its space to the instance.
-    fn set_xattr(&self, inode: &Inode, name: &[u8], value: Option<&[u8]>, flags: i32) -> VfsResult<()> {
-        let charge = |delta| self.vfs.sb.charge_ispace(delta);
-        crate::xattr::set(inode, self.names.cred, name, value, flags, &charge)
+    /// checked, on a mount that takes changes, charging its space to the
+    /// instance.
+    fn set_xattr(&self, target: &Dir, name: &[u8], value: Option<&[u8]>, flags: i32) -> VfsResult<()> {
+        target.mount.want_write()?;
+        let charge = |delta| target.mount.sb.charge_ispace(delta);
+        crate::xattr::set(&target.inode, self.names.cred, name, value, flags, &charge)
     }
+}
+
+/// `faccessat`'s checks in Linux's order: a program on a `noexec` mount,
+/// permission, then writing through a read-only mount (not for special
+/// files, which the mount does not hold).
+fn access_at(at: At<'_>, cred: &Credentials, mask: Access) -> VfsResult<()> {
+    let file_type = at.inode.file_type();
+    if mask.contains(Access::EXEC) && file_type == FileType::Regular && at.mount.flags().contains(MountFlags::NOEXEC) {
+        return Err(Errno::EACCES);
+    }
+    at.inode.permission(cred, mask)?;
+    if mask.contains(Access::WRITE) && matches!(file_type, FileType::Regular | FileType::Directory | FileType::Symlink)
+    {
+        at.mount.want_write()?;
+    }
+    Ok(())
 }

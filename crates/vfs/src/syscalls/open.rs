@@ -9,11 +9,12 @@ use crate::errno::{Errno, VfsResult};
 use crate::file::open_ref::OpenRef;
 use crate::file::OpenFile;
 use crate::inode::{Body, Inode};
-use crate::namei::{Intent, Walked, MAX_SYMLINKS};
-use crate::namespace::Ctx;
+use crate::mount::{MountFlags, MountRef};
+use crate::namei::{At, Intent, Walked, MAX_SYMLINKS};
+use crate::namespace::{keep_mount, Ctx, Dir};
 use crate::path::Last;
 use crate::types::{FileType, OpenFlags};
-use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
 
 /// `open(2)`: the walk, creation, and the checks of Linux `do_open`.
 pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<OpenFile> {
@@ -28,20 +29,23 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     }
     // Counted as an open from here on (Linux `do_dentry_open` counts
     // before the lease check); in rcu-walk that is the only write.
-    let count = |inode: &Arc<Inode>, created| {
-        OpenRef::new(inode, &ctx.sb.reclaim, flags.may_read(), flags.may_write(), created)
+    let count = |at: At<'_>, created| {
+        let mount = keep_mount(&at)?;
+        let inode = OpenRef::new(at.inode, &at.sb().reclaim, flags.may_read(), flags.may_write(), created);
+        Ok((inode, mount))
     };
-    let (inode, created) = if flags.creat() {
-        let (inode, created) = open_or_create(ctx, path, flags, perm)?;
-        (count(&inode, created), created)
+    let ((inode, mount), created) = if flags.creat() {
+        let (Dir { mount, inode }, created) = open_or_create(ctx, path, flags, perm)?;
+        (count(At { mount: &mount, inode: &inode }, created)?, created)
     } else {
         let intent = if flags.nofollow() { Intent::NoFollow } else { Intent::Follow };
         let found = ctx.walk(path, intent, |walked| match walked {
-            Walked::Found(inode) => Ok(count(inode, false)),
+            Walked::Found(at) => count(at, false),
             Walked::Parent { .. } => unreachable!("not a parent walk"),
         })?;
         (found, false)
     };
+    let sb = &mount.sb;
     let mut wanted = flags.permission_needed();
     if flags.trunc() {
         wanted |= Access::WRITE;
@@ -55,9 +59,10 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
         _ => {}
     }
     let special = matches!(&inode.body, Body::Special(..));
-    let max = ctx.sb.config.max_file_size;
+    let max = sb.config.max_file_size;
     if !created {
-        if let Some(generator) = &ctx.sb.generator {
+        check_mount(&mount, &inode, flags)?;
+        if let Some(generator) = &sb.generator {
             // Decided without the generator's lock where it can (the "after"
             // designs), as the walk's own permission checks are.
             generator.permission(&inode, ctx.cred, wanted, true).unwrap_or_else(|| {
@@ -66,6 +71,10 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
         } else {
             inode.permission_fast(ctx.cred, wanted)?;
         }
+        // `do_dentry_open`: writing through a read-only mount.
+        if flags.may_write() && !special {
+            mount.want_write()?;
+        }
         if let (true, Body::Regular(data)) = (flags.trunc(), &inode.body) {
             crate::file::truncate_data(&inode, data, 0, max, ctx.cred)?;
         }
@@ -73,21 +82,34 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     if special {
         open_special(inode.file_type(), flags)?;
     }
-    let generated = match (&inode.body, &ctx.sb.generator) {
+    let generated = match (&inode.body, &sb.generator) {
         (Body::Generated, Some(generator)) => Some(generator.open(&inode, flags, ctx.cred)?),
         _ => None,
     };
     let (generator, dir_locks) = if inode.is_dir() {
-        (ctx.sb.generator.clone(), ctx.sb.dir_locks.for_open_directory())
+        (sb.generator.clone(), sb.dir_locks.for_open_directory())
     } else {
         (None, crate::dirlock::DirLocks::PerDirectory)
     };
-    let file = OpenFile::new(inode, flags, max, generator, generated, dir_locks);
+    let file = OpenFile::new(inode, mount, flags, max, generator, generated, dir_locks);
     // Counted as open by now, so a racing F_SETLEASE sees this open.
     if !created {
         super::locks::break_lease(&file)?;
     }
     Ok(file)
+}
+
+/// The mount's say before the permission check (Linux `may_open`, and
+/// `do_open` for `O_TRUNC`): a device on a `nodev` mount is EACCES, a
+/// truncation on a read-only one EROFS.
+fn check_mount(mount: &MountRef, inode: &Inode, flags: OpenFlags) -> VfsResult<()> {
+    if inode.file_type().is_device() && mount.flags().contains(MountFlags::NODEV) {
+        return Err(Errno::EACCES);
+    }
+    if flags.trunc() && inode.file_type() == FileType::Regular {
+        mount.want_write()?;
+    }
+    Ok(())
 }
 
 /// Opening a special file, after the permission check: the library keeps
@@ -110,12 +132,13 @@ fn open_special(file_type: FileType, flags: OpenFlags) -> VfsResult<()> {
 /// `O_CREAT`: the existing file (following a final symlink unless
 /// `O_EXCL` or `O_NOFOLLOW`), or a new one; a dangling final symlink
 /// creates its target, as Linux does.
-fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<(Arc<Inode>, bool)> {
+fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<(Dir, bool)> {
     let mut path = path.to_vec();
-    let mut start = Arc::clone(ctx.cwd);
+    let mut start: Option<Dir> = None;
     let mut links_followed = 0;
     loop {
-        let here = Ctx { cwd: &start, ..*ctx };
+        let cwd = start.as_ref().map_or(ctx.cwd, |dir| At { mount: &dir.mount, inode: &dir.inode });
+        let here = Ctx { cwd, ..*ctx };
         let (dir, last, trailing_slash) = here.parent(&path)?;
         let name = match last {
             Last::Normal(name) => name,
@@ -127,14 +150,17 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
             return Err(Errno::EISDIR);
         }
         let existing = {
-            let locked = ctx.sb.dir_locks.read(dir.dir()?);
+            let locked = dir.mount.sb.dir_locks.read(dir.dir()?);
             locked.children.get(name).and_then(|d| d.inode.clone())
         };
         let Some(existing) = existing else {
             match here.create(&dir, name, FileType::Regular, perm, Box::default(), 0) {
                 // Lost a race with another creator: look again.
                 Err(Errno::EEXIST) if !flags.excl() => continue,
-                created => return created.map(|inode| (inode, true)),
+                created => {
+                    let inode = CountedArc::adopt(created?);
+                    return Ok((Dir { mount: dir.mount, inode }, true));
+                }
             }
         };
         if flags.excl() {
@@ -147,9 +173,9 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
                     return Err(Errno::ELOOP);
                 }
                 path = target.to_vec();
-                start = dir.into_arc();
+                start = Some(dir);
             }
-            _ => return Ok((existing, false)),
+            _ => return Ok((Dir { mount: dir.mount, inode: CountedArc::adopt(existing) }, false)),
         }
     }
 }
