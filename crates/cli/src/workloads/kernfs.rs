@@ -1,13 +1,16 @@
 //! `kernfs-files` and `kernfs-missing`: seed 000's sysfs_benchmark on a
-//! kernfs tree. Case A: every thread opens, reads 32 bytes from and closes
-//! one of max(1, T/2) distinct attribute files; case B: every thread opens
-//! one missing path. Op = one open (+ read + close).
+//! kernfs tree mounted on `/sys` of an in-memory root, so each walk
+//! crosses the mount point as the seed's does. Case A: every thread opens,
+//! reads 32 bytes from and closes one of max(1, T/2) distinct attribute
+//! files; case B: every thread opens one missing path. Op = one open
+//! (+ read + close).
 
+use super::seed_mount::SeedMount;
 use super::{Params, Subject, Workload};
 use std::hint::black_box;
 use std::sync::Mutex;
 use vfscale::kernfs::{Kernfs, KernfsConfig};
-use vfscale::{Credentials, Errno, OpenFlags};
+use vfscale::{Errno, OpenFlags, VfsConfig};
 use vfscale_sync::poison::unpoisoned;
 
 pub(super) const FILES: Workload = Workload {
@@ -48,9 +51,9 @@ fn build_missing(variant: &str, _params: &Params) -> Box<dyn Subject> {
 /// Devices in the tree; threads use the first max(1, T/2).
 const DEVICES: usize = 64;
 
-/// A `/sys/devices/system/cpu/cpuN/...`-shaped tree.
+/// A `/sys/devices/system/cpu/cpuN/...`-shaped tree, mounted on `/sys`.
 struct SysfsSubject {
-    sys: Kernfs,
+    mounted: SeedMount,
     missing: bool,
     distinct: Mutex<usize>,
 }
@@ -70,7 +73,9 @@ impl SysfsSubject {
                 sys.create_file(&cpu, attr, 0o444, move || Ok(value.clone()), None::<Store>).expect("build the tree");
             }
         }
-        SysfsSubject { sys, missing, distinct: Mutex::new(1) }
+        let root_config = VfsConfig { walk: sys.vfs().config().walk, ..VfsConfig::default() };
+        let mounted = SeedMount::new(sys.vfs(), "sys", "sysfs", root_config);
+        SysfsSubject { mounted, missing, distinct: Mutex::new(1) }
     }
 }
 
@@ -82,11 +87,11 @@ impl Subject for SysfsSubject {
     fn run_thread(&self, thread: usize, iterations: u64) {
         let distinct = *unpoisoned(self.distinct.lock());
         let path = if self.missing {
-            "/devices/system/cpu/cpu0/no_such_attribute".to_string()
+            "/sys/devices/system/cpu/cpu0/no_such_attribute".to_string()
         } else {
-            format!("/devices/system/cpu/cpu{}/online", thread % distinct)
+            format!("/sys/devices/system/cpu/cpu{}/online", thread % distinct)
         };
-        let process = self.sys.vfs().process(Credentials::root());
+        let process = self.mounted.process();
         let mut buf = [0u8; 32];
         for _ in 0..iterations {
             match process.open(&path, OpenFlags::RDONLY, 0) {

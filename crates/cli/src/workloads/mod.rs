@@ -14,6 +14,7 @@ mod prim_mprotect;
 mod prim_read;
 mod private;
 mod proc_ps;
+mod seed_mount;
 pub(crate) mod walk;
 
 pub use private::PRIVATE;
