@@ -176,4 +176,18 @@ impl Syscalls for HostSyscalls {
         // SAFETY: fcntl with integer arguments.
         check(unsafe { libc::fcntl(fd, libc::F_SETLEASE, arg) }).map(drop).map_err(|e| failed("F_SETLEASE", fd, e))
     }
+
+    fn unshare_mounts(&self) -> Result<(), String> {
+        // SAFETY: unshare acts on the calling thread's own namespaces.
+        check(unsafe { libc::unshare(libc::CLONE_NEWNS) }).map(drop).map_err(|e| failed("unshare", "CLONE_NEWNS", e))
+    }
+
+    fn mount_and_umount(&self, target: &CStr) -> Result<(), String> {
+        // SAFETY: every pointer is a C string or null, as mount(2) takes
+        // them; tmpfs needs no data.
+        let mounted = unsafe { libc::mount(c"none".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
+        check(mounted).map_err(|e| failed("mount", shown(target), e))?;
+        // SAFETY: `target` is a C string.
+        check(unsafe { libc::umount2(target.as_ptr(), 0) }).map(drop).map_err(|e| failed("umount2", shown(target), e))
+    }
 }

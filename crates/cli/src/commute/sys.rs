@@ -67,6 +67,12 @@ pub trait Syscalls: Send + Sync {
     fn record_lock(&self, fd: Fd, owner: Owner, l_type: i16, start: i64, len: i64) -> Result<(), String>;
     /// `fcntl(fd, F_SETLEASE, arg)`.
     fn setlease(&self, fd: Fd, arg: i32) -> Result<(), String>;
+    /// `unshare(CLONE_NEWNS)`: this process goes on in a copy of its
+    /// mount namespace.
+    fn unshare_mounts(&self) -> Result<(), String>;
+    /// Mounts a fresh in-memory file system on the directory `target` and
+    /// unmounts it again (`mount(2)`, `umount2(2)`).
+    fn mount_and_umount(&self, target: &CStr) -> Result<(), String>;
 }
 
 /// The one line a failed call reports.

@@ -7,11 +7,13 @@
 use super::vfs::kernfs::{Kernfs, KernfsConfig};
 use super::vfs::locks::Flock;
 use super::vfs::procfs::{ProcConfig, Procfs, TaskInfo};
-use super::vfs::{Credentials, Errno, OpenFlags, Process, SetTime, Timespec, Vfs, VfsResult, Whence};
+use super::vfs::{
+    Credentials, Errno, MountFlags, OpenFlags, Process, SetTime, Timespec, UmountFlags, Vfs, VfsResult, Whence,
+};
 use crate::commute::sys::{failed, shown, Fd, Owner, Syscalls};
-use crate::commute::world::{pids, Fs, Keep, World, CPU_ATTRIBUTES};
+use crate::commute::world::{pids, Fs, Keep, World, CPU_ATTRIBUTES, MOUNT_DIRS};
 use std::ffi::{CStr, CString};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// The release barrier of this build's VFS (`release_barrier`).
@@ -23,6 +25,7 @@ pub fn release_barrier() {
 pub fn world(fs: Fs) -> Result<World, String> {
     let (vfs, keep): (Vfs, Option<Keep>) = match fs {
         Fs::Tmpfs => (Vfs::default(), None),
+        Fs::Mounts => return mounts_world().map_err(|e| format!("building the mount tree: {e}")),
         Fs::Sysfs => {
             let sys = kernfs_tree().map_err(|e| format!("building the kernfs tree: {e}"))?;
             (sys.vfs().clone(), Some(Arc::new(sys)))
@@ -39,6 +42,26 @@ pub fn world(fs: Fs) -> Result<World, String> {
     };
     Ok(World::new(move || {
         Arc::new(VfsSyscalls::new(vfs.process(Credentials::root()), keep.clone())) as Arc<dyn Syscalls>
+    }))
+}
+
+/// An in-memory root with [`MOUNT_DIRS`]: a second in-memory file system
+/// mounted on `m`, its directory `m/d` bound on `b`, and an empty `x`.
+fn mounts_world() -> VfsResult<World> {
+    let root = Vfs::default();
+    let ns = root.new_namespace();
+    let admin = root.process_in(&ns, Credentials::root());
+    for dir in MOUNT_DIRS {
+        admin.mkdir(dir, 0o755)?;
+    }
+    let mounted = Vfs::default();
+    admin.mount(&mounted, "none", "/m", MountFlags::NONE)?;
+    admin.mkdir("/m/d", 0o755)?;
+    admin.bind_mount("/m/d", "/b", false)?;
+    let keep: Keep = Arc::new(mounted);
+    Ok(World::new(move || {
+        Arc::new(VfsSyscalls::new(root.process_in(&ns, Credentials::root()), Some(Arc::clone(&keep))))
+            as Arc<dyn Syscalls>
     }))
 }
 
@@ -66,11 +89,14 @@ fn kernfs_tree() -> VfsResult<Kernfs> {
 struct VfsSyscalls {
     process: Process,
     _keep: Option<Keep>,
+    /// The file system [`Syscalls::mount_and_umount`] mounts, made at its
+    /// first call.
+    spare: OnceLock<Vfs>,
 }
 
 impl VfsSyscalls {
     fn new(process: Process, keep: Option<Keep>) -> VfsSyscalls {
-        VfsSyscalls { process, _keep: keep }
+        VfsSyscalls { process, _keep: keep, spare: OnceLock::new() }
     }
 }
 
@@ -164,5 +190,17 @@ impl Syscalls for VfsSyscalls {
 
     fn setlease(&self, fd: Fd, arg: i32) -> Result<(), String> {
         self.process.setlease(fd, arg).map_err(|e| failed("F_SETLEASE", fd, e))
+    }
+
+    fn unshare_mounts(&self) -> Result<(), String> {
+        self.process.unshare_mount_namespace().map_err(|e| failed("unshare", "CLONE_NEWNS", e))
+    }
+
+    fn mount_and_umount(&self, target: &CStr) -> Result<(), String> {
+        let spare = self.spare.get_or_init(Vfs::default);
+        self.process
+            .mount(spare, "none", target.to_bytes(), MountFlags::NONE)
+            .map_err(|e| failed("mount", shown(target), e))?;
+        self.process.umount2(target.to_bytes(), UmountFlags::NONE).map_err(|e| failed("umount2", shown(target), e))
     }
 }

@@ -18,7 +18,15 @@ pub enum Fs {
     Sysfs,
     /// A task table: vfscale's procfs, the host's /proc.
     Proc,
+    /// An in-memory root with mounts on it ([`MOUNT_DIRS`]); vfscale only,
+    /// as the host's side would change the machine's mount table.
+    Mounts,
 }
+
+/// The directories of [`Fs::Mounts`]'s root: `m`, where a second
+/// in-memory file system is mounted; `b`, where its directory `m/d` is
+/// bound; `x`, empty, for mounts of the pairs' own.
+pub const MOUNT_DIRS: [&str; 3] = ["/m", "/b", "/x"];
 
 /// The sysfs attributes the pairs read, relative to the root: present on
 /// every Linux host with two CPUs, and built into vfscale's kernfs tree.
@@ -71,6 +79,7 @@ impl World {
             }
             Fs::Sysfs => (PathBuf::from("/sys"), require_sysfs().map(|()| None)?),
             Fs::Proc => (PathBuf::from("/proc"), require_procfs().map(|()| None)?),
+            Fs::Mounts => return Err("vfscale only: on the host it would mount in the machine's namespace".into()),
         };
         Ok(World::new(move || Arc::new(HostSyscalls::new(root.clone(), keep.clone())) as Arc<dyn Syscalls>))
     }

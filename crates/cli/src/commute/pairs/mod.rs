@@ -1,6 +1,6 @@
 //! The pair table: operations that commute under POSIX, by COMMUTER's
 //! classes (files, names, locks, pairs of two different calls, pseudo
-//! file systems), each with one
+//! file systems, paths across mounts), each with one
 //! sentence on why, and the builder of its state.
 //!
 //! A builder makes the state in a fresh [`World`] (vfscale's or the
@@ -12,6 +12,7 @@
 mod files;
 mod locks;
 mod mixed;
+mod mounts;
 mod names;
 mod pseudo;
 
@@ -84,7 +85,10 @@ const fn tmpfs(
 
 /// Every pair, by class.
 pub fn all() -> Vec<&'static Pair> {
-    [files::PAIRS, names::PAIRS, locks::PAIRS, mixed::PAIRS, pseudo::PAIRS].into_iter().flatten().collect()
+    [files::PAIRS, names::PAIRS, locks::PAIRS, mixed::PAIRS, pseudo::PAIRS, mounts::PAIRS]
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// Instance paths: `rel` with `{i}` replaced by each instance number.
@@ -173,7 +177,7 @@ mod tests {
         ] {
             assert!(pairs.iter().any(|p| p.ops.iter().any(|op| op.contains(class))), "no pair covers {class}");
         }
-        for fs in [Fs::Tmpfs, Fs::Sysfs, Fs::Proc] {
+        for fs in [Fs::Tmpfs, Fs::Sysfs, Fs::Proc, Fs::Mounts] {
             assert!(pairs.iter().any(|p| p.fs == fs), "no pair on {fs:?}");
         }
         assert!(pairs.iter().all(|p| p.commutes_because.ends_with('.') && !p.name.contains(' ')));
