@@ -434,20 +434,60 @@ fn with_len(entry: squeue::Entry128, len: u32) -> squeue::Entry128 {
     unsafe { std::mem::transmute(bytes) }
 }
 
-/// Runs this thread on `cpu` only, if it may.
+/// Runs this thread on `cpu` only, if it may. The mask is sized for
+/// `cpu`, so any CPU number the kernel knows works (libc's fixed
+/// `cpu_set_t` holds 1024); a CPU the thread may not use leaves its
+/// affinity as it was.
 fn pin_to_cpu(cpu: usize) {
-    // SAFETY: `set` is a zeroed cpu_set_t that CPU_SET fills within its
-    // bounds (it ignores CPUs past them); sched_setaffinity only reads it.
+    let mask = cpu_mask(cpu);
+    // SAFETY: `mask` is an initialised buffer of `size_of_val(&mask)`
+    // bytes that sched_setaffinity only reads; its layout (an array of
+    // unsigned longs, bit n of word n / 64 for CPU n) is the kernel's.
     unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        libc::sched_setaffinity(0, std::mem::size_of_val(mask.as_slice()), mask.as_ptr().cast::<libc::cpu_set_t>());
     }
+}
+
+/// The kernel's CPU mask with only `cpu` set, in as many words as it
+/// needs.
+fn cpu_mask(cpu: usize) -> Vec<libc::c_ulong> {
+    let bits = libc::c_ulong::BITS as usize;
+    let mut mask = vec![0; cpu / bits + 1];
+    mask[cpu / bits] = 1 << (cpu % bits);
+    mask
 }
 
 /// A queue's [`Queue::answer`] without a ring or a kernel, for the tests
 /// that feed it slots of their own making (`fuzz_tests`): `answer` reads
 /// and writes only the slot, the server and the drain, never the device.
+#[cfg(test)]
+mod affinity_tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_past_libcs_set_gets_a_mask_of_its_own_size() {
+        assert_eq!(cpu_mask(0), vec![1]);
+        assert_eq!(cpu_mask(65), vec![0, 2]);
+        let far = cpu_mask(4100);
+        assert_eq!(far.len(), 4100 / 64 + 1);
+        assert_eq!(far.iter().map(|w| w.count_ones()).sum::<u32>(), 1);
+        assert_eq!(far[4100 / 64], 1 << (4100 % 64));
+    }
+
+    #[test]
+    fn pinning_to_a_cpu_the_machine_lacks_leaves_the_thread_as_it_was() {
+        std::thread::spawn(|| {
+            let before = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+            let allowed = |status: &str| status.lines().find(|l| l.starts_with("Cpus_allowed_list")).map(str::to_owned);
+            pin_to_cpu(5000);
+            let after = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+            assert_eq!(allowed(&before), allowed(&after));
+        })
+        .join()
+        .unwrap();
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod detached {
     use super::*;
