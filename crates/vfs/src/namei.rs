@@ -354,8 +354,16 @@ struct RcuWalker<'g> {
 impl<'g> RcuWalker<'g> {
     /// `at`, or the root of the mount stacked highest on it.
     #[inline]
-    fn cross(&mut self, mut at: At<'g>) -> Result<At<'g>, Stop> {
-        let Some(table) = self.table else { return Ok(at) };
+    fn cross(&mut self, at: At<'g>) -> Result<At<'g>, Stop> {
+        match self.table {
+            Some(table) if at.inode.has_mounts() => self.cross_mounted(table, at),
+            _ => Ok(at),
+        }
+    }
+
+    /// [`RcuWalker::cross`] at an inode a mount may sit on.
+    #[inline(never)]
+    fn cross_mounted(&mut self, table: &'g MountTable, mut at: At<'g>) -> Result<At<'g>, Stop> {
         while at.inode.has_mounts() {
             let Some(child) = table.child(at.mount, at.inode) else { break };
             if self.no_xdev {
@@ -419,6 +427,7 @@ impl<'g> Walker for RcuWalker<'g> {
         Ok(pos.sb().may_search(pos.inode, self.cred, true).ok_or(Stop::Fallback)??)
     }
 
+    #[inline]
     fn child(&mut self, pos: &At<'g>, name: &[u8]) -> Result<Option<At<'g>>, Stop> {
         let sb = pos.sb();
         let dentry: &'g Dentry = sb.dcache.lookup(pos.inode.ino(), name, self.guard).ok_or(Stop::Fallback)?;
