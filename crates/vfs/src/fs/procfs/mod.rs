@@ -13,7 +13,7 @@
 //! seed's "before") it refuses there, so every walk through a `<pid>`
 //! directory restarts in ref-walk and takes references on the way.
 //!
-//! May import the base modules, the node types, `generated` and `vfs`.
+//! May import the base modules, the node types, `fs` and `vfs`.
 //!
 //! ```
 //! use vfscale::procfs::{ProcConfig, Procfs, TaskInfo};
@@ -36,10 +36,9 @@ mod files;
 
 pub use files::TaskInfo;
 
-use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
-use crate::generated::{GeneratedFile, GeneratedTree, Revalidate};
-use crate::inode::{Inode, InodeRegistry, NewInode};
+use crate::fs::{FileOps, Filesystem, Instance, Revalidate};
+use crate::inode::{Inode, NewInode};
 use crate::types::{DirEntry, FileType, OpenFlags};
 use crate::{Credentials, Vfs, VfsConfig};
 use crossbeam_epoch::Owned;
@@ -128,7 +127,7 @@ impl Entry {
 struct Shared {
     config: ProcConfig,
     tasks: RwSem<BTreeMap<u32, Arc<Task>>>,
-    registry: Arc<InodeRegistry>,
+    instance: Instance,
 }
 
 impl fmt::Debug for Shared {
@@ -145,27 +144,35 @@ impl Shared {
         spec.uid = uid;
         spec.gid = uid;
         spec.private = Some(Arc::new(entry));
-        Inode::new(&self.registry, spec)
+        self.instance.new_inode(spec)
     }
 }
 
-impl GeneratedTree for Shared {
-    fn revalidate(&self, _dir: &Inode, _name: &[u8], inode: &Inode, rcu: bool) -> Revalidate {
-        if rcu && !self.config.rcu_revalidate {
+impl Shared {
+    /// `pid_revalidate`: whether the task behind `inode` is alive.
+    fn alive(inode: &Inode) -> bool {
+        inode.private::<Entry>().is_some_and(|entry| entry.task().alive.load(Ordering::Acquire))
+    }
+}
+
+/// Revalidation is one load of the task's `alive` flag, in either walk
+/// mode when [`ProcConfig::rcu_revalidate`] allows rcu-walk; negative
+/// dentries are never kept (a pid may appear at any time) and permission
+/// is the generic check.
+impl Filesystem for Shared {
+    fn revalidate_rcu(&self, _dir: &Inode, _name: &[u8], inode: &Inode) -> Revalidate {
+        if !self.config.rcu_revalidate {
             return Revalidate::NeedRefWalk;
         }
-        match inode.private::<Entry>() {
-            Some(entry) if entry.task().alive.load(Ordering::Acquire) => Revalidate::Valid,
-            _ => Revalidate::Invalid,
-        }
+        Revalidate::decided(Self::alive(inode))
     }
 
-    fn revalidate_negative(&self, _dir: &Inode, _neg_rev: u64, _rcu: bool) -> Revalidate {
+    fn revalidate(&self, _dir: &Inode, _name: &[u8], inode: &Inode) -> bool {
+        Self::alive(inode)
+    }
+
+    fn revalidate_negative_rcu(&self, _dir: &Inode, _neg_rev: u64) -> Revalidate {
         Revalidate::Invalid
-    }
-
-    fn permission(&self, inode: &Inode, cred: &Credentials, mask: Access, _rcu: bool) -> Option<VfsResult<()>> {
-        Some(if mask == Access::EXEC { inode.may_search(cred) } else { inode.permission(cred, mask) })
     }
 
     fn lookup(&self, dir: &Arc<Inode>, name: &[u8]) -> VfsResult<Option<Arc<Inode>>> {
@@ -217,7 +224,7 @@ impl GeneratedTree for Shared {
         Ok(entries)
     }
 
-    fn open(&self, inode: &Arc<Inode>, _flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn GeneratedFile>> {
+    fn open(&self, inode: &Arc<Inode>, _flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn FileOps>> {
         task_file(inode).ok_or(Errno::EINVAL)?;
         Ok(Box::<ProcFile>::default())
     }
@@ -250,11 +257,11 @@ impl Procfs {
     /// An empty task table.
     pub fn new(config: ProcConfig) -> Procfs {
         let mut shared = None;
-        let vfs = Vfs::with_generator(VfsConfig::default(), |registry, _root| {
+        let vfs = Vfs::with_filesystem(VfsConfig::default(), |instance| {
             let made = Arc::new(Shared {
                 config,
                 tasks: RwSem::new(BTreeMap::new(), SpinPolicy::Adaptive),
-                registry: Arc::clone(registry),
+                instance: instance.clone(),
             });
             shared = Some(Arc::clone(&made));
             made

@@ -1,7 +1,7 @@
 //! The per-task files and the text they show.
 
 use crate::errno::{Errno, VfsResult};
-use crate::generated::{GeneratedFile, Snapshot};
+use crate::fs::{FileOps, Snapshot};
 use crate::inode::Inode;
 use vfscale_sync::audited::Ordering;
 
@@ -94,7 +94,7 @@ pub(super) struct ProcFile {
     snapshot: Snapshot,
 }
 
-impl GeneratedFile for ProcFile {
+impl FileOps for ProcFile {
     fn read(&self, inode: &Inode, buf: &mut [u8], offset: u64) -> VfsResult<usize> {
         let (task, kind) = super::task_file(inode).ok_or(Errno::EINVAL)?;
         if !task.alive.load(Ordering::Acquire) {
