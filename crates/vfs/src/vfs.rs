@@ -8,10 +8,10 @@
 //! one's constructor, [`Vfs::new`], is in `fs::memfs`).
 
 use crate::config::VfsConfig;
+use crate::fs::{Filesystem, Instance};
 use crate::mount::{InternalMount, MountFlags, MountRef};
 use crate::superblock::SuperBlock;
 use crate::types::FileType;
-use crate::fs::{Filesystem, Instance};
 use crate::{inode, locks, pages};
 use std::sync::Arc;
 

@@ -149,7 +149,8 @@ fn reexports(lib: &str) -> BTreeMap<String, String> {
         let Some((module, items)) = line.trim_end_matches(';').split_once("::") else { continue };
         for item in items.trim_matches(|c| c == '{' || c == '}').split(',') {
             let item = item.trim().to_string();
-            let from = if module == "fs" && filesystems.contains(&item) { format!("fs::{item}") } else { module.into() };
+            let from =
+                if module == "fs" && filesystems.contains(&item) { format!("fs::{item}") } else { module.into() };
             map.insert(item, from);
         }
     }
