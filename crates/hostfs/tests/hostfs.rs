@@ -11,7 +11,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
-use vfscale::{Credentials, Errno, FileType, MountFlags, MountNamespace, OpenFlags, Process, Vfs, VfsConfig};
+use vfscale::cred::Access;
+use vfscale::{
+    Credentials, Errno, FileType, MountFlags, MountNamespace, OpenFlags, OpenHow, Process, ResolveFlags, Vfs,
+    VfsConfig, AT_FDCWD,
+};
 
 const OWNER: u32 = 1000;
 const OTHER: u32 = 1001;
@@ -193,6 +197,9 @@ fn every_change_is_erofs() {
     assert_eq!(p.symlink("x", "/host/newlink"), Err(Errno::EROFS));
     assert_eq!(p.chown("/host/public", Some(1), None), Err(Errno::EROFS));
     assert_eq!(p.truncate("/host/public", 0), Err(Errno::EROFS));
+    assert_eq!(p.setxattr("/host/public", b"user.x", b"1", 0), Err(Errno::EROFS));
+    assert_eq!(p.access("/host/public", Access::WRITE), Err(Errno::EROFS));
+    assert_eq!(p.access("/host/public", Access::READ), Ok(()));
     assert_eq!(std::fs::read(host.path().join("public")).unwrap(), b"anyone\n", "the host file is untouched");
     assert!(!host.path().join("new").exists());
 }
@@ -217,4 +224,20 @@ fn a_missing_or_non_directory_host_path_is_refused() {
     let host = host_tree();
     assert_eq!(vfscale_hostfs::new(host.path().join("missing"), VfsConfig::default()).err(), Some(Errno::ENOENT));
     assert_eq!(vfscale_hostfs::new(host.path().join("public"), VfsConfig::default()).err(), Some(Errno::ENOTDIR));
+}
+
+/// Revalidating a host name needs a host `lstat`, which rcu-walk may not
+/// make: a walk that must finish in rcu-walk cannot, and says so.
+#[test]
+fn a_walk_into_the_host_leaves_rcu_walk() {
+    let host = host_tree();
+    let m = Mounted::new(host.path());
+    let p = m.process(Credentials::root());
+    p.stat("/host/public").unwrap();
+    let how = OpenHow { flags: OpenFlags::RDONLY, mode: 0, resolve: ResolveFlags::CACHED };
+    assert_eq!(p.openat2(AT_FDCWD, "/host/public", &how), Err(Errno::EAGAIN));
+    // Beside it, a name in memory is resolved from the dcache alone.
+    p.close(p.open("/local", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
+    let fd = p.openat2(AT_FDCWD, "/local", &how).unwrap();
+    p.close(fd).unwrap();
 }
