@@ -416,7 +416,7 @@ impl<'g> Walker for RcuWalker<'g> {
     }
 
     fn may_search(&mut self, pos: &At<'g>) -> Result<(), Stop> {
-        Ok(pos.sb().may_search(pos.inode, self.cred, true).ok_or(Stop::Fallback)??)
+        Ok(pos.sb().may_search_rcu(pos.inode, self.cred).ok_or(Stop::Fallback)??)
     }
 
     fn child(&mut self, pos: &At<'g>, name: &[u8]) -> Result<Option<At<'g>>, Stop> {
@@ -556,9 +556,7 @@ impl Walker for RefWalker<'_> {
     fn may_search(&mut self, pos: &RefPos) -> Result<(), Stop> {
         let sb = &pos.mount.sb;
         let _step = sb.dir_locks.global();
-        // In ref-walk every hook decides: the `None` of rcu-walk cannot come.
-        let decided = sb.may_search(&pos.inode, self.cred, false);
-        Ok(decided.unwrap_or(Err(Errno::EACCES))?)
+        Ok(sb.may_search(&pos.inode, self.cred)?)
     }
 
     fn child(&mut self, pos: &RefPos, name: &[u8]) -> Result<Option<RefPos>, Stop> {

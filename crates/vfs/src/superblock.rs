@@ -143,29 +143,32 @@ impl SuperBlock {
         }
     }
 
-    /// Search permission on `dir` for a walk step; `None` when rcu-walk
-    /// cannot decide.
+    /// Search permission on `dir` for an rcu-walk step; `None` when it
+    /// cannot be decided there.
     #[inline]
-    pub fn may_search(&self, dir: &Inode, cred: &crate::Credentials, rcu: bool) -> Option<crate::VfsResult<()>> {
+    pub fn may_search_rcu(&self, dir: &Inode, cred: &crate::Credentials) -> Option<crate::VfsResult<()>> {
         if self.native {
             return Some(dir.may_search(cred));
         }
-        self.permission(dir, cred, crate::cred::Access::EXEC, rcu)
+        self.fs.permission_rcu(dir, cred, crate::cred::Access::EXEC)
     }
 
-    /// `->permission` for `mask`; `None` when rcu-walk cannot decide.
+    /// Search permission on `dir` for a ref-walk step.
+    pub fn may_search(&self, dir: &Inode, cred: &crate::Credentials) -> crate::VfsResult<()> {
+        self.permission(dir, cred, crate::cred::Access::EXEC)
+    }
+
+    /// `->permission` for `mask`, as ref-walk asks it: decided.
     pub fn permission(
         &self,
         inode: &Inode,
         cred: &crate::Credentials,
         mask: crate::cred::Access,
-        rcu: bool,
-    ) -> Option<crate::VfsResult<()>> {
-        if rcu {
-            self.fs.permission_rcu(inode, cred, mask)
-        } else {
-            Some(self.fs.permission(inode, cred, mask))
+    ) -> crate::VfsResult<()> {
+        if self.native {
+            return inode.permission_fast(cred, mask);
         }
+        self.fs.permission(inode, cred, mask)
     }
 
     pub fn rcu_walk_enabled(&self) -> bool {
