@@ -128,7 +128,7 @@ impl Descriptors {
     /// this VFS's own memory is borrowed inside a read-side section, with
     /// no count taken, so `f` must not keep it nor wait long (a close of
     /// any descriptor of this process waits for the section). A file a
-    /// generator serves (a kernfs attribute's `show`/`store` may block on
+    /// filesystem serves (a kernfs attribute's `show`/`store` may block on
     /// anything) is counted instead, and `f` runs outside the section.
     fn with<R>(&self, fd: i32, f: impl FnOnce(&OpenFile) -> R) -> VfsResult<R> {
         let mut f = Some(f);

@@ -67,10 +67,11 @@ pub(crate) struct Directory {
     _written_below: LinePad,
     /// The directory lock (`i_rwsem`) and the children it protects.
     pub children: RwSem<Children>,
-    /// Bumped by a generator (kernfs) whenever its set of children changes
-    /// behind the dcache's back; a negative dentry of such a tree is valid
-    /// while this equals the revision it saw. A plain superblock's dcache
-    /// is authoritative and needs none (`SuperBlock::revalidate`).
+    /// Bumped by a filesystem whose names change behind the dcache's back
+    /// (kernfs) whenever a directory's set of children changes; a negative
+    /// dentry of such a tree is valid while this equals the revision it
+    /// saw. An in-memory tree's dcache is authoritative and needs none
+    /// (`SuperBlock::revalidate`).
     rev: AtomicU64,
 }
 
@@ -81,7 +82,7 @@ pub(crate) enum Body {
     Regular(PageMap),
     Symlink(Box<[u8]>),
     Directory(Directory),
-    /// A regular file whose contents the superblock's generator serves.
+    /// A regular file whose contents its filesystem serves.
     Generated,
     /// A FIFO, socket or device node: a name and attributes, and for
     /// devices the device number; its I/O is the front end's.
@@ -236,19 +237,53 @@ fn next_ino() -> u64 {
     })
 }
 
-/// What a new inode starts with.
-pub(crate) struct NewInode {
+/// What a new inode starts with: its type and permission bits, owner root,
+/// the rest as a new file has it unless set. A filesystem makes one with
+/// [`NewInode::of`], sets the fields it knows, and hands it to
+/// [`Instance::new_inode`](crate::fs::Instance::new_inode).
+#[non_exhaustive]
+pub struct NewInode {
+    /// The type; it never changes.
     pub file_type: FileType,
+    /// Permission bits (`0o7777`); the type bits come from `file_type`.
     pub perm: u32,
+    /// Owner.
     pub uid: u32,
+    /// Group.
     pub gid: u32,
+    /// A directory's parent, which `..` leads to; none for a root.
     pub parent: Option<Arc<Inode>>,
+    /// A symlink's target.
     pub symlink_target: Box<[u8]>,
     /// A device node's device number.
     pub rdev: u64,
-    /// Generator data (Linux `i_private`); a regular file with some is
-    /// served by the generator.
+    /// The size `stat` shows; by default 0, or a symlink's target length.
+    pub size: Option<u64>,
+    /// The link count; by default 1, or 2 for a directory.
+    pub nlink: Option<u32>,
+    /// Last access; by default now.
+    pub atime: Option<Timespec>,
+    /// Last modification; by default now.
+    pub mtime: Option<Timespec>,
+    /// Last status change; by default now.
+    pub ctime: Option<Timespec>,
+    /// The filesystem's data for the inode (Linux `i_private`), found again
+    /// with [`Inode::private`]; a regular file with some is served by its
+    /// filesystem's [`open`](crate::fs::Filesystem::open).
     pub private: Option<Arc<dyn Any + Send + Sync>>,
+    /// Served by the filesystem even without private data.
+    pub(crate) served: bool,
+}
+
+impl fmt::Debug for NewInode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewInode")
+            .field("file_type", &self.file_type)
+            .field("perm", &format_args!("{:o}", self.perm))
+            .field("uid", &self.uid)
+            .field("gid", &self.gid)
+            .finish_non_exhaustive()
+    }
 }
 
 impl NewInode {
@@ -262,14 +297,20 @@ impl NewInode {
             parent: None,
             symlink_target: Box::default(),
             rdev: 0,
+            size: None,
+            nlink: None,
+            atime: None,
+            mtime: None,
+            ctime: None,
             private: None,
+            served: false,
         }
     }
 }
 
 impl Inode {
     /// A new inode, charged to the inode space even past its limit (the
-    /// root, and trees a generator builds, which have none).
+    /// root, and trees a filesystem builds, which have none).
     pub(crate) fn new(registry: &Arc<InodeRegistry>, spec: NewInode) -> Arc<Inode> {
         if registry.space.reserve_inode().is_err() {
             registry.space.force_reserve_inode();
@@ -286,7 +327,7 @@ impl Inode {
     fn build(registry: &Arc<InodeRegistry>, spec: NewInode) -> Arc<Inode> {
         let now = Timespec::now();
         let (body, nlink, size) = match spec.file_type {
-            FileType::Regular if spec.private.is_some() => (Body::Generated, 1, 0),
+            FileType::Regular if spec.private.is_some() || spec.served => (Body::Generated, 1, 0),
             FileType::Regular => (Body::Regular(PageMap::new()), 1, 0),
             FileType::Symlink => {
                 let len = spec.symlink_target.len() as u64;
@@ -309,11 +350,11 @@ impl Inode {
             mode: spec.file_type.mode_bits() | (spec.perm & 0o7777),
             uid: spec.uid,
             gid: spec.gid,
-            nlink,
-            size,
-            atime: now,
-            mtime: now,
-            ctime: now,
+            nlink: spec.nlink.unwrap_or(nlink),
+            size: spec.size.unwrap_or(size),
+            atime: spec.atime.unwrap_or(now),
+            mtime: spec.mtime.unwrap_or(now),
+            ctime: spec.ctime.unwrap_or(now),
         };
         let inode = Arc::new(Inode {
             _head: LinePad::new(),
@@ -364,7 +405,7 @@ impl Inode {
         }
     }
 
-    /// Whether a generator serves this inode (it carries generator data).
+    /// Whether its filesystem keeps data for this inode.
     pub(crate) fn has_private(&self) -> bool {
         self.private.is_some()
     }
@@ -374,8 +415,8 @@ impl Inode {
         &self.registry.space
     }
 
-    /// The generator's data for this inode, if it is of type `T`.
-    pub(crate) fn private<T: Any + Send + Sync>(&self) -> Option<&T> {
+    /// Its filesystem's data ([`NewInode::private`]), if it is of type `T`.
+    pub fn private<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.private.as_deref()?.downcast_ref()
     }
 
@@ -438,6 +479,37 @@ impl Inode {
             Body::Symlink(target) => Some(target),
             _ => None,
         }
+    }
+
+    /// Sets the permission bits, owner and group of `spec`, and whichever
+    /// of its size, link count and times it sets.
+    pub(crate) fn set_attributes(&self, spec: &NewInode) {
+        self.update_attrs(|a| {
+            a.mode = (a.mode & !0o7777) | (spec.perm & 0o7777);
+            a.uid = spec.uid;
+            a.gid = spec.gid;
+            a.size = spec.size.unwrap_or(a.size);
+            a.nlink = spec.nlink.unwrap_or(a.nlink);
+            a.atime = spec.atime.unwrap_or(a.atime);
+            a.mtime = spec.mtime.unwrap_or(a.mtime);
+            a.ctime = spec.ctime.unwrap_or(a.ctime);
+        });
+    }
+
+    /// Checks `mask` access for `cred` against the mode and owner (Linux
+    /// `generic_permission`); search on a directory everyone may search is
+    /// decided from one load. Takes no lock and writes nothing shared, so
+    /// rcu-walk may call it.
+    pub fn generic_permission(&self, cred: &crate::Credentials, mask: crate::cred::Access) -> VfsResult<()> {
+        self.permission_fast(cred, mask)
+    }
+
+    /// A directory's revision, which a filesystem whose names change
+    /// behind the dcache bumps when its children change; `None` for
+    /// another type. Negative dentries record it
+    /// ([`Filesystem::revalidate_negative`](crate::fs::Filesystem::revalidate_negative)).
+    pub fn dir_revision(&self) -> Option<u64> {
+        self.dir().ok().map(Directory::rev)
     }
 
     /// Checks `mask` access for `cred` (Linux `generic_permission`).

@@ -43,17 +43,22 @@
 //! | base | `reclaim`, `opens`, `xattr_store` | deferred releases; open counts; xattr storage | `call_rcu`, `i_writecount`, `simple_xattr` |
 //! | engine | [`locks`] | the lock engine: flock, POSIX and OFD record locks, leases, by owner id | `fs/locks.c` |
 //! | node types | [`inode`], `dentry`, `dcache` | inodes, dentries, the dentry hash and negative dentries | `fs/inode.c`, `fs/dcache.c` |
-//! | filesystem | `dirlock`, `generated`, `superblock` | directory locking; the hooks of kernfs and procfs; one instance | `fs/super.c` |
+//! | filesystem | `dirlock`, [`fs`], `superblock` | directory locking; the filesystem interface; one instance | `include/linux/fs.h`, `fs/super.c` |
 //! | filesystem | [`file`](mod@file) | open file descriptions | `fs/read_write.c`, `fs/open.c` |
 //! | filesystem | [`mount`] | mounts, mount namespaces, per-mount references | `fs/namespace.c`, `fs/mount.h` |
 //! | filesystem | `namei` | rcu-walk and ref-walk, across mounts | `fs/namei.c` |
 //! | operations | `namespace`, `notify_change`, [`xattr`] | mkdir, unlink, rename, ...; attribute changes; xattr calls | `fs/namei.c`, `fs/attr.c`, `fs/xattr.c` |
-//! | instance | [`Vfs`], [`kernfs`], [`procfs`] | a filesystem instance; sysfs-like trees; a task table as `/proc` | `fs/kernfs/`, `fs/proc/base.c` |
+//! | instance | [`Vfs`] | the handle of a filesystem instance | `struct super_block` |
+//! | filesystems | [`memfs`], [`kernfs`], [`procfs`] (`fs::*`) | the in-memory default; sysfs-like trees; a task table as `/proc` | `mm/shmem.c`, `fs/kernfs/`, `fs/proc/base.c` |
 //! | system calls | [`syscalls`] | [`Context`]: calls by credentials and start directory | `fs/open.c`, `fs/fcntl.c` |
 //! | process | [`process`] | a descriptor table, a cwd and credentials, whose methods wrap the calls | `fs/file.c` |
 //!
 //! "The base modules" in a module's doc are the modules of the base layer;
-//! "the node types" are `inode`, `dentry` and `dcache`.
+//! "the node types" are `inode`, `dentry` and `dcache`. The filesystems
+//! are modules of their own under [`fs`], written against its interface,
+//! and the core (`dcache`, `namei`, `mount`, `namespace`, `syscalls`,
+//! `file`, `process`, `locks`) imports none of them; a filesystem outside
+//! the crate (`vfscale-hostfs`) is built the same way.
 //!
 //! In the repository, `docs/design.md` maps these modules and the seed
 //! mechanism each holds, `docs/benchmarks.md` and `docs/commutativity.md`
@@ -70,9 +75,8 @@ mod dirlock;
 pub mod errno;
 mod fdtable;
 pub mod file;
-mod generated;
+pub mod fs;
 pub mod inode;
-pub mod kernfs;
 pub mod locks;
 pub mod mode;
 pub mod mount;
@@ -83,7 +87,6 @@ mod opens;
 pub mod pages;
 pub mod path;
 pub mod process;
-pub mod procfs;
 mod reclaim;
 pub mod space;
 mod superblock;
@@ -98,6 +101,7 @@ pub use config::VfsConfig;
 pub use cred::Credentials;
 pub use errno::{Errno, VfsResult};
 pub use file::OpenFile;
+pub use fs::{kernfs, memfs, procfs};
 pub use mount::{Location, Mount, MountFlags, MountNamespace, MountRef};
 pub use namei::MAX_SYMLINKS;
 pub use process::{Fd, Process, AT_FDCWD};

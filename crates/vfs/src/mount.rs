@@ -142,7 +142,7 @@ impl Mount {
     /// EROFS on a read-only mount (Linux `mnt_want_write`).
     #[inline]
     pub(crate) fn want_write(&self) -> VfsResult<()> {
-        if self.flags().contains(MountFlags::RDONLY) {
+        if self.flags().contains(MountFlags::RDONLY) || self.sb.read_only {
             return Err(Errno::EROFS);
         }
         Ok(())

@@ -38,13 +38,13 @@
 //! against any `umount` that began meanwhile. ref-walk takes a counted
 //! [`MountRef`] at each crossing, confirmed the same way.
 //!
-//! May import the base modules, the node types, `generated`, `superblock`
+//! May import the base modules, the node types, `fs`, `superblock`
 //! and `mount`.
 
 use crate::dcache::Dcache;
 use crate::dentry::{Dentry, DentryRef};
 use crate::errno::{Errno, VfsResult};
-use crate::generated::Revalidate;
+use crate::fs::Revalidate;
 use crate::inode::Inode;
 use crate::mount::{Mount, MountNamespace, MountRef, MountTable};
 use crate::path::{check_name_len, Last, PathName};
@@ -424,7 +424,7 @@ impl<'g> Walker for RcuWalker<'g> {
     }
 
     fn may_search(&mut self, pos: &At<'g>) -> Result<(), Stop> {
-        Ok(pos.sb().may_search(pos.inode, self.cred, true).ok_or(Stop::Fallback)??)
+        Ok(pos.sb().may_search_rcu(pos.inode, self.cred).ok_or(Stop::Fallback)??)
     }
 
     #[inline]
@@ -565,8 +565,7 @@ impl Walker for RefWalker<'_> {
     fn may_search(&mut self, pos: &RefPos) -> Result<(), Stop> {
         let sb = &pos.mount.sb;
         let _step = sb.dir_locks.global();
-        let decided = sb.may_search(&pos.inode, self.cred, false);
-        Ok(decided.expect("ref-walk permission always decides")?)
+        Ok(sb.may_search(&pos.inode, self.cred)?)
     }
 
     fn child(&mut self, pos: &RefPos, name: &[u8]) -> Result<Option<RefPos>, Stop> {
@@ -588,8 +587,8 @@ impl RefWalker<'_> {
         }
         let here = |inode, dentry| RefPos { mount: pos.mount.clone(), inode, _dentry: dentry };
         let locked = sb.dir_locks.read(dir);
-        if let Some(generator) = &sb.generator {
-            return match generator.lookup(&pos.inode, name)? {
+        if !sb.native {
+            return match sb.fs.lookup(&pos.inode, name)? {
                 Some(inode) => {
                     let dentry = Dentry::new(pos.inode.ino(), name, Some(Arc::clone(&inode)), 0);
                     sb.dcache.insert(Arc::clone(&dentry), &crossbeam_epoch::pin());

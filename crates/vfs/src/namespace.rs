@@ -120,10 +120,11 @@ impl<'a> Ctx<'a> {
     /// Locks `dir` for a change to its entries; a removed directory takes
     /// no new entries (ENOENT, Linux `IS_DEADDIR`).
     fn lock_dir<'d>(&self, dir: &'d Dir) -> VfsResult<DirWriteGuard<'d>> {
-        // Trees a generator provides change only through the generator's API:
-        // their directories have no `->mkdir`, `->unlink`, ... (EPERM).
-        if dir.sb().generator.is_some() {
-            return Err(Errno::EPERM);
+        // Trees whose names a filesystem provides change only through its
+        // own API: their directories have no `->mkdir`, `->unlink`, ...
+        // (EPERM), and a read-only instance refuses first (EROFS).
+        if !dir.sb().native {
+            return Err(if dir.sb().read_only { Errno::EROFS } else { Errno::EPERM });
         }
         let directory = dir.dir()?;
         let locked = dir.sb().dir_locks.write(directory);
@@ -162,8 +163,8 @@ impl<'a> Ctx<'a> {
         rdev: u64,
     ) -> VfsResult<Arc<Inode>> {
         // Nor `->create`, which `vfs_create` reports as EACCES.
-        if dir.sb().generator.is_some() && file_type == FileType::Regular {
-            return Err(Errno::EACCES);
+        if !dir.sb().native && file_type == FileType::Regular {
+            return Err(if dir.sb().read_only { Errno::EROFS } else { Errno::EACCES });
         }
         let mut locked = self.lock_dir(dir)?;
         if locked.children.contains_key(name) {
@@ -201,7 +202,7 @@ impl<'a> Ctx<'a> {
                 parent: (file_type == FileType::Directory).then(|| Arc::clone(&dir.inode)),
                 symlink_target,
                 rdev,
-                private: None,
+                ..NewInode::of(file_type, perm)
             },
         )?;
         self.add_entry(dir, &mut locked, name, Arc::clone(&inode));

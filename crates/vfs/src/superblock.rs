@@ -1,5 +1,6 @@
-//! The superblock: one mounted instance of the in-memory filesystem — its
-//! root, dentry cache, inode list, locks and design variants.
+//! The superblock: one instance of a filesystem — its root, dentry cache,
+//! inode list, locks, design variants, and the [`Filesystem`] whose hooks
+//! the VFS calls.
 //!
 //! Invariant: every positive dentry in the dcache is also in its parent's
 //! children map (and the reverse), both changed together under the
@@ -8,13 +9,13 @@
 //! one is believed (a rename within one directory is ordered by that
 //! directory's lock alone, and changes no parent a walk could see).
 //!
-//! May import the base modules, the node types, `generated` and `dirlock`.
+//! May import the base modules, the node types, `fs` and `dirlock`.
 
-use crate::config::{InodeListKind, NegativeDentries, VfsConfig, WalkMode};
+use crate::config::{InodeListKind, VfsConfig, WalkMode};
 use crate::dcache::Dcache;
 use crate::dentry::Dentry;
 use crate::dirlock::DirLocks;
-use crate::generated::{GeneratedTree, Revalidate};
+use crate::fs::{Filesystem, Instance, Revalidate};
 use crate::inode::{Inode, InodeRegistry, NewInode};
 use crate::reclaim::Reclaim;
 use crate::types::FileType;
@@ -37,8 +38,14 @@ pub(crate) struct SuperBlock {
     /// to them hold it for reading.
     pub rename_lock: RwSem<()>,
     pub dir_locks: DirLocks,
-    /// The provider of the contents, for kernfs and procfs trees.
-    pub generator: Option<Arc<dyn GeneratedTree>>,
+    /// The filesystem's hooks.
+    pub fs: Arc<dyn Filesystem>,
+    /// Whether the tree lives in the dcache alone
+    /// ([`Filesystem::names_in_dcache`]), read once: a walk step then
+    /// calls no hook.
+    pub native: bool,
+    /// [`Filesystem::read_only`], read once.
+    pub read_only: bool,
     /// Counts what waits in the epoch to be freed.
     pub reclaim: Arc<Reclaim>,
     dev: u64,
@@ -68,16 +75,9 @@ impl SuperBlock {
         }
     }
 
-    pub fn new(config: VfsConfig) -> SuperBlock {
-        SuperBlock::with_generator(config, |_, _| None)
-    }
-
-    /// A superblock whose contents `make_generator` provides; it gets the
-    /// inode registry (to make inodes) and the root directory.
-    pub fn with_generator(
-        config: VfsConfig,
-        make_generator: impl FnOnce(&Arc<InodeRegistry>, &Arc<Inode>) -> Option<Arc<dyn GeneratedTree>>,
-    ) -> SuperBlock {
+    /// A superblock whose hooks `make_fs` makes, given the instance (the
+    /// inode registry, to make inodes, and the root directory).
+    pub fn with_filesystem(config: VfsConfig, make_fs: impl FnOnce(&Instance) -> Arc<dyn Filesystem>) -> SuperBlock {
         // Test-and-set heads: in userspace a lock holder can be preempted,
         // and a FIFO (ticket) lock then makes every later waiter wait for
         // it and for each other in turn.
@@ -88,7 +88,9 @@ impl SuperBlock {
         let inodes =
             InodeRegistry::new(list, Arc::new(crate::space::Space::new(config.size_limit, config.inode_limit)));
         let root = Inode::new(&inodes, NewInode::of(FileType::Directory, 0o755));
-        let generator = make_generator(&inodes, &root);
+        let fs = make_fs(&Instance::new(Arc::clone(&inodes), Arc::clone(&root)));
+        let native = fs.names_in_dcache();
+        let read_only = fs.read_only();
         let reclaim = Arc::new(Reclaim::default());
         SuperBlock {
             dcache: Dcache::new(config.dcache_buckets, config.max_negative_dentries, Arc::clone(&reclaim)),
@@ -98,7 +100,9 @@ impl SuperBlock {
             rename_seq: SeqCount::new(),
             rename_lock: RwSem::new((), SpinPolicy::Block),
             dir_locks: DirLocks::new(config.dir_locking),
-            generator,
+            fs,
+            native,
+            read_only,
             config,
             dev: next_dev(),
         }
@@ -110,14 +114,13 @@ impl SuperBlock {
         self.dev
     }
 
-    /// The filesystem type `mountinfo` shows: the generator's, or
-    /// `tmpfs` for the in-memory filesystem.
+    /// The filesystem type `mountinfo` shows.
     pub fn fs_type(&self) -> &'static str {
-        self.generator.as_ref().map_or("tmpfs", |g| g.fs_type())
+        self.fs.fs_type()
     }
 
-    /// `->d_revalidate` of a cached dentry found in `dir`: the generator's
-    /// answer, or for a plain superblock valid. A plain superblock's dcache
+    /// `->d_revalidate` of a cached dentry found in `dir`: the
+    /// filesystem's answer, or for a tree in the dcache valid. That dcache
     /// is authoritative, negatives included, as Linux's is for tmpfs: a
     /// negative is cached only under the directory's lock after the name
     /// was not found, and whatever later gives the name an inode (create,
@@ -129,21 +132,43 @@ impl SuperBlock {
         if dir.dir().is_err() {
             return Revalidate::Invalid;
         }
-        match (&self.generator, &dentry.inode) {
-            (Some(generator), Some(inode)) => generator.revalidate(dir, &dentry.name, inode, rcu),
-            (Some(generator), None) => generator.revalidate_negative(dir, dentry.neg_rev, rcu),
-            (None, _) => Revalidate::Valid,
+        if self.native {
+            return Revalidate::Valid;
+        }
+        match (&dentry.inode, rcu) {
+            (Some(inode), true) => self.fs.revalidate_rcu(dir, &dentry.name, inode),
+            (Some(inode), false) => Revalidate::decided(self.fs.revalidate(dir, &dentry.name, inode)),
+            (None, true) => self.fs.revalidate_negative_rcu(dir, dentry.neg_rev),
+            (None, false) => Revalidate::decided(self.fs.revalidate_negative(dir, dentry.neg_rev)),
         }
     }
 
-    /// Search permission on `dir` for a walk step; `None` when rcu-walk
-    /// cannot decide.
+    /// Search permission on `dir` for an rcu-walk step; `None` when it
+    /// cannot be decided there.
     #[inline]
-    pub fn may_search(&self, dir: &Inode, cred: &crate::Credentials, rcu: bool) -> Option<crate::VfsResult<()>> {
-        match &self.generator {
-            Some(generator) => generator.permission(dir, cred, crate::cred::Access::EXEC, rcu),
-            None => Some(dir.may_search(cred)),
+    pub fn may_search_rcu(&self, dir: &Inode, cred: &crate::Credentials) -> Option<crate::VfsResult<()>> {
+        if self.native {
+            return Some(dir.may_search(cred));
         }
+        self.fs.permission_rcu(dir, cred, crate::cred::Access::EXEC)
+    }
+
+    /// Search permission on `dir` for a ref-walk step.
+    pub fn may_search(&self, dir: &Inode, cred: &crate::Credentials) -> crate::VfsResult<()> {
+        self.permission(dir, cred, crate::cred::Access::EXEC)
+    }
+
+    /// `->permission` for `mask`, as ref-walk asks it: decided.
+    pub fn permission(
+        &self,
+        inode: &Inode,
+        cred: &crate::Credentials,
+        mask: crate::cred::Access,
+    ) -> crate::VfsResult<()> {
+        if self.native {
+            return inode.permission_fast(cred, mask);
+        }
+        self.fs.permission(inode, cred, mask)
     }
 
     pub fn rcu_walk_enabled(&self) -> bool {
@@ -153,11 +178,7 @@ impl SuperBlock {
     /// Records that `name` is missing from `dir`, when negatives are cached.
     /// The caller holds `dir`'s lock (for reading at least) and saw no child.
     pub fn cache_negative(&self, dir: &Inode, name: &[u8]) {
-        let cached = match &self.generator {
-            Some(generator) => generator.caches_negatives(),
-            None => self.config.negative_dentries == NegativeDentries::Cached,
-        };
-        if !cached {
+        if !self.fs.caches_negatives() {
             return;
         }
         let Ok(directory) = dir.dir() else { return };
@@ -205,7 +226,8 @@ mod tests {
 
     #[test]
     fn the_inode_registry_outlives_the_superblock_until_its_last_inode() {
-        let sb = SuperBlock::new(VfsConfig::default());
+        let config = VfsConfig::default();
+        let sb = SuperBlock::with_filesystem(config, |_| Arc::new(crate::fs::memfs::Memfs::new(&config)));
         let registry = Arc::downgrade(&sb.inodes);
         let survivor = Inode::new(&sb.inodes, NewInode::of(FileType::Regular, 0o644));
         drop(sb);

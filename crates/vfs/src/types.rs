@@ -3,7 +3,7 @@
 //! attribute arguments — with Linux's bit values where Linux has them.
 //!
 //! May import `errno`, `mode`, `time` and `cred`, so every layer (the
-//! node types, open files, the generators, the system calls) can use these
+//! node types, open files, the filesystems, the system calls) can use these
 //! values without importing one another.
 
 use crate::cred::Access;

@@ -2,15 +2,17 @@
 //! file-lock state its inodes share, with the calls that concern the whole
 //! instance (`statfs`, `drop_caches`, the release barrier).
 //!
-//! May import the base modules, the node types, `generated`, `superblock`,
+//! May import the base modules, the node types, `fs`, `superblock`,
 //! `mount` and `locks`; not the system-call layer or `process` (a process is made
-//! from a `Vfs`, in the `process` module).
+//! from a `Vfs`, in the `process` module), nor any filesystem (the in-memory
+//! one's constructor, [`Vfs::new`], is in `fs::memfs`).
 
 use crate::config::VfsConfig;
+use crate::fs::{Filesystem, Instance};
 use crate::mount::{InternalMount, MountFlags, MountRef};
 use crate::superblock::SuperBlock;
 use crate::types::FileType;
-use crate::{generated, inode, locks, pages};
+use crate::{inode, locks, pages};
 use std::sync::Arc;
 
 /// One filesystem instance. Cloning is cheap and shares the instance.
@@ -20,13 +22,6 @@ pub struct Vfs {
     pub(crate) locks: Arc<locks::LockManager>,
     /// The instance by itself, outside any namespace.
     pub(crate) mount: Arc<InternalMount>,
-}
-
-impl Default for Vfs {
-    /// The scalable design ([`VfsConfig::default`]).
-    fn default() -> Self {
-        Vfs::new(VfsConfig::default())
-    }
 }
 
 /// Space and object counts, like `statfs(2)` plus dcache figures.
@@ -59,11 +54,6 @@ pub struct FsStats {
 }
 
 impl Vfs {
-    /// A new, empty filesystem (a root directory owned by root, mode 0755).
-    pub fn new(config: VfsConfig) -> Vfs {
-        Vfs::of(SuperBlock::new(config))
-    }
-
     fn of(sb: SuperBlock) -> Vfs {
         let sb = Arc::new(sb);
         let locks = Arc::new(locks::LockManager::new(sb.config.lock_list));
@@ -83,12 +73,17 @@ impl Vfs {
         &self.mount.0
     }
 
-    /// A filesystem whose contents `make_generator` provides (kernfs, procfs).
-    pub(crate) fn with_generator(
-        config: VfsConfig,
-        make_generator: impl FnOnce(&Arc<inode::InodeRegistry>, &Arc<inode::Inode>) -> Arc<dyn generated::GeneratedTree>,
-    ) -> Vfs {
-        Vfs::of(SuperBlock::with_generator(config, |registry, root| Some(make_generator(registry, root))))
+    /// An instance of the filesystem `make_fs` makes: it is handed the
+    /// [`Instance`] (the root directory, owned by root with mode 0755, and
+    /// the means to make inodes) and returns the hooks the VFS calls. See
+    /// [`crate::fs`] for how to write one.
+    pub fn with_filesystem(config: VfsConfig, make_fs: impl FnOnce(&Instance) -> Arc<dyn Filesystem>) -> Vfs {
+        Vfs::of(SuperBlock::with_filesystem(config, make_fs))
+    }
+
+    /// The filesystem whose hooks the instance calls.
+    pub fn filesystem(&self) -> &Arc<dyn Filesystem> {
+        &self.sb.fs
     }
 
     /// The design variants and limits it was built with.

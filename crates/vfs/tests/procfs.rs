@@ -118,3 +118,76 @@ fn ps_walkers_race_exits() {
         assert_eq!(proc.pids(), (1..=20).collect::<Vec<_>>());
     }
 }
+
+/// A task's `mountinfo` is the text of the namespace its view reaches, as
+/// `Process::mountinfo` gives it; `self` names the task `set_self` chose.
+#[test]
+fn mountinfo_shows_each_tasks_own_namespace() {
+    use vfscale::procfs::MountView;
+    use vfscale::{MountFlags, Process, Vfs};
+
+    /// A view of `p` that does not keep it (nor, through it, this procfs).
+    fn view_of(p: &Arc<Process>) -> MountView {
+        let weak = Arc::downgrade(p);
+        MountView::new(move || weak.upgrade().ok_or(Errno::ESRCH)?.mountinfo())
+    }
+
+    for config in designs() {
+        let root_fs = Vfs::default();
+        let ns = root_fs.new_namespace();
+        let p = Arc::new(root_fs.process_in(&ns, Credentials::root()));
+        for dir in ["/proc", "/mnt"] {
+            p.mkdir(dir, 0o755).unwrap();
+        }
+        p.mount(&Vfs::default(), "scratch", "/mnt", MountFlags::RDONLY).unwrap();
+        let proc = Procfs::new(config);
+        p.mount(proc.vfs(), "proc", "/proc", MountFlags::NONE).unwrap();
+
+        // Another process, alone in a namespace of its own.
+        let other_fs = Vfs::default();
+        let q = Arc::new(other_fs.process_in(&other_fs.new_namespace(), Credentials::root()));
+
+        let mut info = TaskInfo::new("sh", ["sh"]);
+        info.mounts = Some(view_of(&p));
+        proc.add_task(7, info).unwrap();
+        let mut info = TaskInfo::new("other", ["other"]);
+        info.mounts = Some(view_of(&q));
+        proc.add_task(8, info).unwrap();
+        proc.add_task(9, TaskInfo::new("bare", ["bare"])).unwrap();
+
+        let text = String::from_utf8(read_all(&p, "/proc/7/mountinfo").unwrap()).unwrap();
+        assert_eq!(text, p.mountinfo().unwrap(), "{config:?}");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "/, /mnt and /proc: {text}");
+        assert!(lines[1].contains(" / /mnt ro") && lines[1].ends_with(" - tmpfs scratch rw"), "{text}");
+        assert!(lines[2].contains(" / /proc rw") && lines[2].ends_with(" - proc proc rw"), "{text}");
+        let other = String::from_utf8(read_all(&p, "/proc/8/mountinfo").unwrap()).unwrap();
+        assert_eq!(other, q.mountinfo().unwrap());
+        assert_eq!(other.lines().count(), 1, "the other namespace has its root alone: {other}");
+
+        // A task whose namespace nothing reaches has no mountinfo.
+        assert_eq!(p.stat("/proc/9/mountinfo"), Err(Errno::ENOENT));
+        let names =
+            |dir: &str| -> Vec<Vec<u8>> { p.list_dir(dir).unwrap().into_iter().skip(2).map(|e| e.name).collect() };
+        assert_eq!(names("/proc/9"), [b"cmdline".to_vec(), b"stat".to_vec(), b"status".to_vec()]);
+        assert!(names("/proc/7").contains(&b"mountinfo".to_vec()));
+
+        // `self`: absent until chosen, then a symlink to the task's directory.
+        assert_eq!(p.lstat("/proc/self"), Err(Errno::ENOENT));
+        assert_eq!(proc.set_self(Some(99)), Err(Errno::ESRCH));
+        proc.set_self(Some(7)).unwrap();
+        assert_eq!(p.readlink("/proc/self").unwrap(), b"7");
+        assert!(names("/proc").contains(&b"self".to_vec()));
+        assert_eq!(read_all(&p, "/proc/self/mountinfo").unwrap(), text.as_bytes());
+        proc.set_self(Some(8)).unwrap();
+        assert_eq!(p.readlink("/proc/self").unwrap(), b"8", "a cached self follows the change");
+        assert_eq!(read_all(&p, "/proc/self/mountinfo").unwrap(), other.as_bytes());
+        proc.set_self(None).unwrap();
+        assert_eq!(p.lstat("/proc/self"), Err(Errno::ENOENT));
+
+        // The view of a process that is gone: ESRCH, as a read of an
+        // exited task's file.
+        drop(q);
+        assert_eq!(read_all(&p, "/proc/8/mountinfo"), Err(Errno::ESRCH));
+    }
+}

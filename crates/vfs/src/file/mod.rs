@@ -10,13 +10,13 @@
 //! `f_pos_lock` makes them. Reading file data at an explicit offset
 //! (`pread`) takes no lock at all: see [`crate::pages`].
 //!
-//! May import the base modules, the node types, `generated`, `dirlock`,
+//! May import the base modules, the node types, `fs`, `dirlock`,
 //! `mount` and `locks`.
 
 pub(crate) mod open_ref;
 
 use crate::errno::{Errno, VfsResult};
-use crate::generated::{GeneratedFile, GeneratedTree};
+use crate::fs::{FileOps, Filesystem};
 use crate::inode::{Body, Inode};
 use crate::mode::{S_ISGID, S_ISUID, S_IXGRP};
 use crate::mount::MountRef;
@@ -49,11 +49,12 @@ pub struct OpenFile {
     /// The mount it was opened through (Linux's `f_path.mnt`): counted, so
     /// its `umount` is EBUSY while the file is open.
     mount: MountRef,
-    /// The generator's open file, for files a generator serves.
-    generated: Option<Box<dyn GeneratedFile>>,
-    /// The superblock's generator, which lists generated directories (held by
-    /// directories only, so opening a file shares no count).
-    generator: Option<Arc<dyn GeneratedTree>>,
+    /// The filesystem's open file, for files it serves.
+    generated: Option<Box<dyn FileOps>>,
+    /// The filesystem, which lists a directory whose names are not in the
+    /// dcache (held by such directories only, so opening a file shares no
+    /// count).
+    generator: Option<Arc<dyn Filesystem>>,
     /// How readdir locks the directory: as the superblock's other readers
     /// of children do (`PerDirectory` for files).
     dir_locks: crate::dirlock::DirLocks,
@@ -95,8 +96,8 @@ impl OpenFile {
         &self.flock_home
     }
 
-    /// Whether a generator serves the file (its reads and writes run the
-    /// generator's code, which may block).
+    /// Whether its filesystem serves the file (its reads and writes run the
+    /// filesystem's code, which may block).
     pub(crate) fn is_generated(&self) -> bool {
         self.generated.is_some()
     }
@@ -111,8 +112,8 @@ impl OpenFile {
         mount: MountRef,
         flags: OpenFlags,
         max_file_size: u64,
-        generator: Option<Arc<dyn GeneratedTree>>,
-        generated: Option<Box<dyn GeneratedFile>>,
+        generator: Option<Arc<dyn Filesystem>>,
+        generated: Option<Box<dyn FileOps>>,
         dir_locks: crate::dirlock::DirLocks,
     ) -> OpenFile {
         OpenFile {

@@ -441,7 +441,8 @@ fn access_at(at: At<'_>, cred: &Credentials, mask: Access) -> VfsResult<()> {
     if mask.contains(Access::EXEC) && file_type == FileType::Regular && at.mount.flags().contains(MountFlags::NOEXEC) {
         return Err(Errno::EACCES);
     }
-    at.inode.permission(cred, mask)?;
+    // The filesystem's `->permission`, as ref-walk asks it.
+    at.sb().permission(at.inode, cred, mask)?;
     if mask.contains(Access::WRITE) && matches!(file_type, FileType::Regular | FileType::Directory | FileType::Symlink)
     {
         at.mount.want_write()?;

@@ -290,8 +290,8 @@ fn escape(path: &[u8]) -> String {
 
 /// The name `inode` has in its parent directory `parent`.
 fn name_in(sb: &crate::superblock::SuperBlock, parent: &Arc<Inode>, inode: &Arc<Inode>) -> Option<Box<[u8]>> {
-    if let Some(generator) = &sb.generator {
-        let entries = generator.readdir(parent).ok()?;
+    if !sb.native {
+        let entries = sb.fs.readdir(parent).ok()?;
         return entries
             .into_iter()
             .find(|e| e.ino == inode.ino() && e.name != b"." && e.name != b"..")

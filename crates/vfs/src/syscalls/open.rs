@@ -62,12 +62,13 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     let max = sb.config.max_file_size;
     if !created {
         check_mount(&mount, &inode, flags)?;
-        if let Some(generator) = &sb.generator {
-            // Decided without the generator's lock where it can (the "after"
-            // designs), as the walk's own permission checks are.
-            generator.permission(&inode, ctx.cred, wanted, true).unwrap_or_else(|| {
-                generator.permission(&inode, ctx.cred, wanted, false).expect("ref mode always decides")
-            })?;
+        if !sb.native {
+            // Decided without the filesystem's lock where it can (the
+            // "after" designs), as the walk's own permission checks are.
+            match sb.fs.permission_rcu(&inode, ctx.cred, wanted) {
+                Some(decided) => decided?,
+                None => sb.fs.permission(&inode, ctx.cred, wanted)?,
+            }
         } else {
             inode.permission_fast(ctx.cred, wanted)?;
         }
@@ -82,16 +83,16 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     if special {
         open_special(inode.file_type(), flags)?;
     }
-    let generated = match (&inode.body, &sb.generator) {
-        (Body::Generated, Some(generator)) => Some(generator.open(&inode, flags, ctx.cred)?),
+    let served = match &inode.body {
+        Body::Generated => Some(sb.fs.open(&inode, flags, ctx.cred)?),
         _ => None,
     };
-    let (generator, dir_locks) = if inode.is_dir() {
-        (sb.generator.clone(), sb.dir_locks.for_open_directory())
+    let (lister, dir_locks) = if inode.is_dir() {
+        ((!sb.native).then(|| std::sync::Arc::clone(&sb.fs)), sb.dir_locks.for_open_directory())
     } else {
         (None, crate::dirlock::DirLocks::PerDirectory)
     };
-    let file = OpenFile::new(inode, mount, flags, max, generator, generated, dir_locks);
+    let file = OpenFile::new(inode, mount, flags, max, lister, served, dir_locks);
     // Counted as open by now, so a racing F_SETLEASE sees this open.
     if !created {
         super::locks::break_lease(&file)?;

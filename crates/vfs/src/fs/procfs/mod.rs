@@ -1,5 +1,6 @@
 //! procfs: a directory whose children are generated from a live task
-//! table — `<pid>/stat`, `<pid>/status`, `<pid>/cmdline` — as Linux's
+//! table — `<pid>/stat`, `<pid>/status`, `<pid>/cmdline`,
+//! `<pid>/mountinfo`, `self` — as Linux's
 //! `/proc` (seed 003; `docs/design.md`, "Seed 003").
 //!
 //! Invariant: a `<pid>` inode (and those of its files) points at its task;
@@ -13,7 +14,18 @@
 //! seed's "before") it refuses there, so every walk through a `<pid>`
 //! directory restarts in ref-walk and takes references on the way.
 //!
-//! May import the base modules, the node types, `generated` and `vfs`.
+//! `<pid>/mountinfo` shows the task's mount namespace in Linux's format.
+//! A task is a [`TaskInfo`], not a process, so its namespace is whatever
+//! its [`TaskInfo::mounts`] view reaches: a [`MountView`] rendered at each
+//! read from offset 0, typically the `mountinfo` of the [`Process`] the
+//! task stands for (held weakly, so that neither keeps the other); a task
+//! without a view has no `mountinfo`. The VFS hands a filesystem no
+//! caller, so `self` is a symlink to the task [`Procfs::set_self`] names,
+//! the process the instance is mounted for, rather than to each reader.
+//!
+//! [`Process`]: crate::Process
+//!
+//! May import the base modules, the node types, `fs` and `vfs`.
 //!
 //! ```
 //! use vfscale::procfs::{ProcConfig, Procfs, TaskInfo};
@@ -34,12 +46,11 @@
 
 mod files;
 
-pub use files::TaskInfo;
+pub use files::{MountView, TaskInfo};
 
-use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
-use crate::generated::{GeneratedFile, GeneratedTree, Revalidate};
-use crate::inode::{Inode, InodeRegistry, NewInode};
+use crate::fs::{FileOps, Filesystem, Instance, Revalidate};
+use crate::inode::{Inode, NewInode};
 use crate::types::{DirEntry, FileType, OpenFlags};
 use crate::{Credentials, Vfs, VfsConfig};
 use crossbeam_epoch::Owned;
@@ -48,7 +59,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use vfscale_sync::audited::EpochAtomic;
-use vfscale_sync::audited::{AtomicBool, Ordering};
+use vfscale_sync::audited::{AtomicBool, AtomicU32, Ordering};
 use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 
 /// Where `<pid>` dentries are revalidated.
@@ -115,20 +126,16 @@ impl Drop for Task {
 enum Entry {
     PidDir(Arc<Task>),
     File(Arc<Task>, TaskFile),
-}
-
-impl Entry {
-    fn task(&self) -> &Task {
-        match self {
-            Entry::PidDir(task) | Entry::File(task, _) => task,
-        }
-    }
+    /// `self`, naming this task's directory.
+    SelfLink(Arc<Task>),
 }
 
 struct Shared {
     config: ProcConfig,
     tasks: RwSem<BTreeMap<u32, Arc<Task>>>,
-    registry: Arc<InodeRegistry>,
+    /// The pid `self` names; 0 for none.
+    self_pid: AtomicU32,
+    instance: Instance,
 }
 
 impl fmt::Debug for Shared {
@@ -145,31 +152,55 @@ impl Shared {
         spec.uid = uid;
         spec.gid = uid;
         spec.private = Some(Arc::new(entry));
-        Inode::new(&self.registry, spec)
+        self.instance.new_inode(spec)
     }
 }
 
-impl GeneratedTree for Shared {
-    fn revalidate(&self, _dir: &Inode, _name: &[u8], inode: &Inode, rcu: bool) -> Revalidate {
-        if rcu && !self.config.rcu_revalidate {
+impl Shared {
+    /// `pid_revalidate`: whether the task behind `inode` is alive (and,
+    /// for `self`, still the one `self` names). A load or two: no lock, no
+    /// shared write.
+    fn alive(&self, inode: &Inode) -> bool {
+        match inode.private::<Entry>() {
+            Some(Entry::PidDir(task) | Entry::File(task, _)) => task.alive.load(Ordering::Acquire),
+            Some(Entry::SelfLink(task)) => {
+                self.self_pid.load(Ordering::Acquire) == task.pid && task.alive.load(Ordering::Acquire)
+            }
+            None => false,
+        }
+    }
+}
+
+/// Revalidation is one load of the task's `alive` flag, in either walk
+/// mode when [`ProcConfig::rcu_revalidate`] allows rcu-walk; negative
+/// dentries are never kept (a pid may appear at any time) and permission
+/// is the generic check.
+impl Filesystem for Shared {
+    fn revalidate_rcu(&self, _dir: &Inode, _name: &[u8], inode: &Inode) -> Revalidate {
+        if !self.config.rcu_revalidate {
             return Revalidate::NeedRefWalk;
         }
-        match inode.private::<Entry>() {
-            Some(entry) if entry.task().alive.load(Ordering::Acquire) => Revalidate::Valid,
-            _ => Revalidate::Invalid,
-        }
+        Revalidate::decided(self.alive(inode))
     }
 
-    fn revalidate_negative(&self, _dir: &Inode, _neg_rev: u64, _rcu: bool) -> Revalidate {
+    fn revalidate(&self, _dir: &Inode, _name: &[u8], inode: &Inode) -> bool {
+        self.alive(inode)
+    }
+
+    fn revalidate_negative_rcu(&self, _dir: &Inode, _neg_rev: u64) -> Revalidate {
         Revalidate::Invalid
-    }
-
-    fn permission(&self, inode: &Inode, cred: &Credentials, mask: Access, _rcu: bool) -> Option<VfsResult<()>> {
-        Some(if mask == Access::EXEC { inode.may_search(cred) } else { inode.permission(cred, mask) })
     }
 
     fn lookup(&self, dir: &Arc<Inode>, name: &[u8]) -> VfsResult<Option<Arc<Inode>>> {
         match dir.private::<Entry>() {
+            None if name == b"self" => {
+                let pid = self.self_pid.load(Ordering::Acquire);
+                let Some(task) = self.tasks.read().get(&pid).cloned() else { return Ok(None) };
+                let mut spec = NewInode::of(FileType::Symlink, 0o777);
+                spec.symlink_target = pid.to_string().into_bytes().into();
+                spec.private = Some(Arc::new(Entry::SelfLink(task)));
+                Ok(Some(self.instance.new_inode(spec)))
+            }
             None => {
                 let Some(pid) = parse_pid(name) else { return Ok(None) };
                 let task = self.tasks.read().get(&pid).cloned();
@@ -182,12 +213,13 @@ impl GeneratedTree for Shared {
                 if !task.alive.load(Ordering::Acquire) {
                     return Ok(None);
                 }
-                Ok(TaskFile::from_name(name).map(|kind| {
+                let kind = TaskFile::from_name(name).filter(|kind| task.with_info(|t| kind.exists_for(t)));
+                Ok(kind.map(|kind| {
                     let uid = task.with_info(|t| t.uid);
                     self.new_inode(FileType::Regular, 0o444, uid, Entry::File(Arc::clone(task), kind), dir)
                 }))
             }
-            Some(Entry::File(..)) => Err(Errno::ENOTDIR),
+            Some(Entry::File(..) | Entry::SelfLink(_)) => Err(Errno::ENOTDIR),
         }
     }
 
@@ -201,14 +233,20 @@ impl GeneratedTree for Shared {
 
     fn readdir(&self, dir: &Inode) -> VfsResult<Vec<DirEntry>> {
         let mut entries: Vec<DirEntry> = match dir.private::<Entry>() {
-            None => self
-                .tasks
-                .read()
-                .values()
-                .map(|t| DirEntry { name: t.pid.to_string().into_bytes(), ino: 0, file_type: FileType::Directory })
-                .collect(),
+            None => {
+                let tasks = self.tasks.read();
+                let mut entries: Vec<DirEntry> = tasks
+                    .values()
+                    .map(|t| DirEntry { name: t.pid.to_string().into_bytes(), ino: 0, file_type: FileType::Directory })
+                    .collect();
+                if tasks.contains_key(&self.self_pid.load(Ordering::Acquire)) {
+                    entries.push(DirEntry { name: b"self".to_vec(), ino: 0, file_type: FileType::Symlink });
+                }
+                entries
+            }
             Some(Entry::PidDir(task)) if task.alive.load(Ordering::Acquire) => TaskFile::ALL
                 .iter()
+                .filter(|f| task.with_info(|t| f.exists_for(t)))
                 .map(|f| DirEntry { name: f.name().as_bytes().to_vec(), ino: 0, file_type: FileType::Regular })
                 .collect(),
             Some(_) => return Err(Errno::ENOENT),
@@ -217,7 +255,7 @@ impl GeneratedTree for Shared {
         Ok(entries)
     }
 
-    fn open(&self, inode: &Arc<Inode>, _flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn GeneratedFile>> {
+    fn open(&self, inode: &Arc<Inode>, _flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn FileOps>> {
         task_file(inode).ok_or(Errno::EINVAL)?;
         Ok(Box::<ProcFile>::default())
     }
@@ -227,7 +265,7 @@ impl GeneratedTree for Shared {
 fn task_file(inode: &Inode) -> Option<(&Task, TaskFile)> {
     match inode.private::<Entry>()? {
         Entry::File(task, kind) => Some((task, *kind)),
-        Entry::PidDir(_) => None,
+        Entry::PidDir(_) | Entry::SelfLink(_) => None,
     }
 }
 
@@ -250,11 +288,12 @@ impl Procfs {
     /// An empty task table.
     pub fn new(config: ProcConfig) -> Procfs {
         let mut shared = None;
-        let vfs = Vfs::with_generator(VfsConfig::default(), |registry, _root| {
+        let vfs = Vfs::with_filesystem(VfsConfig::default(), |instance| {
             let made = Arc::new(Shared {
                 config,
                 tasks: RwSem::new(BTreeMap::new(), SpinPolicy::Adaptive),
-                registry: Arc::clone(registry),
+                self_pid: AtomicU32::new(0),
+                instance: instance.clone(),
             });
             shared = Some(Arc::clone(&made));
             made
@@ -292,6 +331,21 @@ impl Procfs {
     pub fn exit_task(&self, pid: u32) -> VfsResult<()> {
         let task = self.shared.tasks.write().remove(&pid).ok_or(Errno::ESRCH)?;
         task.alive.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// Makes `self` a symlink to the directory of `pid` (none: `self` does
+    /// not exist); ESRCH if there is no such task. The VFS hands a
+    /// filesystem no caller, so `self` names the task the instance is
+    /// set up for (a sandbox mounts one procfs per process it runs), not
+    /// the reader as Linux's does.
+    pub fn set_self(&self, pid: Option<u32>) -> VfsResult<()> {
+        let tasks = self.shared.tasks.write();
+        let pid = pid.unwrap_or(0);
+        if pid != 0 && !tasks.contains_key(&pid) {
+            return Err(Errno::ESRCH);
+        }
+        self.shared.self_pid.store(pid, Ordering::Release);
         Ok(())
     }
 

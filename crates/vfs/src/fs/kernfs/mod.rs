@@ -27,7 +27,7 @@
 //! a node is removed, opens fail with ENOENT and reads or writes on files
 //! already open fail with ENODEV.
 //!
-//! May import the base modules, the node types, `generated` and `vfs`.
+//! May import the base modules, the node types, `fs` and `vfs`.
 //!
 //! ```
 //! use vfscale::kernfs::{Kernfs, KernfsConfig};
@@ -60,8 +60,8 @@ pub use attr::{Attribute, MAX_WRITE};
 
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
-use crate::generated::{GeneratedFile, GeneratedTree, Revalidate};
-use crate::inode::{Inode, InodeRegistry, NewInode};
+use crate::fs::{FileOps, Filesystem, Instance, Revalidate};
+use crate::inode::{Inode, NewInode};
 use crate::types::{DirEntry, FileType, OpenFlags};
 use crate::{Credentials, Vfs, VfsConfig};
 use active::Active;
@@ -179,7 +179,7 @@ struct Tree {
 struct Shared {
     config: KernfsConfig,
     tree: RwSem<Tree>,
-    registry: Arc<InodeRegistry>,
+    instance: Instance,
     root: OnceLock<KernfsNode>,
 }
 
@@ -230,39 +230,55 @@ impl Shared {
     }
 }
 
-impl GeneratedTree for Shared {
-    fn revalidate(&self, dir: &Inode, name: &[u8], inode: &Inode, rcu: bool) -> Revalidate {
-        if rcu && !self.config.rcu_revalidate {
+impl Shared {
+    /// Whether a negative dentry recorded at `neg_rev` stands.
+    fn negative_stands(&self, dir: &Inode, neg_rev: u64) -> bool {
+        self.config.negative_dentries && dir.dir_revision() == Some(neg_rev)
+    }
+}
+
+/// In the [`KernfsConfig::rcu`] design the hooks decide in rcu-walk, with
+/// loads of the node's link and the directory's revision; in the others
+/// they refuse there and decide under the tree lock, as Linux did before
+/// 5.15.
+impl Filesystem for Shared {
+    fn revalidate_rcu(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Revalidate {
+        if !self.config.rcu_revalidate {
             return Revalidate::NeedRefWalk;
         }
-        let _locked = (!rcu).then(|| self.read());
-        if Self::still_there(dir, name, inode) {
-            Revalidate::Valid
-        } else {
-            Revalidate::Invalid
-        }
+        Revalidate::decided(Self::still_there(dir, name, inode))
     }
 
-    fn revalidate_negative(&self, dir: &Inode, neg_rev: u64, rcu: bool) -> Revalidate {
+    fn revalidate(&self, dir: &Inode, name: &[u8], inode: &Inode) -> bool {
+        let _locked = self.read();
+        Self::still_there(dir, name, inode)
+    }
+
+    fn revalidate_negative_rcu(&self, dir: &Inode, neg_rev: u64) -> Revalidate {
         if !self.config.negative_dentries {
             return Revalidate::Invalid;
         }
-        if rcu && !self.config.rcu_revalidate {
+        if !self.config.rcu_revalidate {
             return Revalidate::NeedRefWalk;
         }
-        let _locked = (!rcu).then(|| self.read());
-        match dir.dir() {
-            Ok(d) if d.rev() == neg_rev => Revalidate::Valid,
-            _ => Revalidate::Invalid,
-        }
+        Revalidate::decided(self.negative_stands(dir, neg_rev))
     }
 
-    fn permission(&self, inode: &Inode, cred: &Credentials, mask: Access, rcu: bool) -> Option<VfsResult<()>> {
-        if rcu && !self.config.rcu_revalidate {
-            return None;
+    fn revalidate_negative(&self, dir: &Inode, neg_rev: u64) -> bool {
+        if !self.config.negative_dentries {
+            return false;
         }
-        let _locked = (!rcu).then(|| self.read());
-        Some(if mask == Access::EXEC { inode.may_search(cred) } else { inode.permission(cred, mask) })
+        let _locked = self.read();
+        self.negative_stands(dir, neg_rev)
+    }
+
+    fn permission_rcu(&self, inode: &Inode, cred: &Credentials, mask: Access) -> Option<VfsResult<()>> {
+        self.config.rcu_revalidate.then(|| inode.generic_permission(cred, mask))
+    }
+
+    fn permission(&self, inode: &Inode, cred: &Credentials, mask: Access) -> VfsResult<()> {
+        let _locked = self.read();
+        inode.generic_permission(cred, mask)
     }
 
     fn lookup(&self, dir: &Arc<Inode>, name: &[u8]) -> VfsResult<Option<Arc<Inode>>> {
@@ -287,7 +303,7 @@ impl GeneratedTree for Shared {
             .collect())
     }
 
-    fn open(&self, inode: &Arc<Inode>, flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn GeneratedFile>> {
+    fn open(&self, inode: &Arc<Inode>, flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn FileOps>> {
         // `kernfs_fop_open`: even root may not open an attribute for a
         // direction its mode has no bit for.
         let mode = inode.stat().mode;
@@ -314,11 +330,12 @@ impl Kernfs {
     /// An empty tree (a root directory, mode 0755) in the given design.
     pub fn new(config: KernfsConfig) -> Kernfs {
         let mut shared = None;
-        let vfs = Vfs::with_generator(VfsConfig::default(), |registry, root| {
+        let vfs = Vfs::with_filesystem(VfsConfig::default(), |instance| {
+            let root = instance.root();
             let made = Arc::new(Shared {
                 config,
                 tree: RwSem::new(Tree::default(), SpinPolicy::Adaptive),
-                registry: Arc::clone(registry),
+                instance: instance.clone(),
                 root: OnceLock::new(),
             });
             shared = Some(Arc::clone(&made));
@@ -414,7 +431,7 @@ impl Kernfs {
         if is_dir {
             spec.parent = Some(Arc::clone(&parent.inode));
         }
-        let inode = Inode::new(&self.shared.registry, spec);
+        let inode = self.shared.instance.new_inode(spec);
         if inode.file_type() == FileType::Regular {
             inode.update_attrs(|a| a.size = MAX_WRITE as u64);
         }

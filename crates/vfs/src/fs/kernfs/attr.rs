@@ -4,7 +4,7 @@
 use super::active::ActiveRef;
 use super::NodeState;
 use crate::errno::{Errno, VfsResult};
-use crate::generated::{GeneratedFile, Snapshot};
+use crate::fs::{FileOps, Snapshot};
 use crate::inode::Inode;
 
 /// Largest write `store` accepts (sysfs's `atomic_write_len`, a page);
@@ -61,7 +61,7 @@ fn attribute(inode: &Inode) -> VfsResult<(ActiveRef<'_>, &dyn Attribute)> {
     Ok((active, state.attr.as_deref().ok_or(Errno::EINVAL)?))
 }
 
-impl GeneratedFile for OpenAttribute {
+impl FileOps for OpenAttribute {
     fn read(&self, inode: &Inode, buf: &mut [u8], offset: u64) -> VfsResult<usize> {
         let (_active, attr) = attribute(inode)?;
         self.snapshot.read(buf, offset, || attr.show())
