@@ -65,9 +65,9 @@ mod forgets;
 mod fs;
 #[cfg(test)]
 mod fuzz_tests;
-mod instances;
 mod linger;
 mod locks;
+mod namespace;
 mod nodes;
 mod releases;
 mod requests;
