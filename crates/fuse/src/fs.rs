@@ -365,7 +365,7 @@ impl Server {
                 break;
             }
             for e in batch {
-                out.push((slot.id(e.ino)?, e.file_type, e.name));
+                out.push((slot.listed(e.ino), e.file_type, e.name));
             }
         }
         Ok(out)
@@ -1053,6 +1053,18 @@ mod namespace_tests {
         let (_, fs_dir) = fs.look_up(&ROOT_CALLER, sys, b"fs").unwrap();
         assert!(listed.contains(&(sys, b".".to_vec())), "{listed:?}");
         assert!(listed.contains(&(fs_dir.ino.0, b"fs".to_vec())), "{listed:?}");
+        // procfs lists its tasks before it has inodes for them: they show
+        // a number of their own, never 0 (a deleted entry to libc).
+        let (proc, _) = walk(&fs, "/proc").unwrap();
+        let (fh, _) = fs.open_dir(&ROOT_CALLER, proc, 0).unwrap();
+        let mut ids = Vec::new();
+        fs.read_dir(fh, 0, |id, _, _, _| {
+            ids.push(id);
+            false
+        })
+        .unwrap();
+        fs.release_dir(fh);
+        assert!(ids.len() > 2 && !ids.contains(&0), "{ids:?}");
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub(crate) const SLOT_BITS: u32 = 16;
 /// Node id bits below the slot, for the inode number.
 const INO_BITS: u32 = 64 - SLOT_BITS;
 const INO_MASK: u64 = (1 << INO_BITS) - 1;
+/// The inode number below the slot bits that no node gets: what a listing
+/// shows for an entry without one.
+const UNKNOWN: u64 = INO_MASK;
 
 /// A name: the parent's node id and the entry name in it.
 pub(crate) type Link = (u64, Box<[u8]>);
@@ -78,10 +81,18 @@ impl Slot {
             Some(root) if ino == ROOT => root,
             _ => ino,
         };
-        if local == 0 || local > INO_MASK {
+        if local == 0 || local >= UNKNOWN {
             return Err(Errno::EOVERFLOW);
         }
         Ok(self.slot << INO_BITS | local)
+    }
+
+    /// The `d_ino` a directory listing shows for inode number `ino`: its
+    /// node id, or, for an entry whose inode is not made yet (procfs lists
+    /// 0) or whose number does not fit, this slot's [`UNKNOWN`] number,
+    /// which is never a node.
+    pub fn listed(self, ino: u64) -> u64 {
+        self.id(ino).unwrap_or(self.slot << INO_BITS | UNKNOWN)
     }
 }
 
@@ -265,6 +276,8 @@ mod tests {
         assert_eq!(slot0.id(12345), Ok(12345));
         assert_eq!(slot0.id(0), Err(Errno::EOVERFLOW));
         assert_eq!(slot0.id(1 << INO_BITS), Err(Errno::EOVERFLOW));
+        assert_eq!(slot0.id(UNKNOWN), Err(Errno::EOVERFLOW));
+        assert_eq!((slot0.listed(0), slot0.listed(12345)), (UNKNOWN, 12345));
     }
 
     #[test]
