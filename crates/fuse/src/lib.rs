@@ -3,16 +3,21 @@
 //! Serves a [`vfscale::Vfs`] to real programs through FUSE, so `ls`, `cp`,
 //! `find` and the rest run against the in-memory VFS: `vfscale mount DIR`.
 //!
-//! With `--demo` a small mount table adds two more VFS instances, a kernfs
-//! tree on `sys/` and a procfs task table on `proc/`.
+//! The mount serves a mount namespace whose root mount is the VFS; with
+//! `--demo` a kernfs tree is mounted on `sys/` and a procfs task table on
+//! `proc/`, through the VFS's own mount calls ([`vfscale::Context::mount`]).
 //!
 //! Every FUSE request becomes the matching VFS call with the caller's
 //! credentials (uid, gid, and supplementary groups read from the host's
-//! `/proc`), and the VFS's errno goes back unchanged. Node ids are VFS
-//! inode numbers with the instance's index in the top bits (the root is
-//! FUSE's id 1); the kernel's lookup counts keep a node's inode alive until
-//! it forgets it, even after the last name is gone. Where the kernel offers
-//! FUSE over io_uring ([`MountOptions::io_uring`], on by default), requests
+//! `/proc`), and the VFS's errno goes back unchanged; walks cross mount
+//! points as the VFS's do. A node id names a (mount, inode) position of the
+//! namespace: the mount's slot in the top bits, the VFS inode number below
+//! (the root is FUSE's id 1), so the same inode seen through two mounts has
+//! two node ids (see the `nodes` module); the kernel's lookup counts keep a
+//! node's inode alive until it forgets it, even after the last name is
+//! gone.
+//!
+//! Where the kernel offers FUSE over io_uring ([`MountOptions::io_uring`], on by default), requests
 //! come through a queue per CPU, each served by a thread on that CPU (see
 //! the `ring` and `wire` modules). Otherwise they are handled on several
 //! threads, each reading its own clone of the `/dev/fuse` fd; a thread that

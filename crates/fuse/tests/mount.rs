@@ -265,6 +265,45 @@ fn demo_trees_show_live_values() {
     assert!(wait_unmounted(mnt.path(), UNMOUNTED_WITHIN));
 }
 
+/// The demo trees are mounts of their own in the served namespace: `df`
+/// of a path answers for its mount's filesystem, inode numbers of the
+/// three filesystems never meet and stay put, and `..` of a tree's root is
+/// the served root.
+#[test]
+fn demo_trees_are_mounts_of_their_own() {
+    use std::os::unix::fs::MetadataExt;
+    let _serial = serial();
+    let mnt = tempfile::tempdir().unwrap();
+    let vfs = Vfs::new(vfscale::VfsConfig { size_limit: 8 << 20, inode_limit: 1000, ..Default::default() });
+    let options = MountOptions { demo: true, ..MountOptions::default() };
+    let Some(mounted) = try_mount_vfs(mnt.path(), vfs, &options) else { return };
+    // Total blocks and inodes, as `df` reads them.
+    let df = |p: &Path| {
+        let out = Command::new("stat").args(["-f", "-c", "%b %c"]).arg(p).output().unwrap();
+        assert!(out.status.success(), "stat -f {}", p.display());
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    assert_eq!(df(mnt.path()), "2048 1000", "the served VFS's limits");
+    assert_eq!(df(&mnt.path().join("sys")), "0 0", "kernfs has no limits");
+    assert_eq!(df(&mnt.path().join(format!("proc/{}", std::process::id()))), "0 0");
+    assert_eq!(df(&mnt.path().join("sys/fs/vfscale/inodes")), "0 0");
+    std::fs::write(mnt.path().join("f"), "x").unwrap();
+    let ino = |rel: &str| std::fs::metadata(mnt.path().join(rel)).unwrap().ino();
+    let inos: Vec<u64> =
+        ["", "f", "sys", "sys/fs", "sys/fs/vfscale/inodes", "proc", &format!("proc/{}", std::process::id())]
+            .iter()
+            .map(|rel| ino(rel))
+            .collect();
+    let mut distinct = inos.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), inos.len(), "{inos:?}");
+    assert_eq!(ino("sys/.."), ino(""));
+    assert_eq!(ino("proc/.."), ino(""));
+    assert_eq!(ino("sys/fs"), inos[3], "an inode number stays put");
+    mounted.unmount().expect("unmount");
+}
+
 #[test]
 fn unmount_from_outside_ends_the_session() {
     let _serial = serial();
