@@ -53,7 +53,7 @@ use crate::locks::Locks;
 use crate::namespace::{Caching, Filesystem, Namespace};
 use crate::nodes::{location_of, opened_at, Nodes};
 use crate::requests::{Counters, Opcode};
-use crate::{MountOptions, RecordLocks};
+use crate::{MountOptions, ReadOnlyMount, RecordLocks};
 use fuser::{FileAttr, FileHandle, FopenFlags, TimeOrNow};
 use std::collections::HashMap;
 use std::fmt;
@@ -100,6 +100,13 @@ impl OpenPolicy {
     pub fn new(options: &MountOptions) -> OpenPolicy {
         let vfs_locks = options.locks == RecordLocks::Vfs;
         OpenPolicy { vfs_locks, no_open: !vfs_locks && !options.demo }
+    }
+
+    /// This policy for a mount that also serves live filesystems (read-only
+    /// mounts of trees that change on their own), whose files, like the
+    /// demo trees', need an `OPEN` for direct I/O.
+    pub fn with_live_mounts(self) -> OpenPolicy {
+        OpenPolicy { no_open: false, ..self }
     }
 
     /// The open flags a file of filesystem `fs` is served with: a live
@@ -162,11 +169,28 @@ impl fmt::Debug for Server {
 impl Server {
     /// Serves `vfs`; with `demo`, also the demo trees mounted on `sys/`
     /// and `proc/`.
+    #[cfg(test)]
     pub fn new(vfs: Vfs, demo: bool, open_policy: OpenPolicy, linger: Duration) -> VfsResult<Server> {
+        Server::with_mounts(vfs, demo, Vec::new(), open_policy, linger)
+    }
+
+    /// [`Server::new`], with the instances of `read_only` mounted
+    /// read-only on their paths (after the demo trees).
+    pub fn with_mounts(
+        vfs: Vfs,
+        demo: bool,
+        read_only: Vec<ReadOnlyMount>,
+        open_policy: OpenPolicy,
+        linger: Duration,
+    ) -> VfsResult<Server> {
         let demo = if demo { Some(Demo::new(&vfs)?) } else { None };
         let mut ns = Namespace::new(vfs, Caching::Kept(TTL))?;
         if let Some(demo) = &demo {
             demo.mount(&mut ns)?;
+        }
+        let open_policy = if read_only.is_empty() { open_policy } else { open_policy.with_live_mounts() };
+        for m in read_only {
+            ns.mount_read_only(m.fs, &m.source, &m.path)?;
         }
         Ok(Server::serving(ns, demo, open_policy, linger))
     }

@@ -359,16 +359,44 @@ fn check_mount_point(dir: &Path) -> Result<(), MountError> {
     }
 }
 
+/// A filesystem instance to mount read-only in the served tree, beside the
+/// demo trees: what a read-only bind of a host directory (`--bind-ro
+/// HOSTDIR:PATH`) mounts, once a filesystem shows the host's tree.
+#[derive(Debug, Clone)]
+pub struct ReadOnlyMount {
+    /// The instance.
+    pub fs: Vfs,
+    /// What the namespace's `mountinfo` shows as its source.
+    pub source: String,
+    /// Where: an absolute path of the served tree, its missing directories
+    /// made first.
+    pub path: String,
+}
+
 /// Mounts `vfs` on the empty directory `dir` and serves it in the
 /// background until the returned handle unmounts it.
 pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, MountError> {
+    mount_with(dir, vfs, Vec::new(), options)
+}
+
+/// [`mount`], with each of `read_only` mounted read-only (and `nosuid`,
+/// `nodev`) on its path of the served tree, through the VFS's mount calls.
+/// Such a filesystem may change behind the mount's back (a host
+/// directory's does), so, as the demo trees, nothing of it is cached and
+/// its files are read with direct I/O.
+pub fn mount_with(
+    dir: &Path,
+    vfs: Vfs,
+    read_only: Vec<ReadOnlyMount>,
+    options: &MountOptions,
+) -> Result<Mounted, MountError> {
     if options.threads == 0 {
         return Err(MountError::Invalid("--threads must be at least 1".into()));
     }
     check_mount_point(dir)?;
     let open_policy = fs::OpenPolicy::new(options);
-    let fs = fs::Server::new(vfs, options.demo, open_policy, options.linger)
-        .map_err(|e| MountError::Invalid(format!("cannot set up the demo trees: {e}")))?;
+    let fs = fs::Server::with_mounts(vfs, options.demo, read_only, open_policy, options.linger)
+        .map_err(|e| MountError::Invalid(format!("cannot set up the served tree's mounts: {e}")))?;
     let requests = fs.requests();
     let linger = fs.linger();
     let refreshes = fs.demo_refreshes();

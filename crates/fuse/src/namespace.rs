@@ -14,7 +14,8 @@
 //!
 //! Adding a filesystem is one call before serving:
 //! [`Namespace::mount_read_only`] mounts any [`Vfs`] (a host directory's,
-//! say) read-only at a path, making the path first.
+//! say) read-only at a path, making the path first; the crate's
+//! `mount_with` takes such mounts from its caller.
 //!
 //! It imports the lock owners (`locks`) and the node conversions
 //! (`nodes`); the handlers (`fs`) use it, never the other way.
@@ -129,7 +130,6 @@ impl Namespace {
     /// Mounts `fs` read-only (and `nosuid`, `nodev`) on `path`, as a host
     /// tree bound into the served one would be: nothing of it is cached,
     /// since it may change behind the mount's back.
-    #[allow(dead_code)] // The host-directory binds (`--bind-ro`) will call it.
     pub fn mount_read_only(&mut self, fs: Vfs, source: &str, path: &str) -> VfsResult<()> {
         let flags = MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV;
         self.mount(fs, source, path, flags, Caching::Live)
