@@ -2,17 +2,19 @@
 //! show live values of the served VFS, and `proc/` a [`Procfs`] task table
 //! that mirrors the host's processes.
 //!
-//! Invariant: each tree is a VFS instance of its own, mounted (by the FUSE
-//! front end's mount table, the `instances` module) on an empty directory
-//! of the served VFS that [`Demo::new`] creates; the task table holds
-//! every host process seen at the last refresh, which runs once before the
-//! mount is served and then every [`REFRESH`] on a background thread
-//! until the `Demo` is dropped.
+//! Invariant: each tree is a VFS instance of its own, mounted through the
+//! VFS's mount table ([`vfscale::Context::mount`], by [`Demo::mount`]) in
+//! the served namespace, on `/sys` and `/proc`, directories of the served
+//! VFS made for them, as a distribution mounts sysfs and proc (`nosuid`,
+//! `nodev`, `noexec`); the task table holds every host process seen at the
+//! last refresh, which runs once before the mount is served and then every
+//! [`REFRESH`] on a background thread until the `Demo` is dropped.
 //!
 //! Not for: exact process data — a refresh reads each process's `stat`,
 //! `status` and `cmdline` at one moment, and a process that starts and
 //! exits between two refreshes is never seen.
 
+use crate::namespace::{Caching, Namespace};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +23,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use vfscale::kernfs::{Kernfs, KernfsConfig};
 use vfscale::procfs::{ProcConfig, Procfs, TaskInfo};
-use vfscale::{Credentials, Errno, Vfs, VfsResult};
+use vfscale::{Errno, MountFlags, Vfs, VfsResult};
 
 /// How often `proc/` follows the host's processes.
 pub(crate) const REFRESH: Duration = Duration::from_millis(500);
@@ -30,9 +32,6 @@ pub(crate) const REFRESH: Duration = Duration::from_millis(500);
 pub(crate) struct Demo {
     sys: Kernfs,
     proc: Arc<Procfs>,
-    /// The served VFS's directories the trees are mounted on.
-    sys_mount: u64,
-    proc_mount: u64,
     /// Dropping it stops the refresher, which `Drop` then joins.
     stop: Option<mpsc::Sender<()>>,
     refresher: Option<JoinHandle<()>>,
@@ -44,11 +43,7 @@ pub(crate) struct Demo {
 
 impl fmt::Debug for Demo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Demo")
-            .field("sys_mount", &self.sys_mount)
-            .field("proc_mount", &self.proc_mount)
-            .field("tasks", &self.proc.pids().len())
-            .finish_non_exhaustive()
+        f.debug_struct("Demo").field("tasks", &self.proc.pids().len()).finish_non_exhaustive()
     }
 }
 
@@ -148,16 +143,9 @@ fn build_sys(sys: &Kernfs, vfs: &Vfs) -> VfsResult<()> {
 }
 
 impl Demo {
-    /// Builds the trees for `vfs`, creating the mount-point directories
-    /// `/sys` and `/proc` in it, and starts following the host's processes.
+    /// Builds the trees for `vfs` and starts following the host's
+    /// processes; [`Demo::mount`] mounts them.
     pub fn new(vfs: &Vfs) -> VfsResult<Demo> {
-        let root = vfs.process(Credentials::root());
-        let mount_point = |path: &str| -> VfsResult<u64> {
-            match root.mkdir(path, 0o555) {
-                Ok(()) | Err(Errno::EEXIST) => Ok(root.resolve(path, false)?.ino()),
-                Err(e) => Err(e),
-            }
-        };
         let sys = Kernfs::new(KernfsConfig::rcu());
         build_sys(&sys, vfs)?;
         let proc = Arc::new(Procfs::new(ProcConfig::rcu_revalidate()));
@@ -174,15 +162,7 @@ impl Demo {
                 }
             })
             .map_err(|_| Errno::EAGAIN)?;
-        Ok(Demo {
-            sys_mount: mount_point("/sys")?,
-            proc_mount: mount_point("/proc")?,
-            sys,
-            proc,
-            stop: Some(stop),
-            refresher: Some(refresher),
-            refreshes,
-        })
+        Ok(Demo { sys, proc, stop: Some(stop), refresher: Some(refresher), refreshes })
     }
 
     /// The count of `proc`'s refreshes so far, which goes on growing.
@@ -190,10 +170,12 @@ impl Demo {
         Arc::clone(&self.refreshes)
     }
 
-    /// The trees as (directory of the served VFS they are mounted on, VFS
-    /// of the tree) pairs: `sys` first, then `proc`.
-    pub fn mounts(&self) -> [(u64, Vfs); 2] {
-        [(self.sys_mount, self.sys.vfs().clone()), (self.proc_mount, self.proc.vfs().clone())]
+    /// Mounts the trees in `ns`: `sys` on `/sys`, `proc` on `/proc`,
+    /// making the directories (mode 0555) where they are missing.
+    pub fn mount(&self, ns: &mut Namespace) -> VfsResult<()> {
+        let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+        ns.mount(self.sys.vfs().clone(), "sysfs", "/sys", flags, Caching::Live)?;
+        ns.mount(self.proc.vfs().clone(), "proc", "/proc", flags, Caching::Live)
     }
 }
 
@@ -210,56 +192,64 @@ impl Drop for Demo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vfscale::OpenFlags;
+    use vfscale::{Credentials, OpenFlags, Process};
 
-    fn read(vfs: &Vfs, path: &str) -> VfsResult<String> {
-        let p = vfs.process(Credentials::root());
+    /// The served `vfs` with the demo trees mounted, and a root process in
+    /// its namespace.
+    fn mounted(vfs: &Vfs) -> (Namespace, Demo, Process) {
+        let demo = Demo::new(vfs).unwrap();
+        let mut ns = Namespace::new(vfs.clone(), Caching::Live).unwrap();
+        demo.mount(&mut ns).unwrap();
+        let p = vfs.process_in(ns.mount_namespace(), Credentials::root());
+        (ns, demo, p)
+    }
+
+    fn read(p: &Process, path: &str) -> VfsResult<String> {
         let fd = p.open(path, OpenFlags::RDONLY, 0)?;
         let mut buf = vec![0; 4096];
-        let n = p.read(fd, &mut buf)?;
+        let n = p.read(fd, &mut buf);
+        p.close(fd)?;
+        let n = n?;
         Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
     }
 
     #[test]
     fn sys_attributes_show_live_values() {
         let vfs = Vfs::default();
-        let demo = Demo::new(&vfs).unwrap();
-        let [(sys_mount, sys), _] = demo.mounts();
-        let p = vfs.process(Credentials::root());
-        assert_eq!(p.resolve("/sys", false).unwrap().ino(), sys_mount);
-        let before: usize = read(&sys, "/fs/vfscale/inodes").unwrap().trim().parse().unwrap();
-        p.mkdir("/x", 0o755).unwrap();
-        let after: usize = read(&sys, "/fs/vfscale/inodes").unwrap().trim().parse().unwrap();
+        let (_ns, demo, p) = mounted(&vfs);
+        assert_eq!(p.stat("/sys").unwrap().ino, demo.sys.vfs().root().ino(), "the mount is crossed");
+        assert_eq!(p.stat("/sys/..").unwrap().ino, vfs.root().ino());
+        assert!(p.statfs("/sys").unwrap().flags.options().contains("nosuid,nodev,noexec"));
+        let before: usize = read(&p, "/sys/fs/vfscale/inodes").unwrap().trim().parse().unwrap();
+        vfs.process(Credentials::root()).mkdir("/x", 0o755).unwrap();
+        let after: usize = read(&p, "/sys/fs/vfscale/inodes").unwrap().trim().parse().unwrap();
         assert_eq!(after, before + 1);
         let fd = p.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
         p.flock(fd, vfscale::locks::LOCK_EX).unwrap();
-        assert!(read(&sys, "/fs/vfscale/locks").unwrap().starts_with("1: FLOCK"));
+        assert!(read(&p, "/sys/fs/vfscale/locks").unwrap().starts_with("1: FLOCK"));
     }
 
     #[test]
     fn drop_caches_is_the_one_writable_attribute() {
         let vfs = Vfs::default();
-        let demo = Demo::new(&vfs).unwrap();
-        let [(_, sys), _] = demo.mounts();
-        let root = sys.process(Credentials::root());
-        let fd = root.open("/fs/vfscale/drop_caches", OpenFlags::WRONLY, 0).unwrap();
+        let (ns, _demo, root) = mounted(&vfs);
+        let fd = root.open("/sys/fs/vfscale/drop_caches", OpenFlags::WRONLY, 0).unwrap();
         assert_eq!(root.write(fd, b"2\n"), Ok(2));
-        assert_eq!(read(&sys, "/fs/vfscale/drop_caches").unwrap(), "2\n");
+        assert_eq!(read(&root, "/sys/fs/vfscale/drop_caches").unwrap(), "2\n");
         assert_eq!(root.pwrite(fd, b"7", 0), Err(Errno::EINVAL));
-        let alice = sys.process(Credentials::user(1000, 1000, []));
-        assert_eq!(alice.open("/fs/vfscale/drop_caches", OpenFlags::WRONLY, 0).unwrap_err(), Errno::EACCES);
-        assert_eq!(alice.open("/fs/vfscale/inodes", OpenFlags::WRONLY, 0).unwrap_err(), Errno::EACCES);
+        let alice = vfs.process_in(ns.mount_namespace(), Credentials::user(1000, 1000, []));
+        assert_eq!(alice.open("/sys/fs/vfscale/drop_caches", OpenFlags::WRONLY, 0).unwrap_err(), Errno::EACCES);
+        assert_eq!(alice.open("/sys/fs/vfscale/inodes", OpenFlags::WRONLY, 0).unwrap_err(), Errno::EACCES);
     }
 
     #[test]
     fn proc_follows_the_host() {
         let vfs = Vfs::default();
-        let demo = Demo::new(&vfs).unwrap();
-        let [_, (_, proc)] = demo.mounts();
+        let (_ns, demo, p) = mounted(&vfs);
         let me = std::process::id();
-        let status = read(&proc, &format!("/{me}/status")).unwrap();
+        let status = read(&p, &format!("/proc/{me}/status")).unwrap();
         assert!(status.contains(&format!("Pid:\t{me}")), "{status}");
-        let cmdline = read(&proc, &format!("/{me}/cmdline")).unwrap();
+        let cmdline = read(&p, &format!("/proc/{me}/cmdline")).unwrap();
         let exe = std::env::args().next().unwrap();
         assert!(cmdline.starts_with(&exe), "{cmdline:?}");
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
@@ -277,11 +267,11 @@ mod tests {
             }
         };
         refreshed();
-        assert!(read(&proc, &format!("/{pid}/stat")).unwrap().starts_with(&format!("{pid} (sleep) ")));
+        assert!(read(&p, &format!("/proc/{pid}/stat")).unwrap().starts_with(&format!("{pid} (sleep) ")));
         child.kill().unwrap();
         child.wait().unwrap();
         refreshed();
-        assert_eq!(read(&proc, &format!("/{pid}/stat")).unwrap_err(), Errno::ENOENT, "pid {pid} not gone");
+        assert_eq!(read(&p, &format!("/proc/{pid}/stat")).unwrap_err(), Errno::ENOENT, "pid {pid} not gone");
     }
 
     #[test]

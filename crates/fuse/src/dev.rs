@@ -377,10 +377,12 @@ impl Filesystem for Dev {
         reply.ok();
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         let _served = self.fs.serve(Opcode::Other);
-        let s = self.fs.fs_stats();
-        reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize);
+        match self.fs.fs_stats(ino.0) {
+            Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize),
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
     fn setxattr(

@@ -1,16 +1,18 @@
 //! The FUSE request handlers and the [`Server`] state they share: each
-//! request becomes the matching call on a [`Process`] with the caller's
-//! credentials, its working directory the request's parent directory, so
-//! the VFS makes every permission check (the kernel also checks at open
-//! when opens send no request) and its errno goes back to the caller
-//! unchanged. A node id names a node of one of the mount table's
-//! instances (see the `instances` module); renames and links between
-//! instances fail with EXDEV.
+//! request becomes the matching call on a [`Context`] of the served mount
+//! namespace with the caller's credentials, its relative paths starting at
+//! the request's node, so the VFS makes every permission check (the kernel
+//! also checks at open when opens send no request), crosses every mount
+//! point, and its errno goes back to the caller unchanged. A node id names
+//! a position of the namespace, a (mount, inode) pair (see the `nodes`
+//! module); renames and links between mounts fail with the VFS's EXDEV,
+//! and a mount point may not be removed or renamed (its EBUSY).
 //!
-//! It imports what serving needs: the mount table (`instances`), the
-//! caller (`caller`), the reply conversions (`convert`), the node tables,
-//! lock owners, demo trees, forgets, lingering and request counts. The
-//! front ends (`dev`, `wire` and `ring`) call it, never the other way.
+//! It imports what serving needs: the namespace (`namespace`), the node
+//! table (`nodes`), the caller (`caller`), the reply conversions
+//! (`convert`), lock owners, demo trees, forgets, lingering and request
+//! counts. The front ends (`dev`, `wire` and `ring`) call it, never the
+//! other way.
 //!
 //! What the kernel caches, and why nothing goes stale:
 //!
@@ -23,9 +25,9 @@
 //!   across opens (`FOPEN_KEEP_CACHE`). Only atime lags: reads served from
 //!   the page cache do not reach the VFS.
 //! - The demo trees change on their own (processes come and go, attributes
-//!   follow the VFS): nothing of them is cached ([`NO_TTL`], misses are
-//!   plain ENOENT) and their files are read with direct I/O, past the sizes
-//!   they report.
+//!   follow the VFS): nothing of them is cached (their filesystems are
+//!   [`Caching::Live`], misses are plain ENOENT) and their files are read
+//!   with direct I/O, past the sizes they report.
 //! - Opens and closes (see [`OpenPolicy`]): with record locks in the kernel
 //!   and no demo trees, `OPEN` answers ENOSYS once and the kernel never
 //!   asks again, nor sends `FLUSH` or `RELEASE`; reads and writes then come
@@ -34,7 +36,7 @@
 //!   the demo trees get direct I/O and the VFS's locks their `RELEASE`, and
 //!   closes skip `FLUSH` unless the VFS holds record locks.
 //!
-//! Invariant: the names recorded in the node tables change only while the
+//! Invariant: the names recorded in the node table change only while the
 //! operation that changes them holds `topology` for writing (renames) or
 //! are added by replies that carry an entry; operations that turn a node id
 //! back into a name (open of a regular file, link, a rename into another
@@ -46,12 +48,12 @@ use crate::caller::{credentials, Client};
 use crate::convert::{file_attr, kind, negative_attr, set_time};
 use crate::demo::Demo;
 use crate::forgets::{InService, Serving};
-use crate::instances::{node_id, Instances, Mount};
 use crate::linger::Linger;
 use crate::locks::Locks;
-use crate::nodes::ROOT;
+use crate::namespace::{Caching, Filesystem, Namespace};
+use crate::nodes::{location_of, opened_at, Nodes};
 use crate::requests::{Counters, Opcode};
-use crate::{MountOptions, RecordLocks};
+use crate::{MountOptions, ReadOnlyMount, RecordLocks};
 use fuser::{FileAttr, FileHandle, FopenFlags, TimeOrNow};
 use std::collections::HashMap;
 use std::fmt;
@@ -59,9 +61,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use vfscale::cred::Access;
-use vfscale::inode::Inode;
 use vfscale::{
-    AtFlags, Context, Credentials, Errno, FileType, OpenFile, OpenFlags, RenameFlags, SetAttr, Vfs, VfsResult,
+    AtFlags, Context, Credentials, Errno, FileType, Location, MountFlags, OpenFile, OpenFlags, RenameFlags, SetAttr,
+    Vfs, VfsResult,
 };
 use vfscale_sync::poison::unpoisoned;
 
@@ -69,10 +71,6 @@ use vfscale_sync::poison::unpoisoned;
 /// and pages of the served VFS: every change goes through this mount,
 /// which the kernel sees, so the bound is only a backstop.
 const TTL: Duration = Duration::from_secs(24 * 3600);
-/// The demo trees change on their own (processes come and go, attributes
-/// follow the VFS), so nothing of them is cached, and their files are read
-/// with direct I/O, past the sizes they report.
-const NO_TTL: Duration = Duration::ZERO;
 
 /// The longest [`Server::settle_forgets`] waits for the forgets being
 /// served, and then for what they released to be freed. Both end as soon
@@ -104,11 +102,19 @@ impl OpenPolicy {
         OpenPolicy { vfs_locks, no_open: !vfs_locks && !options.demo }
     }
 
-    /// The open flags a file of instance `m` is served with: the demo
-    /// trees' files with direct I/O, the others from pages kept across
-    /// opens; no `FLUSH` at close unless the VFS holds record locks.
-    fn fopen(self, m: &Mount) -> FopenFlags {
-        let io = if m.is_tree() { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::FOPEN_KEEP_CACHE };
+    /// This policy for a mount that also serves live filesystems (read-only
+    /// mounts of trees that change on their own), whose files, like the
+    /// demo trees', need an `OPEN` for direct I/O.
+    pub fn with_live_mounts(self) -> OpenPolicy {
+        OpenPolicy { no_open: false, ..self }
+    }
+
+    /// The open flags a file of filesystem `fs` is served with: a live
+    /// one's files (the demo trees') with direct I/O, the others from pages
+    /// kept across opens; no `FLUSH` at close unless the VFS holds record
+    /// locks.
+    fn fopen(self, fs: &Filesystem) -> FopenFlags {
+        let io = if fs.is_live() { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::FOPEN_KEEP_CACHE };
         if self.vfs_locks {
             io
         } else {
@@ -117,23 +123,24 @@ impl OpenPolicy {
     }
 }
 
-/// An open file or directory, behind a FUSE file handle, with the index of
-/// its instance. File handle 0 is none: what the kernel opened without a
-/// request.
+/// An open file or directory, behind a FUSE file handle; the description
+/// knows the mount it was opened through. File handle 0 is none: what the
+/// kernel opened without a request.
 enum Handle {
     /// A file, or a directory opened with `open`.
-    File { mount: usize, file: Arc<OpenFile> },
+    File { file: Arc<OpenFile> },
     /// A directory: a snapshot of its entries, taken at offset 0 (opendir
     /// or rewinddir), so the kernel's offsets index it.
-    Dir { mount: usize, file: Arc<OpenFile>, entries: Mutex<Vec<(u64, FileType, Vec<u8>)>> },
+    Dir { file: Arc<OpenFile>, entries: Mutex<Vec<(u64, FileType, Vec<u8>)>> },
 }
 
 /// What serves a mount's requests, on every request thread and queue at
-/// once: the mount table (the instances and the kernel's node ids into
-/// them), the open handles, the open policy, and the counts and lingering
-/// every request goes through.
+/// once: the namespace and the kernel's node ids into it, the open
+/// handles, the open policy, and the counts and lingering every request
+/// goes through.
 pub(crate) struct Server {
-    instances: Instances,
+    ns: Namespace,
+    nodes: Nodes,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_handle: AtomicU64,
     topology: RwLock<()>,
@@ -145,14 +152,14 @@ pub(crate) struct Server {
     /// The forgets being served now, which `STATFS` and a retry after
     /// ENOSPC wait for (see the `forgets` module).
     forgets: InService,
-    /// Keeps the demo trees' instances followed while the mount lives.
+    /// Keeps the demo trees followed while the mount lives.
     demo: Option<Demo>,
 }
 
 impl fmt::Debug for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Server")
-            .field("nodes", &self.instances.iter().map(|m| m.nodes.len()).collect::<Vec<_>>())
+            .field("nodes", &self.nodes)
             .field("open_policy", &self.open_policy)
             .field("demo", &self.demo)
             .finish_non_exhaustive()
@@ -160,17 +167,41 @@ impl fmt::Debug for Server {
 }
 
 impl Server {
-    /// Serves `vfs`; with `demo`, also the demo trees under `sys/` and
-    /// `proc/`.
+    /// Serves `vfs`; with `demo`, also the demo trees mounted on `sys/`
+    /// and `proc/`.
+    #[cfg(test)]
     pub fn new(vfs: Vfs, demo: bool, open_policy: OpenPolicy, linger: Duration) -> VfsResult<Server> {
+        Server::with_mounts(vfs, demo, Vec::new(), open_policy, linger)
+    }
+
+    /// [`Server::new`], with the instances of `read_only` mounted
+    /// read-only on their paths (after the demo trees).
+    pub fn with_mounts(
+        vfs: Vfs,
+        demo: bool,
+        read_only: Vec<ReadOnlyMount>,
+        open_policy: OpenPolicy,
+        linger: Duration,
+    ) -> VfsResult<Server> {
         let demo = if demo { Some(Demo::new(&vfs)?) } else { None };
-        let requests = Arc::new(Counters::default());
-        let mut instances = Instances::new(vfs, TTL);
-        for (on, tree) in demo.iter().flat_map(Demo::mounts) {
-            instances.mount(tree, on, NO_TTL);
+        let mut ns = Namespace::new(vfs, Caching::Kept(TTL))?;
+        if let Some(demo) = &demo {
+            demo.mount(&mut ns)?;
         }
-        Ok(Server {
-            instances,
+        let open_policy = if read_only.is_empty() { open_policy } else { open_policy.with_live_mounts() };
+        for m in read_only {
+            ns.mount_read_only(m.fs, &m.source, &m.path)?;
+        }
+        Ok(Server::serving(ns, demo, open_policy, linger))
+    }
+
+    /// Serves the namespace `ns`, set up by the caller (see
+    /// [`Namespace::mount_read_only`]).
+    fn serving(ns: Namespace, demo: Option<Demo>, open_policy: OpenPolicy, linger: Duration) -> Server {
+        let requests = Arc::new(Counters::default());
+        Server {
+            nodes: Nodes::new(ns.root().clone()),
+            ns,
             handles: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             topology: RwLock::new(()),
@@ -180,7 +211,7 @@ impl Server {
             requests,
             forgets: InService::default(),
             demo,
-        })
+        }
     }
 
     /// The request counters, for the mount's handle.
@@ -198,31 +229,34 @@ impl Server {
         self.demo.as_ref().map(Demo::refreshes)
     }
 
-    /// Runs `call` with credentials `cred` at node `id` of its instance
-    /// (relative paths start there; an empty path with `AT_EMPTY_PATH`
-    /// names the node itself): the system-call context a request names
-    /// (its node and its caller), which writes nothing shared.
+    /// The position of node `id`; ESTALE if the kernel has forgotten it.
+    fn place(&self, id: u64) -> VfsResult<Arc<Location>> {
+        self.nodes.get(id).ok_or(Errno::ESTALE)
+    }
+
+    /// Runs `call` with credentials `cred` at node `id` (relative paths
+    /// start there; an empty path with `AT_EMPTY_PATH` names the node
+    /// itself): the system-call context a request names (its node and its
+    /// caller), which writes nothing shared.
     fn at<R>(&self, cred: &Credentials, id: u64, call: impl FnOnce(&Context<'_>) -> VfsResult<R>) -> VfsResult<R> {
-        let (_, m, _) = self.instances.split(id)?;
-        let dir = self.instances.inode(id)?;
-        call(&Context::new(&m.vfs, cred, &dir))
+        let at = self.place(id)?;
+        call(&self.ns.context(cred, &at))
     }
 
-    /// After the reply to a request on directory `id` that removed names
-    /// (or replaced a cached negative dentry): lets what it released be
-    /// freed by whichever thread collects next, not only by this one (the
-    /// space of an unlinked file comes back at once, as on tmpfs).
-    pub(crate) fn hand_on_releases(&self, id: u64) {
-        if let Ok((_, m, _)) = self.instances.split(id) {
-            m.vfs.release_barrier(Duration::ZERO);
-        }
+    /// After the reply to a request on node `_id` that removed names (or
+    /// replaced a cached negative dentry): lets what it released be freed
+    /// by whichever thread collects next, not only by this one (the space
+    /// of an unlinked file comes back at once, as on tmpfs). Handing on is
+    /// the same for every filesystem.
+    pub(crate) fn hand_on_releases(&self, _id: u64) {
+        self.ns.served().vfs.release_barrier(Duration::ZERO);
     }
 
-    /// Runs the releases deferred so far in every instance (what forgotten
-    /// nodes held), waiting at most `timeout` for each.
+    /// Runs the releases deferred so far in every filesystem mounted
+    /// (what forgotten nodes held), waiting at most `timeout` for each.
     pub(crate) fn collect(&self, timeout: Duration) {
-        for m in self.instances.iter() {
-            m.vfs.release_barrier(timeout);
+        for fs in self.ns.filesystems() {
+            fs.vfs.release_barrier(timeout);
         }
     }
 
@@ -256,26 +290,21 @@ impl Server {
 
     /// The kernel dropped `nlookup` of its references to node `ino`.
     pub(crate) fn forget_node(&self, ino: u64, nlookup: u64) {
-        if let Ok((_, m, local)) = self.instances.split(ino) {
-            if m.nodes.forget(local, nlookup) {
-                // What the node held (an unlinked file's inode, its own
-                // description) is freed by whichever thread collects next.
-                self.hand_on_releases(ino);
-            }
+        if self.nodes.forget(ino, nlookup) {
+            // What the node held (an unlinked file's inode, its own
+            // description) is freed by whichever thread collects next.
+            self.hand_on_releases(ino);
         }
     }
 
-    /// The entry reply for `inode`, reached as `name` in directory
-    /// `parent`: one more lookup of it, or the root of the instance
-    /// mounted on it.
-    fn entry(&self, parent: u64, name: &[u8], inode: &Arc<Inode>) -> VfsResult<(Duration, FileAttr)> {
-        let (mount, m, local) = self.instances.split(parent)?;
-        if let Some(sub) = self.instances.mounted_on(mount, inode.ino()) {
-            let sub_mount = &self.instances[sub];
-            return Ok((sub_mount.ttl, file_attr(node_id(sub, ROOT), &sub_mount.vfs.root().stat())));
-        }
-        let id = m.nodes.remember(local, name, inode);
-        Ok((m.ttl, file_attr(node_id(mount, id), &inode.stat())))
+    /// The entry reply for position `at`, reached as `name` in directory
+    /// `parent`: one more lookup of it. A name that is a mount point
+    /// reaches the root of what is mounted there, as the walk crossed.
+    fn entry(&self, parent: u64, name: &[u8], at: Location) -> VfsResult<Entry> {
+        let ttl = self.ns.filesystem(&at.mount)?.ttl();
+        let st = at.inode.stat();
+        let id = self.nodes.remember(parent, name, at)?;
+        Ok((ttl, file_attr(id, &st)))
     }
 
     fn add_handle(&self, handle: Handle) -> FileHandle {
@@ -292,14 +321,14 @@ impl Server {
         unpoisoned(self.handles.lock()).remove(&fh.0);
     }
 
-    /// Opens regular file `id` through a name the kernel reached it by (the
-    /// VFS opens by path only), checking that the name still refers to it.
-    fn open_by_name(&self, id: u64, inode: &Inode, cred: &Credentials, flags: OpenFlags) -> VfsResult<Arc<OpenFile>> {
-        let (mount, m, local) = self.instances.split(id)?;
+    /// Opens regular file `id` (at `at`) through a name the kernel reached
+    /// it by (the VFS opens by path only), checking that the name still
+    /// refers to it, through the same mount.
+    fn open_by_name(&self, id: u64, at: &Location, cred: &Credentials, flags: OpenFlags) -> VfsResult<Arc<OpenFile>> {
         let _names = unpoisoned(self.topology.read());
-        for (parent, name) in m.nodes.links(local).into_iter().rev() {
-            match self.at(cred, node_id(mount, parent), |c| c.open(&name, flags, 0)) {
-                Ok(file) if file.inode().ino() == inode.ino() => return Ok(file),
+        for (parent, name) in self.nodes.links(id).into_iter().rev() {
+            match self.at(cred, parent, |c| c.open(&name, flags, 0)) {
+                Ok(file) if opened_at(&file, at) => return Ok(file),
                 Ok(_) | Err(Errno::ENOENT) | Err(Errno::ESTALE) | Err(Errno::ENOTDIR) => continue,
                 Err(e) => return Err(e),
             }
@@ -318,13 +347,12 @@ impl Server {
                 Handle::File { file, .. } | Handle::Dir { file, .. } => Ok(Arc::clone(file)),
             };
         }
-        let (_, m, local) = self.instances.split(id)?;
-        if let Some(file) = m.nodes.own_file(local) {
+        if let Some(file) = self.nodes.own_file(id) {
             return Ok(file);
         }
-        let inode = self.instances.inode(id)?;
-        let file = self.open_by_name(id, &inode, &Credentials::root(), OpenFlags::RDWR)?;
-        Ok(m.nodes.keep_own_file(local, file))
+        let at = self.place(id)?;
+        let file = self.open_by_name(id, &at, &Credentials::root(), OpenFlags::RDWR)?;
+        Ok(self.nodes.keep_own_file(id, file))
     }
 
     /// Before `victim`, reached as `name` in `parent`, loses what may be
@@ -333,23 +361,26 @@ impl Server {
     /// the name still reaches it, so the kernel's reads and writes through
     /// those opens keep working after the name is gone (as an unlinked
     /// file's do).
-    fn keep_reachable(&self, parent: u64, name: &[u8], victim: &Inode) {
-        if !self.opens_without_request() || victim.file_type() != FileType::Regular || victim.stat().nlink > 1 {
+    fn keep_reachable(&self, parent: u64, name: &[u8], victim: &Location) {
+        let inode = &victim.inode;
+        if !self.opens_without_request() || inode.file_type() != FileType::Regular || inode.stat().nlink > 1 {
             return;
         }
-        let Ok((_, m, _)) = self.instances.split(parent) else { return };
-        let local = m.nodes.node_id(victim.ino());
-        if m.nodes.get(local).is_none() || m.nodes.own_file(local).is_some() {
+        let Ok(id) = self.nodes.node_id(victim) else { return };
+        if self.nodes.get(id).is_none() || self.nodes.own_file(id).is_some() {
             return;
         }
         let own = self.at(&Credentials::root(), parent, |c| c.open(name, OpenFlags::RDWR, 0));
-        if let Some(file) = own.ok().filter(|f| f.inode().ino() == victim.ino()) {
-            m.nodes.keep_own_file(local, file);
+        if let Some(file) = own.ok().filter(|f| opened_at(f, victim)) {
+            self.nodes.keep_own_file(id, file);
         }
     }
 
-    /// Re-reads a directory's entries into its handle (at offset 0).
-    fn snapshot(&self, mount: usize, file: &OpenFile) -> VfsResult<Vec<(u64, FileType, Vec<u8>)>> {
+    /// Re-reads a directory's entries into its handle (at offset 0). An
+    /// entry's node id is its inode's seen through the directory's mount:
+    /// for a mount point the covered directory's, as Linux's `d_ino` is.
+    fn snapshot(&self, file: &OpenFile) -> VfsResult<Vec<(u64, FileType, Vec<u8>)>> {
+        let slot = self.nodes.slot(file.mount())?;
         file.lseek(0, vfscale::Whence::Set)?;
         let mut out = Vec::new();
         loop {
@@ -357,20 +388,21 @@ impl Server {
             if batch.is_empty() {
                 break;
             }
-            out.extend(batch.into_iter().map(|e| (self.instances.listed_id(mount, e.ino), e.file_type, e.name)));
+            for e in batch {
+                out.push((slot.listed(e.ino), e.file_type, e.name));
+            }
         }
         Ok(out)
     }
 
     fn do_setattr(&self, c: &Client, id: u64, attr: SetAttr, fh: Option<FileHandle>) -> VfsResult<FileAttr> {
-        let (_, m, _) = self.instances.split(id)?;
-        let inode = self.instances.inode(id)?;
+        let at = self.place(id)?;
         let cred = credentials(c);
         let mut rest = attr;
-        if m.is_tree() && attr.size.is_some() {
+        if self.ns.filesystem(&at.mount)?.is_live() && attr.size.is_some() {
             // sysfs ignores a size change (`echo 2 > attr` truncates
             // first); the caller must still be allowed to write.
-            let st = inode.stat();
+            let st = at.inode.stat();
             vfscale::cred::permission(st.mode, st.uid, st.gid, &cred, Access::WRITE)?;
             rest.size = None;
         }
@@ -379,12 +411,11 @@ impl Server {
             self.data_file(id, fh)?.truncate(len, &cred)?;
             rest.size = None;
         }
-        Context::new(&m.vfs, &cred, m.vfs.root()).setattr(&inode, rest)?;
-        Ok(file_attr(id, &inode.stat()))
+        self.ns.context(&cred, &at).setattr(&at.inode, rest)?;
+        Ok(file_attr(id, &at.inode.stat()))
     }
 
-    /// `RENAME` and `RENAME2` (only `RENAME_NOREPLACE`), within an
-    /// instance.
+    /// `RENAME` and `RENAME2` (only `RENAME_NOREPLACE`), within a mount.
     pub(crate) fn rename_entry(
         &self,
         c: &Client,
@@ -394,64 +425,54 @@ impl Server {
         newname: &[u8],
         flags: u32,
     ) -> VfsResult<()> {
-        let (mount, m, local) = self.instances.split(parent)?;
-        let (new_mount, _, new_local) = self.instances.split(newparent)?;
-        if mount != new_mount {
-            return Err(Errno::EXDEV);
-        }
         if flags & !libc::RENAME_NOREPLACE != 0 {
             return Err(Errno::EINVAL);
         }
+        let (from, to) = (self.place(parent)?, self.place(newparent)?);
         let _names = unpoisoned(self.topology.write());
         let cred = credentials(c);
-        let moved = self.at(&cred, parent, |c| c.resolve(name, false))?;
-        self.instances.not_mount_point(mount, &moved)?;
-        let replaced = self.at(&cred, newparent, |c| c.resolve(newname, false)).ok();
+        let (old_dir, new_dir) = (self.ns.context(&cred, &from), self.ns.context(&cred, &to));
+        let moved = old_dir.locate(name, false)?;
+        let replaced = new_dir.locate(newname, false).ok();
         if let Some(replaced) = &replaced {
-            self.instances.not_mount_point(mount, replaced)?;
             self.keep_reachable(newparent, newname, replaced);
         }
-        let new_dir = self.instances.inode(newparent)?;
         let flags = RenameFlags { noreplace: flags & libc::RENAME_NOREPLACE != 0 };
-        self.at(&cred, parent, |c| c.renameat(name, &new_dir, newname, flags))?;
-        let moved_id = m.nodes.node_id(moved.ino());
-        if let Some(replaced) = replaced.filter(|r| r.ino() != moved.ino()) {
-            m.nodes.unlinked(m.nodes.node_id(replaced.ino()), new_local, newname);
+        old_dir.rename_to(name, &new_dir, newname, flags)?;
+        let moved_id = self.nodes.node_id(&moved)?;
+        if let Some(replaced) = replaced.filter(|r| !Arc::ptr_eq(&r.inode, &moved.inode)) {
+            if let Ok(replaced_id) = self.nodes.node_id(&replaced) {
+                self.nodes.unlinked(replaced_id, newparent, newname);
+            }
         }
-        m.nodes.unlinked(moved_id, local, name);
-        m.nodes.linked(moved_id, new_local, newname);
+        self.nodes.unlinked(moved_id, parent, name);
+        self.nodes.linked(moved_id, newparent, newname);
         Ok(())
     }
 
-    /// `LINK`: node `id` gets the name `newname` in `newparent`.
-    pub(crate) fn link_entry(
-        &self,
-        c: &Client,
-        id: u64,
-        newparent: u64,
-        newname: &[u8],
-    ) -> VfsResult<(Duration, FileAttr)> {
-        let (mount, m, local) = self.instances.split(id)?;
-        let (new_mount, _, _) = self.instances.split(newparent)?;
-        if mount != new_mount {
+    /// `LINK`: node `id` gets the name `newname` in `newparent`, which must
+    /// be in the same mount (else EXDEV).
+    pub(crate) fn link_entry(&self, c: &Client, id: u64, newparent: u64, newname: &[u8]) -> VfsResult<Entry> {
+        let (at, to) = (self.place(id)?, self.place(newparent)?);
+        if at.mount.id() != to.mount.id() {
             return Err(Errno::EXDEV);
         }
         let _names = unpoisoned(self.topology.read());
-        let inode = self.instances.inode(id)?;
         let cred = credentials(c);
-        let new_dir = self.instances.inode(newparent)?;
-        for (parent, name) in m.nodes.links(local).into_iter().rev() {
+        let new_dir = self.ns.context(&cred, &to);
+        for (parent, name) in self.nodes.links(id).into_iter().rev() {
             // A name that no longer reaches the node is skipped; the
             // link's own errors are the reply.
-            let linked = self.at(&cred, node_id(mount, parent), |c| {
-                if c.resolve(&name, false).map(|i| i.ino()) != Ok(inode.ino()) {
-                    return Ok(None);
+            let linked = self.at(&cred, parent, |c| {
+                match c.locate(&name, false) {
+                    Ok(found) if Arc::ptr_eq(&found.inode, &at.inode) && found.mount.id() == at.mount.id() => {}
+                    _ => return Ok(None),
                 }
-                Ok(Some(c.linkat(&name, AtFlags::NONE, &new_dir, newname)))
+                Ok(Some(c.link_to(&name, AtFlags::NONE, &new_dir, newname)))
             });
             if let Ok(Some(result)) = linked {
                 result?;
-                return self.entry(newparent, newname, &inode);
+                return self.entry(newparent, newname, (*at).clone());
             }
         }
         Err(Errno::ESTALE)
@@ -520,8 +541,8 @@ impl Server {
 
     /// Stops what waits for the mount (blocked record locks) at its end.
     pub(crate) fn shut_down(&self) {
-        for m in self.instances.iter() {
-            m.locks.cancel_waits();
+        for fs in self.ns.filesystems() {
+            fs.locks.cancel_waits();
         }
     }
 
@@ -541,23 +562,29 @@ impl Server {
         self.no_open_refused.store(true, Ordering::Relaxed);
     }
 
-    /// `LOOKUP`. A miss in the served VFS is a negative entry: the name
-    /// can only appear through this mount, whose create, mknod, mkdir,
-    /// symlink, link or rename replaces the kernel's entry.
+    /// `LOOKUP`: the walk crosses a mount point (to the root of what is
+    /// mounted there) and `..` at a mount's root (to the parent mount), as
+    /// the VFS's walks do. A miss in a filesystem whose entries are kept
+    /// is a negative entry: the name can only appear through this mount,
+    /// whose create, mknod, mkdir, symlink, link or rename replaces the
+    /// kernel's entry.
     pub(crate) fn look_up(&self, c: &Client, parent: u64, name: &[u8]) -> VfsResult<Entry> {
-        let result = self
-            .at(&credentials(c), parent, |c| c.resolve(name, false))
-            .and_then(|inode| self.entry(parent, name, &inode));
-        match (result, self.instances.split(parent)) {
-            (Err(Errno::ENOENT), Ok((_, m, _))) if !m.is_tree() => Ok((m.ttl, negative_attr())),
-            (result, _) => result,
+        let dir = self.place(parent)?;
+        let cred = credentials(c);
+        match self.ns.context(&cred, &dir).locate(name, false) {
+            Ok(found) => self.entry(parent, name, found),
+            Err(Errno::ENOENT) => match self.ns.filesystem(&dir.mount)?.caching {
+                Caching::Kept(ttl) => Ok((ttl, negative_attr())),
+                Caching::Live => Err(Errno::ENOENT),
+            },
+            Err(e) => Err(e),
         }
     }
 
     /// `GETATTR`.
     pub(crate) fn attributes(&self, id: u64) -> VfsResult<Entry> {
-        let (_, m, _) = self.instances.split(id)?;
-        Ok((m.ttl, file_attr(id, &self.instances.inode(id)?.stat())))
+        let at = self.place(id)?;
+        Ok((self.ns.filesystem(&at.mount)?.ttl(), file_attr(id, &at.inode.stat())))
     }
 
     /// `SETATTR`.
@@ -571,13 +598,13 @@ impl Server {
         let size = changes.size.map(i64::try_from).transpose().map_err(|_| Errno::EFBIG)?;
         let AttrChanges { mode, uid, gid, atime, mtime, .. } = changes;
         let attr = SetAttr { mode, uid, gid, size, atime: set_time(atime), mtime: set_time(mtime) };
-        let (_, m, _) = self.instances.split(id)?;
-        Ok((m.ttl, self.do_setattr(c, id, attr, fh)?))
+        let ttl = self.ns.filesystem(&self.place(id)?.mount)?.ttl();
+        Ok((ttl, self.do_setattr(c, id, attr, fh)?))
     }
 
     /// `READLINK`.
     pub(crate) fn link_target(&self, id: u64) -> VfsResult<Vec<u8>> {
-        self.instances.inode(id)?.symlink_target().map(<[u8]>::to_vec).ok_or(Errno::EINVAL)
+        self.place(id)?.inode.symlink_target().map(<[u8]>::to_vec).ok_or(Errno::EINVAL)
     }
 
     /// `MKNOD`: the kernel does FIFO, socket and device I/O itself; the
@@ -585,29 +612,31 @@ impl Server {
     pub(crate) fn make_node(&self, c: &Client, parent: u64, name: &[u8], mode: u32, rdev: u32) -> VfsResult<Entry> {
         let made = self.at(&credentials(c), parent, |c| {
             c.mknod(name, mode, u64::from(rdev))?;
-            c.resolve(name, false)
+            c.locate(name, false)
         })?;
-        self.entry(parent, name, &made)
+        self.entry(parent, name, made)
     }
 
     /// `MKDIR`.
     pub(crate) fn make_dir(&self, c: &Client, parent: u64, name: &[u8], mode: u32) -> VfsResult<Entry> {
         let made = self.at(&credentials(c), parent, |c| {
             c.mkdir(name, mode & 0o7777)?;
-            c.resolve(name, false)
+            c.locate(name, false)
         })?;
-        self.entry(parent, name, &made)
+        self.entry(parent, name, made)
     }
 
     /// `UNLINK`, or `RMDIR` with `dir`.
     pub(crate) fn remove(&self, c: &Client, parent: u64, name: &[u8], dir: bool) -> VfsResult<()> {
-        let (mount, m, local) = self.instances.split(parent)?;
         let cred = credentials(c);
-        let victim = self.at(&cred, parent, |c| c.resolve(name, false))?;
-        self.instances.not_mount_point(mount, &victim)?;
+        // A mount point is the VFS's EBUSY: the victim found here is never
+        // the root of a mount the name leads to.
+        let victim = self.at(&cred, parent, |c| c.locate(name, false))?;
         self.keep_reachable(parent, name, &victim);
         self.at(&cred, parent, |c| if dir { c.rmdir(name) } else { c.unlink(name) })?;
-        m.nodes.unlinked(m.nodes.node_id(victim.ino()), local, name);
+        if let Ok(id) = self.nodes.node_id(&victim) {
+            self.nodes.unlinked(id, parent, name);
+        }
         Ok(())
     }
 
@@ -615,9 +644,9 @@ impl Server {
     pub(crate) fn make_symlink(&self, c: &Client, parent: u64, name: &[u8], target: &[u8]) -> VfsResult<Entry> {
         let made = self.at(&credentials(c), parent, |c| {
             c.symlink(target, name)?;
-            c.resolve(name, false)
+            c.locate(name, false)
         })?;
-        self.entry(parent, name, &made)
+        self.entry(parent, name, made)
     }
 
     /// `OPEN` of a file. ENOSYS when the kernel opens files without
@@ -629,14 +658,14 @@ impl Server {
         }
         let cred = credentials(c);
         let flags = OpenFlags(flags & !(libc::O_CREAT | libc::O_EXCL));
-        let (mount, m, _) = self.instances.split(id)?;
-        let inode = self.instances.inode(id)?;
-        let file = if inode.file_type() == FileType::Directory {
-            Context::new(&m.vfs, &cred, &inode).open(".", flags, 0)?
+        let at = self.place(id)?;
+        let fs = self.ns.filesystem(&at.mount)?;
+        let file = if at.inode.file_type() == FileType::Directory {
+            self.ns.context(&cred, &at).open(".", flags, 0)?
         } else {
-            self.open_by_name(id, &inode, &cred, flags)?
+            self.open_by_name(id, &at, &cred, flags)?
         };
-        Ok((self.add_handle(Handle::File { mount, file }), self.open_policy.fopen(m)))
+        Ok((self.add_handle(Handle::File { file }), self.open_policy.fopen(fs)))
     }
 
     /// `READ`.
@@ -713,9 +742,8 @@ impl Server {
 
     /// `OPENDIR`.
     pub(crate) fn open_dir(&self, c: &Client, id: u64, flags: i32) -> VfsResult<(FileHandle, FopenFlags)> {
-        let (mount, _, _) = self.instances.split(id)?;
         let file = self.at(&credentials(c), id, |c| c.open(".", OpenFlags(flags | libc::O_DIRECTORY), 0))?;
-        let handle = Handle::Dir { mount, file, entries: Mutex::new(Vec::new()) };
+        let handle = Handle::Dir { file, entries: Mutex::new(Vec::new()) };
         Ok((self.add_handle(handle), FopenFlags::empty()))
     }
 
@@ -728,10 +756,10 @@ impl Server {
         mut add: impl FnMut(u64, u64, fuser::FileType, &[u8]) -> bool,
     ) -> VfsResult<()> {
         let handle = self.handle(fh)?;
-        let Handle::Dir { mount, file, entries } = &*handle else { return Err(Errno::ENOTDIR) };
+        let Handle::Dir { file, entries } = &*handle else { return Err(Errno::ENOTDIR) };
         let mut entries = unpoisoned(entries.lock());
         if offset == 0 {
-            *entries = self.snapshot(*mount, file)?;
+            *entries = self.snapshot(file)?;
         }
         for (i, (id, file_type, name)) in entries.iter().enumerate().skip(offset as usize) {
             if add(*id, i as u64 + 1, kind(*file_type), name) {
@@ -746,14 +774,18 @@ impl Server {
         self.drop_handle(fh);
     }
 
-    /// `STATFS`, as tmpfs: the limits (0 where there is none), so `df`
-    /// shows the `--size` and `--inodes` a mount was given, and, after
-    /// the forgets being served have ended, without what they freed.
-    pub(crate) fn fs_stats(&self) -> FsStats {
+    /// `STATFS` of node `id`: the filesystem its mount shows (the served
+    /// VFS's, or a demo tree's under `sys/` and `proc/`), as tmpfs: the
+    /// limits (0 where there is none), so `df` shows the `--size` and
+    /// `--inodes` a mount was given, and, after the forgets being served
+    /// have ended, without what they freed.
+    pub(crate) fn fs_stats(&self, id: u64) -> VfsResult<FsStats> {
+        let at = self.place(id)?;
+        let fs = self.ns.filesystem(&at.mount)?;
         self.settle_forgets();
-        let s = self.instances.served().vfs.statfs();
+        let s = fs.vfs.statfs();
         let bsize = s.block_size as u32;
-        FsStats {
+        Ok(FsStats {
             blocks: s.blocks,
             bfree: s.blocks_free,
             bavail: s.blocks_free,
@@ -762,7 +794,7 @@ impl Server {
             bsize,
             namelen: 255,
             frsize: bsize,
-        }
+        })
     }
 
     /// `SETXATTR`.
@@ -790,6 +822,8 @@ impl Server {
     }
 
     /// `ACCESS` with `access(2)`'s mask (`R_OK`, `W_OK`, `X_OK`).
+    /// The VFS's `faccessat` checks, its mount's included (EROFS for
+    /// writing through a read-only one).
     pub(crate) fn check_access(&self, c: &Client, id: u64, mask: i32) -> VfsResult<()> {
         let mut access = Access::empty();
         for (flag, a) in [(libc::R_OK, Access::READ), (libc::W_OK, Access::WRITE), (libc::X_OK, Access::EXEC)] {
@@ -797,8 +831,7 @@ impl Server {
                 access |= a;
             }
         }
-        let st = self.instances.inode(id)?.stat();
-        vfscale::cred::permission(st.mode, st.uid, st.gid, &credentials(c), access)
+        self.at(&credentials(c), id, |c| c.access("", access, AtFlags::EMPTY_PATH))
     }
 
     /// `CREATE`: an open with `O_CREAT` that made the file.
@@ -810,32 +843,35 @@ impl Server {
         mode: u32,
         flags: i32,
     ) -> VfsResult<(Entry, FileHandle, FopenFlags)> {
-        let (mount, m, _) = self.instances.split(parent)?;
-        if m.is_tree() {
+        let dir = self.place(parent)?;
+        let fs = self.ns.filesystem(&dir.mount)?;
+        if fs.is_live() {
             // Linux's vfs_create answers EACCES where a directory cannot
-            // hold new files, as a kernfs one cannot.
-            return Err(Errno::EACCES);
+            // hold new files, as a kernfs one cannot, after the mount's
+            // EROFS.
+            let read_only = dir.mount.flags().contains(MountFlags::RDONLY);
+            return Err(if read_only { Errno::EROFS } else { Errno::EACCES });
         }
         let flags = OpenFlags(flags | libc::O_CREAT);
-        let file = self.at(&credentials(c), parent, |c| c.open(name, flags, mode & 0o7777))?;
-        let entry = self.entry(parent, name, file.inode())?;
+        let file = self.ns.context(&credentials(c), &dir).open(name, flags, mode & 0o7777)?;
+        let entry = self.entry(parent, name, location_of(&file))?;
         let fh = if self.opens_without_request() {
             // Like the opens to come, which send nothing: handle 0, whose
             // I/O goes through the node's own description, and no RELEASE
             // to wait for.
             FileHandle(0)
         } else {
-            self.add_handle(Handle::File { mount, file })
+            self.add_handle(Handle::File { file })
         };
-        Ok((entry, fh, self.open_policy.fopen(m)))
+        Ok((entry, fh, self.open_policy.fopen(fs)))
     }
 
     /// The open file description behind `fh` that locks apply to, and the
-    /// lock owners of its instance.
+    /// lock owners of its filesystem.
     pub(crate) fn lock_file(&self, fh: FileHandle) -> VfsResult<(&Arc<Locks>, Arc<OpenFile>)> {
         match &*self.handle(fh)? {
-            Handle::File { mount, file } | Handle::Dir { mount, file, .. } => {
-                Ok((&self.instances[*mount].locks, Arc::clone(file)))
+            Handle::File { file } | Handle::Dir { file, .. } => {
+                Ok((&self.ns.filesystem(file.mount())?.locks, Arc::clone(file)))
             }
         }
     }
@@ -872,6 +908,7 @@ impl Drop for Served<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nodes::ROOT;
 
     /// A mount of a VFS of `pages` pages, and a file `f` that filled it
     /// and was unlinked, whose node the kernel still holds: its `FORGET`
@@ -943,9 +980,9 @@ mod tests {
     #[test]
     fn statfs_waits_for_a_forget_being_served() {
         let (fs, _, node) = full_of_an_unlinked_file(4);
-        let before = fs.fs_stats();
+        let before = fs.fs_stats(ROOT).unwrap();
         assert_eq!((before.blocks, before.bfree), (4, 0), "the node keeps the unlinked file");
-        let after = while_forgetting(&fs, node, || fs.fs_stats());
+        let after = while_forgetting(&fs, node, || fs.fs_stats(ROOT).unwrap());
         assert_eq!((after.blocks, after.bfree), (4, 4), "statfs answered before the forget it raced");
     }
 
@@ -957,5 +994,164 @@ mod tests {
         assert_eq!(write(), Err(Errno::ENOSPC), "the node keeps the unlinked file");
         let written = while_forgetting(&fs, node, || fs.unless_full(write));
         assert_eq!(written, Ok(4096), "the write failed before the forget it raced");
+    }
+}
+
+#[cfg(test)]
+mod namespace_tests {
+    use super::*;
+    use crate::nodes::ROOT;
+
+    const ROOT_CALLER: Client = Client { uid: 0, gid: 0, pid: 0 };
+
+    /// A server of a fresh VFS with the demo trees, and the VFS.
+    fn demo_server() -> (Server, Vfs) {
+        let vfs = Vfs::new(vfscale::VfsConfig { inode_limit: 1000, ..Default::default() });
+        let options = MountOptions { demo: true, ..MountOptions::default() };
+        (Server::new(vfs.clone(), true, OpenPolicy::new(&options), Duration::ZERO).unwrap(), vfs)
+    }
+
+    /// The node id a walk of `path` from the root ends at, looking up
+    /// each component as the kernel does.
+    fn walk(fs: &Server, path: &str) -> VfsResult<(u64, FileAttr)> {
+        let mut at = (ROOT, fs.attributes(ROOT)?.1);
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            let (_, attr) = fs.look_up(&ROOT_CALLER, at.0, part.as_bytes())?;
+            if attr.ino.0 == 0 {
+                return Err(Errno::ENOENT);
+            }
+            at = (attr.ino.0, attr);
+        }
+        Ok(at)
+    }
+
+    fn read_all(fs: &Server, id: u64) -> String {
+        let (fh, flags) = fs.open_file(&ROOT_CALLER, id, libc::O_RDONLY).unwrap();
+        assert!(flags.contains(FopenFlags::FOPEN_DIRECT_IO), "a demo tree's file is read directly");
+        let data = fs.read_file(id, fh, 0, 1 << 16).unwrap();
+        fs.release_file(fh, None);
+        String::from_utf8(data).unwrap()
+    }
+
+    #[test]
+    fn demo_trees_are_reached_through_the_namespace() {
+        let (fs, vfs) = demo_server();
+        let (sys, sys_attr) = walk(&fs, "/sys").unwrap();
+        let covered = vfs.process(Credentials::root()).resolve("/sys", false).unwrap();
+        assert_ne!(sys_attr.ino.0, covered.ino(), "a lookup of a mount point crosses it");
+        assert_eq!(sys_attr.perm, 0o755, "kernfs's root, not the covered 0555 directory");
+        let (attr_id, _) = walk(&fs, "/sys/fs/vfscale/inodes").unwrap();
+        let shown: u64 = read_all(&fs, attr_id).trim().parse().unwrap();
+        assert_eq!(shown, vfs.statfs().inodes as u64);
+        let (me, _) = walk(&fs, &format!("/proc/{}", std::process::id())).unwrap();
+        let (_, status) = fs.look_up(&ROOT_CALLER, me, b"status").unwrap();
+        assert!(read_all(&fs, status.ino.0).contains(&format!("Pid:\t{}", std::process::id())));
+        // `..` of a mount's root climbs to the parent mount.
+        let (_, up) = fs.look_up(&ROOT_CALLER, sys, b"..").unwrap();
+        assert_eq!(up.ino.0, ROOT);
+        // A miss in a live tree is not cached; one in the served VFS is.
+        assert_eq!(fs.look_up(&ROOT_CALLER, sys, b"nope").err(), Some(Errno::ENOENT));
+        assert_eq!(fs.look_up(&ROOT_CALLER, ROOT, b"nope").unwrap().1.ino.0, 0);
+    }
+
+    #[test]
+    fn node_ids_of_two_filesystems_never_meet() {
+        let (fs, _vfs) = demo_server();
+        let (sys, sys_attr) = walk(&fs, "/sys").unwrap();
+        let (proc, _) = walk(&fs, "/proc").unwrap();
+        assert!(sys != ROOT && proc != ROOT && sys != proc);
+        assert_eq!(fs.attributes(sys).unwrap().1.ino, sys_attr.ino, "GETATTR answers the lookup's id");
+        assert_eq!(fs.attributes(sys).unwrap().0, Duration::ZERO, "a live tree's attributes are not kept");
+        assert_eq!(fs.attributes(ROOT).unwrap().0, TTL);
+        // The directory listing of the root shows the covered directory
+        // for `sys`, as Linux's d_ino does; the tree's listing shows its
+        // own ids.
+        let (fh, _) = fs.open_dir(&ROOT_CALLER, sys, 0).unwrap();
+        let mut listed = Vec::new();
+        fs.read_dir(fh, 0, |id, _, _, name| {
+            listed.push((id, name.to_vec()));
+            false
+        })
+        .unwrap();
+        fs.release_dir(fh);
+        let (_, fs_dir) = fs.look_up(&ROOT_CALLER, sys, b"fs").unwrap();
+        assert!(listed.contains(&(sys, b".".to_vec())), "{listed:?}");
+        assert!(listed.contains(&(fs_dir.ino.0, b"fs".to_vec())), "{listed:?}");
+        // procfs lists its tasks before it has inodes for them: they show
+        // a number of their own, never 0 (a deleted entry to libc).
+        let (proc, _) = walk(&fs, "/proc").unwrap();
+        let (fh, _) = fs.open_dir(&ROOT_CALLER, proc, 0).unwrap();
+        let mut ids = Vec::new();
+        fs.read_dir(fh, 0, |id, _, _, _| {
+            ids.push(id);
+            false
+        })
+        .unwrap();
+        fs.release_dir(fh);
+        assert!(ids.len() > 2 && !ids.contains(&0), "{ids:?}");
+    }
+
+    #[test]
+    fn statfs_reports_the_mount_of_its_node() {
+        let (fs, vfs) = demo_server();
+        let (sys, _) = walk(&fs, "/sys").unwrap();
+        let top = fs.fs_stats(ROOT).unwrap();
+        let tree = fs.fs_stats(sys).unwrap();
+        assert_eq!((top.files, top.files - top.ffree), (1000, vfs.statfs().inodes as u64));
+        assert_eq!(tree.files, 0, "the tree's own counts: it has no inode limit");
+        assert_eq!(fs.fs_stats(u64::MAX).err(), Some(Errno::ESTALE));
+    }
+
+    #[test]
+    fn mount_points_stay_and_mounts_are_not_crossed_by_names() {
+        let (fs, _vfs) = demo_server();
+        let (sys, _) = walk(&fs, "/sys").unwrap();
+        assert_eq!(fs.remove(&ROOT_CALLER, ROOT, b"sys", true), Err(Errno::EBUSY));
+        assert_eq!(fs.rename_entry(&ROOT_CALLER, ROOT, b"sys", ROOT, b"moved", 0), Err(Errno::EBUSY));
+        let (_, dir) = fs.make_dir(&ROOT_CALLER, ROOT, b"new", 0o755).unwrap();
+        assert_eq!(fs.rename_entry(&ROOT_CALLER, ROOT, b"new", sys, b"new", 0), Err(Errno::EXDEV));
+        let (_, file) = fs.make_node(&ROOT_CALLER, dir.ino.0, b"f", libc::S_IFREG | 0o644, 0).unwrap();
+        assert_eq!(fs.link_entry(&ROOT_CALLER, file.ino.0, sys, b"f").err(), Some(Errno::EXDEV));
+        assert_eq!(fs.create_file(&ROOT_CALLER, sys, b"f", 0o644, libc::O_WRONLY).err(), Some(Errno::EACCES));
+        assert!(fs.link_entry(&ROOT_CALLER, file.ino.0, ROOT, b"g").is_ok(), "within a mount");
+    }
+
+    #[test]
+    fn a_bind_mount_gives_its_positions_their_own_ids() {
+        let vfs = Vfs::default();
+        let p = vfs.process(Credentials::root());
+        p.mkdir("/d", 0o755).unwrap();
+        p.open("/d/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        let mut ns = Namespace::new(vfs.clone(), Caching::Kept(TTL)).unwrap();
+        let cred = Credentials::root();
+        let root = ns.root().clone();
+        ns.context(&cred, &root).mkdir("/b", 0o755).unwrap();
+        ns.context(&cred, &root).bind("/d", "/b", false).unwrap();
+        // Another instance, read-only, as a host tree would be bound.
+        let other = Vfs::default();
+        other.process(Credentials::root()).mkdir("/inside", 0o755).unwrap();
+        ns.mount_read_only(other, "other", "/ro/here").unwrap();
+        let fs = Server::serving(ns, None, OpenPolicy::new(&MountOptions::default()), Duration::ZERO);
+        let (direct, direct_attr) = walk(&fs, "/d/f").unwrap();
+        let (bound, bound_attr) = walk(&fs, "/b/f").unwrap();
+        assert_ne!(direct, bound, "one inode, two mounts, two nodes");
+        assert_eq!(direct, p.resolve("/d/f", false).unwrap().ino(), "the root mount's ids are inode numbers");
+        assert_eq!((direct_attr.size, direct_attr.nlink), (bound_attr.size, bound_attr.nlink));
+        assert_eq!(walk(&fs, "/b/f").unwrap().0, bound, "the same id at every lookup");
+        // A write through one shows through the other.
+        let (fh, _) = fs.open_file(&ROOT_CALLER, bound, libc::O_RDWR).unwrap_or((FileHandle(0), FopenFlags::empty()));
+        assert_eq!(fs.write_file(&ROOT_CALLER, bound, fh, 0, b"hi"), Ok(2));
+        assert_eq!(fs.attributes(direct).unwrap().1.size, 2);
+        // The read-only mount: its positions have their own ids, and
+        // nothing changes through it.
+        let (here, _) = walk(&fs, "/ro/here").unwrap();
+        let (inside, _) = walk(&fs, "/ro/here/inside").unwrap();
+        assert_ne!(inside, p.resolve("/d", false).unwrap().ino());
+        assert_eq!(fs.make_dir(&ROOT_CALLER, here, b"x", 0o755).err(), Some(Errno::EROFS));
+        assert_eq!(fs.create_file(&ROOT_CALLER, here, b"x", 0o644, libc::O_WRONLY).err(), Some(Errno::EROFS));
+        assert_eq!(fs.check_access(&ROOT_CALLER, inside, libc::W_OK), Err(Errno::EROFS));
+        assert_eq!(fs.check_access(&ROOT_CALLER, inside, libc::R_OK), Ok(()));
+        let chmod = AttrChanges { mode: Some(0o700), ..AttrChanges::default() };
+        assert_eq!(fs.set_attributes(&ROOT_CALLER, inside, chmod, None).err(), Some(Errno::EROFS));
     }
 }

@@ -3,16 +3,21 @@
 //! Serves a [`vfscale::Vfs`] to real programs through FUSE, so `ls`, `cp`,
 //! `find` and the rest run against the in-memory VFS: `vfscale mount DIR`.
 //!
-//! With `--demo` a small mount table adds two more VFS instances, a kernfs
-//! tree on `sys/` and a procfs task table on `proc/`.
+//! The mount serves a mount namespace whose root mount is the VFS; with
+//! `--demo` a kernfs tree is mounted on `sys/` and a procfs task table on
+//! `proc/`, through the VFS's own mount calls ([`vfscale::Context::mount`]).
 //!
 //! Every FUSE request becomes the matching VFS call with the caller's
 //! credentials (uid, gid, and supplementary groups read from the host's
-//! `/proc`), and the VFS's errno goes back unchanged. Node ids are VFS
-//! inode numbers with the instance's index in the top bits (the root is
-//! FUSE's id 1); the kernel's lookup counts keep a node's inode alive until
-//! it forgets it, even after the last name is gone. Where the kernel offers
-//! FUSE over io_uring ([`MountOptions::io_uring`], on by default), requests
+//! `/proc`), and the VFS's errno goes back unchanged; walks cross mount
+//! points as the VFS's do. A node id names a (mount, inode) position of the
+//! namespace: the mount's slot in the top bits, the VFS inode number below
+//! (the root is FUSE's id 1), so the same inode seen through two mounts has
+//! two node ids (see the `nodes` module); the kernel's lookup counts keep a
+//! node's inode alive until it forgets it, even after the last name is
+//! gone.
+//!
+//! Where the kernel offers FUSE over io_uring ([`MountOptions::io_uring`], on by default), requests
 //! come through a queue per CPU, each served by a thread on that CPU (see
 //! the `ring` and `wire` modules). Otherwise they are handled on several
 //! threads, each reading its own clone of the `/dev/fuse` fd; a thread that
@@ -65,9 +70,9 @@ mod forgets;
 mod fs;
 #[cfg(test)]
 mod fuzz_tests;
-mod instances;
 mod linger;
 mod locks;
+mod namespace;
 mod nodes;
 mod releases;
 mod requests;
@@ -354,16 +359,44 @@ fn check_mount_point(dir: &Path) -> Result<(), MountError> {
     }
 }
 
+/// A filesystem instance to mount read-only in the served tree, beside the
+/// demo trees: what a read-only bind of a host directory (`--bind-ro
+/// HOSTDIR:PATH`) mounts, once a filesystem shows the host's tree.
+#[derive(Debug, Clone)]
+pub struct ReadOnlyMount {
+    /// The instance.
+    pub fs: Vfs,
+    /// What the namespace's `mountinfo` shows as its source.
+    pub source: String,
+    /// Where: an absolute path of the served tree, its missing directories
+    /// made first.
+    pub path: String,
+}
+
 /// Mounts `vfs` on the empty directory `dir` and serves it in the
 /// background until the returned handle unmounts it.
 pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, MountError> {
+    mount_with(dir, vfs, Vec::new(), options)
+}
+
+/// [`mount`], with each of `read_only` mounted read-only (and `nosuid`,
+/// `nodev`) on its path of the served tree, through the VFS's mount calls.
+/// Such a filesystem may change behind the mount's back (a host
+/// directory's does), so, as the demo trees, nothing of it is cached and
+/// its files are read with direct I/O.
+pub fn mount_with(
+    dir: &Path,
+    vfs: Vfs,
+    read_only: Vec<ReadOnlyMount>,
+    options: &MountOptions,
+) -> Result<Mounted, MountError> {
     if options.threads == 0 {
         return Err(MountError::Invalid("--threads must be at least 1".into()));
     }
     check_mount_point(dir)?;
     let open_policy = fs::OpenPolicy::new(options);
-    let fs = fs::Server::new(vfs, options.demo, open_policy, options.linger)
-        .map_err(|e| MountError::Invalid(format!("cannot set up the demo trees: {e}")))?;
+    let fs = fs::Server::with_mounts(vfs, options.demo, read_only, open_policy, options.linger)
+        .map_err(|e| MountError::Invalid(format!("cannot set up the served tree's mounts: {e}")))?;
     let requests = fs.requests();
     let linger = fs.linger();
     let refreshes = fs.demo_refreshes();

@@ -322,7 +322,7 @@ pub(crate) fn serve(fs: &Server, h: &InHeader, op_in: &[u8], payload: &[u8], roo
                 let written = fs.write_file(c, node, FileHandle(fh), offset, data);
                 Handled::of(Opcode::Write, written.map(Answer::Written))
             }
-            FUSE_STATFS => Handled::of(Opcode::Other, Ok(Answer::Statfs(fs.fs_stats()))),
+            FUSE_STATFS => Handled::of(Opcode::Other, fs.fs_stats(node).map(Answer::Statfs)),
             FUSE_RELEASE => {
                 let fh = head.u64()?;
                 let (_flags, release_flags) = (head.u32()?, head.u32()?);

@@ -10,7 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use vfscale::Vfs;
 use vfscale_fuse::{
-    is_vfscale_mount, mount, wait_unmounted, MountError, MountOptions, Mounted, Opcode, RecordLocks, RequestCounts,
+    is_vfscale_mount, mount, mount_with, wait_unmounted, MountError, MountOptions, Mounted, Opcode, ReadOnlyMount,
+    RecordLocks, RequestCounts,
 };
 use vfscale_sync::poison::unpoisoned;
 
@@ -263,6 +264,81 @@ fn demo_trees_show_live_values() {
     assert_eq!(err.raw_os_error(), Some(libc::EACCES));
     mounted.unmount().expect("unmount");
     assert!(wait_unmounted(mnt.path(), UNMOUNTED_WITHIN));
+}
+
+/// The demo trees are mounts of their own in the served namespace: `df`
+/// of a path answers for its mount's filesystem, inode numbers of the
+/// three filesystems never meet and stay put, and `..` of a tree's root is
+/// the served root.
+#[test]
+fn demo_trees_are_mounts_of_their_own() {
+    use std::os::unix::fs::MetadataExt;
+    let _serial = serial();
+    let mnt = tempfile::tempdir().unwrap();
+    let vfs = Vfs::new(vfscale::VfsConfig { size_limit: 8 << 20, inode_limit: 1000, ..Default::default() });
+    let options = MountOptions { demo: true, ..MountOptions::default() };
+    let Some(mounted) = try_mount_vfs(mnt.path(), vfs, &options) else { return };
+    // Total blocks and inodes, as `df` reads them.
+    let df = |p: &Path| {
+        let out = Command::new("stat").args(["-f", "-c", "%b %c"]).arg(p).output().unwrap();
+        assert!(out.status.success(), "stat -f {}", p.display());
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    assert_eq!(df(mnt.path()), "2048 1000", "the served VFS's limits");
+    assert_eq!(df(&mnt.path().join("sys")), "0 0", "kernfs has no limits");
+    assert_eq!(df(&mnt.path().join(format!("proc/{}", std::process::id()))), "0 0");
+    assert_eq!(df(&mnt.path().join("sys/fs/vfscale/inodes")), "0 0");
+    std::fs::write(mnt.path().join("f"), "x").unwrap();
+    let ino = |rel: &str| std::fs::metadata(mnt.path().join(rel)).unwrap().ino();
+    let inos: Vec<u64> =
+        ["", "f", "sys", "sys/fs", "sys/fs/vfscale/inodes", "proc", &format!("proc/{}", std::process::id())]
+            .iter()
+            .map(|rel| ino(rel))
+            .collect();
+    let mut distinct = inos.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), inos.len(), "{inos:?}");
+    assert_eq!(ino("sys/.."), ino(""));
+    assert_eq!(ino("proc/.."), ino(""));
+    assert_eq!(ino("sys/fs"), inos[3], "an inode number stays put");
+    mounted.unmount().expect("unmount");
+}
+
+/// Another instance mounted read-only in the served tree (as a host
+/// directory will be bound): programs read it, nothing changes through
+/// it, and what changes behind the mount's back shows at the next read.
+#[test]
+fn a_read_only_mount_serves_another_instance() {
+    let _serial = serial();
+    let mnt = tempfile::tempdir().unwrap();
+    let other = Vfs::default();
+    let p = other.process(vfscale::Credentials::root());
+    p.mkdir("/dir", 0o755).unwrap();
+    let fd = p.open("/dir/file", vfscale::OpenFlags::CREAT | vfscale::OpenFlags::WRONLY, 0o644).unwrap();
+    p.write(fd, b"first\n").unwrap();
+    let bind = ReadOnlyMount { fs: other.clone(), source: "other".into(), path: "/srv/other".into() };
+    let mounted = match mount_with(mnt.path(), Vfs::default(), vec![bind], &MountOptions::default()) {
+        Ok(m) => m,
+        Err(e @ MountError::FuseUnavailable(_)) if !under_ci() => return eprintln!("SKIPPED: {e}"),
+        Err(e) => panic!("mount failed: {e}"),
+    };
+    let file = mnt.path().join("srv/other/dir/file");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "first\n");
+    let errno = |r: std::io::Result<()>| r.unwrap_err().raw_os_error();
+    assert_eq!(errno(std::fs::write(&file, "x")), Some(libc::EROFS));
+    assert_eq!(errno(std::fs::create_dir(mnt.path().join("srv/other/new"))), Some(libc::EROFS));
+    assert_eq!(errno(std::fs::remove_file(&file)), Some(libc::EROFS));
+    assert_eq!(errno(std::fs::remove_dir(mnt.path().join("srv/other"))), Some(libc::EBUSY));
+    // Linux's order: another mount is EXDEV before a read-only one EROFS.
+    let rename = |from: &str, to: &str| errno(std::fs::rename(mnt.path().join(from), mnt.path().join(to)));
+    assert_eq!(rename("srv/other/dir", "moved"), Some(libc::EXDEV));
+    assert_eq!(rename("srv/other/dir", "srv/other/moved"), Some(libc::EROFS));
+    std::fs::write(mnt.path().join("top"), "t").unwrap();
+    assert_eq!(errno(std::fs::hard_link(mnt.path().join("top"), mnt.path().join("srv/other/top"))), Some(libc::EXDEV));
+    p.pwrite(fd, b"later\n", 0).unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "later\n", "nothing of it is cached");
+    mounted.unmount().expect("unmount");
 }
 
 #[test]
