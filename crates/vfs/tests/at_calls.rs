@@ -533,6 +533,13 @@ fn resolve_cached_answers_from_the_dcache_or_eagain() {
     // Created names are in the dcache: rcu-walk resolves them alone.
     let fd = p.openat2(vfscale::AT_FDCWD, "/a/f", &cached).unwrap();
     p.close(fd).unwrap();
+    // So are directories, opened for listing.
+    let dir = OpenHow { flags: OpenFlags::RDONLY | OpenFlags::DIRECTORY, ..cached };
+    for path in ["/a", "/", "/a/.."] {
+        let fd = p.openat2(vfscale::AT_FDCWD, path, &dir).unwrap();
+        p.close(fd).unwrap();
+    }
+    assert_eq!(p.openat2(vfscale::AT_FDCWD, "/a/f", &dir), Err(Errno::ENOTDIR));
     // A name the dcache has not seen needs ref-walk: EAGAIN, and the
     // same open without RESOLVE_CACHED succeeds and leaves it cached.
     let rcu_off = Vfs::new(vfscale::VfsConfig { walk: vfscale::config::WalkMode::RefOnly, ..Default::default() });

@@ -203,8 +203,10 @@ impl<'a> Context<'a> {
     pub fn openat2(&self, path: impl AsRef<[u8]>, how: &OpenHow) -> VfsResult<Arc<OpenFile>> {
         how.validate()?;
         let resolve = how.resolve;
-        let creates_or_truncates = libc::O_CREAT | libc::O_TRUNC | libc::O_TMPFILE;
-        if resolve.contains(ResolveFlags::CACHED) && how.flags.0 & creates_or_truncates != 0 {
+        // O_TMPFILE includes O_DIRECTORY's bit, so it is matched whole.
+        let creates_or_truncates =
+            how.flags.0 & (libc::O_CREAT | libc::O_TRUNC) != 0 || how.flags.0 & libc::O_TMPFILE == libc::O_TMPFILE;
+        if resolve.contains(ResolveFlags::CACHED) && creates_or_truncates {
             return Err(Errno::EAGAIN);
         }
         let beneath = resolve.contains(ResolveFlags::BENEATH);
