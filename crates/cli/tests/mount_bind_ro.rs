@@ -117,6 +117,12 @@ fn a_bind_that_cannot_be_made_in_the_served_tree_is_refused() {
             "vfscale: cannot mount {h} read-only on /outer/missing of the served tree: EROFS: Read-only file system"
         )
     );
+    // /outer/file is there, but not a directory.
+    let stderr = refused(&["--bind-ro", &format!("{h}:/outer"), "--bind-ro", &format!("{h}:/outer/file")]);
+    assert_eq!(
+        stderr.trim(),
+        format!("vfscale: cannot mount {h} read-only on /outer/file of the served tree: ENOTDIR: Not a directory")
+    );
 }
 
 #[test]
