@@ -37,9 +37,10 @@ enum Quick {
     Run(&'static [&'static str]),
     /// The same, where mounting is possible (root and `/dev/fuse`).
     Fuse(&'static [&'static str]),
-    /// A `mount DIR &`: starts this invocation in the background, waits
+    /// A `mount DIR ... &`: starts this invocation in the background, waits
     /// until the mount shows in `/proc/self/mounts`, and does what the
-    /// README does there (a directory, a file written and read back).
+    /// README does there (a directory, a file written and read back; a
+    /// `--bind-ro`'s PATH shows its HOSTDIR).
     Mount(&'static str),
     /// The `umount DIR` of the mount above: it must succeed, and the
     /// server must then exit with success.
@@ -60,6 +61,7 @@ const QUICK: &[(&str, Quick)] = &[
     ("commute", Run(&["commute stat-same-file --quick", "commute --check-only"])),
     ("mount /tmp/vfs &", Mount("mount {tmp}/vfs")),
     ("umount /tmp/vfs", Umount("umount {tmp}/vfs")),
+    ("mount /tmp/vfs --bind-ro /etc:/host/etc &", Mount("mount {tmp}/vfs --bind-ro /etc:/host/etc")),
     ("mount-bench --quick", Fuse(&["mount-bench --quick --goals-only --runs 1"])),
     ("host kernfs-files --threads 1,2,16", Run(&["host kernfs-files --threads 1,2 --runs 1 --iterations 100"])),
     (
@@ -143,7 +145,7 @@ impl Server {
     fn start(invocation: &str, tmp: &Path) -> Server {
         let invocation = invocation.replace("{tmp}", &tmp.display().to_string());
         let args: Vec<&str> = invocation.split_whitespace().collect();
-        let dir = PathBuf::from(*args.last().expect("a mount point"));
+        let dir = PathBuf::from(*args.get(1).expect("a mount point after `mount`"));
         fs::create_dir_all(&dir).expect("create the mount point");
         // A file, not a pipe: nothing reads the server's output while it runs.
         let log = tmp.join("mount.log");
@@ -169,6 +171,16 @@ impl Server {
         fs::write(sub.join("f"), "hi\n").expect("write a file on the mount");
         assert_eq!(fs::read_to_string(sub.join("f")).expect("read it back"), "hi\n");
         assert_eq!(fs::read_dir(&sub).expect("ls on the mount").count(), 1);
+        // A `--bind-ro HOSTDIR:PATH` shows the host directory at PATH:
+        // its owner and mode (which, unlike its entries, nothing else on
+        // the host changes meanwhile).
+        for bind in args.windows(2).filter(|w| w[0] == "--bind-ro").map(|w| w[1]) {
+            use std::os::unix::fs::MetadataExt;
+            let (host, path) = bind.rsplit_once(':').expect("HOSTDIR:PATH");
+            let bound = fs::metadata(server.dir.join(path.trim_start_matches('/'))).expect("stat the bind");
+            let host = fs::metadata(host).expect("stat the host directory");
+            assert_eq!((bound.mode(), bound.uid(), bound.gid()), (host.mode(), host.uid(), host.gid()), "{bind}");
+        }
         eprintln!("ok: vfscale {invocation} (mounted, a file written and read)");
         server
     }
@@ -218,10 +230,11 @@ fn every_readme_command_runs_in_its_quick_form() {
     let mut server: Option<Server> = None;
     let mut seen = BTreeSet::new();
     for command in &commands {
-        if !seen.insert(command.as_str()) {
+        let quick = &QUICK.iter().find(|(k, _)| k == command).expect("checked above").1;
+        // A command shown twice runs once, but every mount has its umount.
+        if !seen.insert(command.as_str()) && !matches!(quick, Umount(_)) {
             continue;
         }
-        let quick = &QUICK.iter().find(|(k, _)| k == command).expect("checked above").1;
         match quick {
             Run(invocations) => invocations.iter().for_each(|i| run(i, tmp.path())),
             Fuse(invocations) => {

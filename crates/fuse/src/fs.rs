@@ -53,7 +53,7 @@ use crate::locks::Locks;
 use crate::namespace::{Caching, Filesystem, Namespace};
 use crate::nodes::{location_of, opened_at, Nodes};
 use crate::requests::{Counters, Opcode};
-use crate::{MountOptions, ReadOnlyMount, RecordLocks};
+use crate::{MountError, MountOptions, ReadOnlyMount, RecordLocks};
 use fuser::{FileAttr, FileHandle, FopenFlags, TimeOrNow};
 use std::collections::HashMap;
 use std::fmt;
@@ -170,27 +170,34 @@ impl Server {
     /// Serves `vfs`; with `demo`, also the demo trees mounted on `sys/`
     /// and `proc/`.
     #[cfg(test)]
-    pub fn new(vfs: Vfs, demo: bool, open_policy: OpenPolicy, linger: Duration) -> VfsResult<Server> {
+    pub fn new(vfs: Vfs, demo: bool, open_policy: OpenPolicy, linger: Duration) -> Result<Server, MountError> {
         Server::with_mounts(vfs, demo, Vec::new(), open_policy, linger)
     }
 
     /// [`Server::new`], with the instances of `read_only` mounted
-    /// read-only on their paths (after the demo trees).
+    /// read-only on their paths (after the demo trees, in the order
+    /// given); the error names the mount that could not be made.
     pub fn with_mounts(
         vfs: Vfs,
         demo: bool,
         read_only: Vec<ReadOnlyMount>,
         open_policy: OpenPolicy,
         linger: Duration,
-    ) -> VfsResult<Server> {
-        let demo = if demo { Some(Demo::new(&vfs)?) } else { None };
-        let mut ns = Namespace::new(vfs, Caching::Kept(TTL))?;
+    ) -> Result<Server, MountError> {
+        let setup = |e: Errno| MountError::Invalid(format!("cannot set up the served tree's mounts: {e}"));
+        let demo = if demo { Some(Demo::new(&vfs).map_err(setup)?) } else { None };
+        let mut ns = Namespace::new(vfs, Caching::Kept(TTL)).map_err(setup)?;
         if let Some(demo) = &demo {
-            demo.mount(&mut ns)?;
+            demo.mount(&mut ns).map_err(setup)?;
         }
         let open_policy = if read_only.is_empty() { open_policy } else { open_policy.with_live_mounts() };
         for m in read_only {
-            ns.mount_read_only(m.fs, &m.source, &m.path)?;
+            ns.mount_read_only(m.fs, &m.source, &m.path).map_err(|e| {
+                MountError::Invalid(format!(
+                    "cannot mount {} read-only on {} of the served tree: {e}",
+                    m.source, m.path
+                ))
+            })?;
         }
         Ok(Server::serving(ns, demo, open_policy, linger))
     }
@@ -909,6 +916,29 @@ impl Drop for Served<'_> {
 mod tests {
     use super::*;
     use crate::nodes::ROOT;
+
+    /// A read-only mount whose path cannot be made (it lies in another
+    /// read-only mount that lacks it) fails the setup, naming its source
+    /// and path.
+    #[test]
+    fn a_read_only_mount_that_cannot_be_made_is_named() {
+        let tree = Vfs::default();
+        tree.process(Credentials::root()).mkdir("/there", 0o755).unwrap();
+        let at = |fs: &Vfs, source: &str, path: &str| ReadOnlyMount {
+            fs: fs.clone(),
+            source: source.into(),
+            path: path.into(),
+        };
+        let policy = || OpenPolicy::new(&MountOptions::default());
+        let fine = vec![at(&tree, "tree", "/a"), at(&Vfs::default(), "inner", "/a/there")];
+        assert!(Server::with_mounts(Vfs::default(), false, fine, policy(), Duration::ZERO).is_ok());
+        let missing = vec![at(&tree, "tree", "/a"), at(&Vfs::default(), "inner", "/a/missing")];
+        let err = Server::with_mounts(Vfs::default(), false, missing, policy(), Duration::ZERO).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot mount inner read-only on /a/missing of the served tree: EROFS: Read-only file system"
+        );
+    }
 
     /// A mount of a VFS of `pages` pages, and a file `f` that filled it
     /// and was unlinked, whose node the kernel still holds: its `FORGET`

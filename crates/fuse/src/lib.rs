@@ -360,8 +360,8 @@ fn check_mount_point(dir: &Path) -> Result<(), MountError> {
 }
 
 /// A filesystem instance to mount read-only in the served tree, beside the
-/// demo trees: what a read-only bind of a host directory (`--bind-ro
-/// HOSTDIR:PATH`) mounts, once a filesystem shows the host's tree.
+/// demo trees: what a read-only bind of a host directory (`vfscale mount
+/// --bind-ro HOSTDIR:PATH`, a `vfscale-hostfs` instance) mounts.
 #[derive(Debug, Clone)]
 pub struct ReadOnlyMount {
     /// The instance.
@@ -380,7 +380,10 @@ pub fn mount(dir: &Path, vfs: Vfs, options: &MountOptions) -> Result<Mounted, Mo
 }
 
 /// [`mount`], with each of `read_only` mounted read-only (and `nosuid`,
-/// `nodev`) on its path of the served tree, through the VFS's mount calls.
+/// `nodev`) on its path of the served tree, through the VFS's mount calls,
+/// in the order given (after the demo trees); a mount that cannot be made
+/// is a [`MountError::Invalid`] naming its source and path, and nothing is
+/// mounted on `dir` then.
 /// Such a filesystem may change behind the mount's back (a host
 /// directory's does), so, as the demo trees, nothing of it is cached and
 /// its files are read with direct I/O.
@@ -395,8 +398,7 @@ pub fn mount_with(
     }
     check_mount_point(dir)?;
     let open_policy = fs::OpenPolicy::new(options);
-    let fs = fs::Server::with_mounts(vfs, options.demo, read_only, open_policy, options.linger)
-        .map_err(|e| MountError::Invalid(format!("cannot set up the served tree's mounts: {e}")))?;
+    let fs = fs::Server::with_mounts(vfs, options.demo, read_only, open_policy, options.linger)?;
     let requests = fs.requests();
     let linger = fs.linger();
     let refreshes = fs.demo_refreshes();
@@ -453,6 +455,12 @@ pub fn mount_with(
 /// they are closed, and the function returns `Ok` then (at once on a
 /// second signal).
 pub fn serve(dir: &Path, options: &MountOptions) -> Result<(), MountError> {
+    serve_with(dir, Vec::new(), options)
+}
+
+/// [`serve`], with each of `read_only` mounted read-only on its path of
+/// the served tree, as [`mount_with`] mounts them.
+pub fn serve_with(dir: &Path, read_only: Vec<ReadOnlyMount>, options: &MountOptions) -> Result<(), MountError> {
     let signals = [libc::SIGINT, libc::SIGTERM];
     // SAFETY: `set` is a local sigset_t initialised by sigemptyset before
     // use; blocking the signals in this thread before the request threads
@@ -469,7 +477,7 @@ pub fn serve(dir: &Path, options: &MountOptions) -> Result<(), MountError> {
     };
     let config =
         vfscale::VfsConfig { size_limit: options.size_limit, inode_limit: options.inode_limit, ..Default::default() };
-    let mounted = mount(dir, Vfs::new(config), options)?;
+    let mounted = mount_with(dir, Vfs::new(config), read_only, options)?;
     let through = match (mounted.io_uring(), mounted.why_not_io_uring()) {
         (true, _) => " through io_uring queues, one per CPU".to_string(),
         (false, Some(why)) => format!(" through /dev/fuse ({why})"),

@@ -117,6 +117,10 @@ impl Namespace {
             let mode = if i + 1 == parts.len() { 0o555 } else { 0o755 };
             match at_root.mkdir(&dir, mode) {
                 Ok(()) | Err(Errno::EEXIST) => {}
+                // A read-only filesystem may refuse (EROFS) before it
+                // looks the name up: what is there already will do, or
+                // the mount says why not (ENOTDIR for a file).
+                Err(_) if at_root.locate(&dir, false).is_ok() => {}
                 Err(e) => return Err(e),
             }
         }
