@@ -131,6 +131,10 @@ struct CommuteArgs {
     /// Also write an HTML report of the pair matrix into DIR.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
+    /// Also enumerate pairs of calls with every argument relation, decide on the host's tmpfs which commute,
+    /// and run the checker on those (checker only: the generated cases are not timed).
+    #[arg(long)]
+    generate: bool,
 }
 
 #[derive(Debug, Args)]
@@ -431,7 +435,14 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    let options = commute::Options { filter: args.pairs.clone(), timed: !args.check_only, plan, quick: args.quick };
+    let options = commute::Options {
+        filter: args.pairs.clone(),
+        timed: !args.check_only,
+        plan,
+        quick: args.quick,
+        generate: args.generate,
+    };
+    let generated = if args.generate { commute::generate::cases().len() } else { 0 };
     let machine = machine::Machine::this();
     let load = commute::load_average();
     println!(
@@ -444,15 +455,16 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
         load[1],
         load[2],
         pairs.len(),
-        if options.timed {
-            let each = plan.iterations.map_or_else(
-                || format!("operations per run calibrated to about {run_ms} ms per 1-thread run"),
-                |n| format!("{n} operations per thread per run"),
-            );
-            format!("{} runs per cell after a warm-up, {each}", plan.runs)
-        } else {
-            "checker only".to_string()
-        }
+        if options.generate { format!("and {generated} generated cases (checker only), ") } else { String::new() }
+            + &if options.timed {
+                let each = plan.iterations.map_or_else(
+                    || format!("operations per run calibrated to about {run_ms} ms per 1-thread run"),
+                    |n| format!("{n} operations per thread per run"),
+                );
+                format!("{} runs per cell after a warm-up, {each}", plan.runs)
+            } else {
+                "checker only".to_string()
+            }
     );
     if options.timed && load[0] > 0.5 {
         println!("note: the machine is not quiet (load {:.2}); S2 figures are noisier", load[0]);
@@ -460,7 +472,7 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
     if options.timed && machine.cpus < 2 {
         println!("note: one CPU here, so both threads of a 2-thread run share it; S2 says nothing about scaling");
     }
-    let bar = ProgressBar::new(pairs.len() as u64);
+    let bar = ProgressBar::new((pairs.len() + generated) as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} pairs  {msg}")
             .expect("a valid template")

@@ -6,7 +6,7 @@
 //! tables (POSIX lock owners, descriptor allocation) say so, and the
 //! measurement unshares in each worker thread before its first call.
 
-use super::sys::{failed, Fd, Owner, Syscalls};
+use super::sys::{failed, names_digest, stat_digest, Call, Fd, Outcome, Owner, Syscalls};
 use crate::host::{check, cstring, open_raw, posix};
 use std::ffi::{CStr, CString, OsStr};
 use std::io;
@@ -190,4 +190,120 @@ impl Syscalls for HostSyscalls {
         // SAFETY: `target` is a C string.
         check(unsafe { libc::umount2(target.as_ptr(), 0) }).map(drop).map_err(|e| failed("umount2", shown(target), e))
     }
+    fn call(&self, call: &Call) -> Outcome {
+        host_call(call).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+    }
+}
+
+/// The host side of [`Syscalls::call`].
+fn host_call(call: &Call) -> io::Result<u64> {
+    let done = |rc: libc::c_int| check(rc).map(|_| 0);
+    match call {
+        Call::Stat(path) => {
+            let mut st = zeroed_stat();
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            check(unsafe { libc::stat(path.as_ptr(), &mut st) })?;
+            Ok(digest_of(&st))
+        }
+        Call::Fstatat(dir, name) => {
+            let mut st = zeroed_stat();
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            check(unsafe { libc::fstatat(*dir, name.as_ptr(), &mut st, 0) })?;
+            Ok(digest_of(&st))
+        }
+        Call::Fstat(fd) => {
+            let mut st = zeroed_stat();
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            check(unsafe { libc::fstat(*fd, &mut st) })?;
+            Ok(digest_of(&st))
+        }
+        Call::OpenClose(path, flags) => {
+            let fd = open_raw(path, *flags, 0o644)?;
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            done(unsafe { libc::close(fd) })
+        }
+        Call::OpenatClose(dir, name, flags) => {
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            let fd = check(unsafe { libc::openat(*dir, name.as_ptr(), *flags | libc::O_CLOEXEC, 0o644) })?;
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            done(unsafe { libc::close(fd) })
+        }
+        // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+        Call::Unlink(path) => done(unsafe { libc::unlink(path.as_ptr()) }),
+        // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+        Call::Unlinkat(dir, name, flags) => done(unsafe { libc::unlinkat(*dir, name.as_ptr(), *flags) }),
+        // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+        Call::Mkdir(path) => done(unsafe { libc::mkdir(path.as_ptr(), 0o755) }),
+        // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+        Call::Mkdirat(dir, name) => done(unsafe { libc::mkdirat(*dir, name.as_ptr(), 0o755) }),
+        // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+        Call::Rmdir(path) => done(unsafe { libc::rmdir(path.as_ptr()) }),
+        // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+        Call::Rename(from, to) => done(unsafe { libc::rename(from.as_ptr(), to.as_ptr()) }),
+        // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+        Call::Link(from, to) => done(unsafe { libc::link(from.as_ptr(), to.as_ptr()) }),
+        // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+        Call::Chmod(path, mode) => done(unsafe { libc::chmod(path.as_ptr(), *mode) }),
+        Call::Readdir(path) => {
+            let dir = Path::new(OsStr::from_bytes(path.to_bytes()));
+            let names = std::fs::read_dir(dir)?
+                .map(|entry| entry.map(|e| e.file_name().as_bytes().to_vec()))
+                .collect::<io::Result<Vec<_>>>()?;
+            Ok(names_digest(names))
+        }
+        Call::Setxattr(path, name, value) => {
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            done(unsafe { libc::setxattr(path.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), 0) })
+        }
+        Call::Getxattr(path, name) => {
+            let mut buf = [0u8; 64];
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            let n = unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+            Ok(super::sys::digest([&buf[..check_len(n)?]]))
+        }
+        Call::Pread(fd, offset, len) => {
+            let mut buf = vec![0u8; *len];
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            let n = unsafe { libc::pread(*fd, buf.as_mut_ptr().cast(), buf.len(), *offset as libc::off_t) };
+            Ok(super::sys::digest([&buf[..check_len(n)?]]))
+        }
+        Call::Pwrite(fd, offset, len, byte) => {
+            let buf = vec![*byte; *len];
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            let n = unsafe { libc::pwrite(*fd, buf.as_ptr().cast(), buf.len(), *offset as libc::off_t) };
+            check_len(n).map(|n| n as u64)
+        }
+        // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+        Call::Ftruncate(fd, len) => done(unsafe { libc::ftruncate(*fd, *len as libc::off_t) }),
+        Call::Fallocate(fd, offset, len) => {
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            done(unsafe { libc::fallocate(*fd, 0, *offset as libc::off_t, *len as libc::off_t) })
+        }
+        Call::Lseek(fd, offset) => {
+            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+            let at = unsafe { libc::lseek(*fd, *offset as libc::off_t, libc::SEEK_SET) };
+            u64::try_from(at).map_err(|_| io::Error::last_os_error())
+        }
+        // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
+        Call::Flock(fd, op) => done(unsafe { libc::flock(*fd, *op) }),
+        Call::RecordLock(fd, owner, l_type, start, len) => {
+            let cmd = match owner {
+                Owner::Process => libc::F_SETLK,
+                Owner::Description => libc::F_OFD_SETLK,
+            };
+            posix(*fd, cmd, (*l_type).into(), *start as usize, *len as usize).map(|()| 0)
+        }
+    }
+}
+
+/// A `stat` buffer to fill.
+fn zeroed_stat() -> libc::stat {
+    // SAFETY: stat is plain data; zeroed is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+/// A `stat` buffer's [`stat_digest`].
+fn digest_of(st: &libc::stat) -> u64 {
+    #[allow(clippy::useless_conversion)] // nlink_t's width differs between targets
+    stat_digest(st.st_mode, st.st_size as u64, u64::from(st.st_nlink))
 }

@@ -14,6 +14,7 @@
 
 mod audited;
 mod expected;
+pub mod generate;
 mod host_sys;
 mod measure;
 mod outcome;
@@ -50,6 +51,8 @@ pub struct Options {
     pub plan: measure::Plan,
     /// `--quick` was given.
     pub quick: bool,
+    /// Also run the generated matrix (`--generate`; checker only).
+    pub generate: bool,
 }
 
 /// The pairs `filter` names (all when empty); an unknown name is an error
@@ -103,8 +106,21 @@ pub fn run(options: &Options, mut progress: impl FnMut(usize, &str, &str)) -> Re
         quick: options.quick,
         load_average,
     };
-    let summary = Summary::of(&results, KNOWN_CONFLICTS, conditions);
-    Ok(Commute { pairs: results, summary })
+    let mut summary = Summary::of(&results, KNOWN_CONFLICTS, conditions);
+    let generated = if options.generate {
+        let cases = generate::cases();
+        let mut done = Vec::with_capacity(cases.len());
+        for (index, case) in cases.iter().enumerate() {
+            progress(results.len() + index, "generated", &case.to_string());
+            done.push(generate::run_case(case)?);
+        }
+        let generated = generate::Generated::of(&done);
+        summary.add_generated(&generated);
+        Some(generated)
+    } else {
+        None
+    };
+    Ok(Commute { pairs: results, summary, generated })
 }
 
 #[cfg(test)]

@@ -119,6 +119,8 @@ pub struct Summary {
     pub known_conflicts: BTreeMap<&'static str, &'static str>,
     /// Pairs the host did not run, and why.
     pub host_skipped: BTreeMap<&'static str, String>,
+    /// The generated matrix's totals (`--generate`), else null.
+    pub generated: Option<super::generate::Totals>,
     /// The goals.
     pub goals: Vec<Goal>,
     /// How the run was made.
@@ -210,10 +212,24 @@ impl Summary {
             inconclusive,
             known_conflicts: among(results, known),
             host_skipped: results.iter().filter_map(|r| Some((r.name, r.host_skipped.clone()?))).collect(),
+            generated: None,
             goals,
             conditions,
             machine: Machine::this(),
         }
+    }
+}
+
+impl Summary {
+    /// Records the generated matrix's totals and judges its goal.
+    pub fn add_generated(&mut self, generated: &super::generate::Generated) {
+        let t = generated.totals;
+        self.generated = Some(t);
+        self.goals.push(Goal::decided(
+            "at least 500 generated commutative cases, vfscale conflict-free on at least 99% of them",
+            t.commutative >= 500 && t.conflict_free * 100 >= t.commutative * 99,
+            format!("{} commutative of {} generated, {} conflict-free", t.commutative, t.cases, t.conflict_free),
+        ));
     }
 }
 
@@ -260,6 +276,8 @@ pub struct Commute {
     pub pairs: Vec<PairResult>,
     /// Totals and goals.
     pub summary: Summary,
+    /// The generated matrix (`--generate`), else null.
+    pub generated: Option<super::generate::Generated>,
 }
 
 /// An S2 figure for the table, `*` marking one that does not scale and
@@ -319,6 +337,9 @@ pub fn table(run: &Commute) -> String {
         let _ = writeln!(out, "host skipped {name}: {why}");
     }
     let _ = writeln!(out, "{}", s.line);
+    if let Some(generated) = &run.generated {
+        out.push_str(&generated.text());
+    }
     for g in &s.goals {
         let _ = writeln!(out, "goal {}: {} ({})", g.judgement, g.goal, g.detail);
     }

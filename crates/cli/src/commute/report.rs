@@ -5,6 +5,7 @@
 //! and an SVG chart of every pair's three S2 figures beside the 0.9 x
 //! private threshold.
 
+use super::generate::Generated;
 use super::measure::Scaling;
 use super::outcome::{Commute, PairResult};
 use crate::report::{chart_error, escape};
@@ -27,6 +28,9 @@ pub fn write(run: &Commute, dir: &Path) -> Result<PathBuf, String> {
         let _ = writeln!(html, "<p><img src=\"{CHART}\" alt=\"S2 of every pair: vfscale, private and host\"></p>");
     }
     matrix(&mut html, run);
+    if let Some(generated) = &run.generated {
+        generated_matrix(&mut html, generated);
+    }
     html.push_str("</body></html>\n");
     let index = dir.join("index.html");
     std::fs::write(&index, html).map_err(|e| format!("cannot write {}: {e}", index.display()))?;
@@ -133,6 +137,41 @@ fn matrix(html: &mut String, run: &Commute) {
             s2_cell(r.host.as_ref(), &host_missing),
             sites(r, run.summary.note(r)),
         );
+    }
+    html.push_str("</table>\n");
+}
+
+/// The generated matrix: its totals, the conflicting sites by how many
+/// cases touched them, the known mechanisms, and every conflicting case.
+fn generated_matrix(html: &mut String, g: &Generated) {
+    let t = &g.totals;
+    let _ = writeln!(
+        html,
+        "<h2>The generated matrix</h2>\n<p>{} cases generated, {} commutative on the host's tmpfs; vfscale \
+         conflict-free on {} of {} generated commutative cases.</p>",
+        t.cases, t.commutative, t.conflict_free, t.commutative
+    );
+    html.push_str("<table><tr><th>site</th><th class=\"num\">cases</th><th>for example</th></tr>\n");
+    for group in &g.sites {
+        let _ = writeln!(
+            html,
+            "<tr><td class=\"sites\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            escape(&group.site),
+            group.cases,
+            escape(&group.example)
+        );
+    }
+    html.push_str("</table>\n<table><tr><th>known mechanism</th><th>why the line is shared</th></tr>\n");
+    for (name, why) in &g.known_conflicts {
+        let _ = writeln!(html, "<tr><td>{}</td><td class=\"why\">{}</td></tr>", escape(name), escape(why));
+    }
+    html.push_str("</table>\n<table><tr><th>conflicting case</th><th>mechanisms</th></tr>\n");
+    for c in &g.conflicting {
+        let mut mechanisms = c.mechanisms.join(", ");
+        if !c.unexplained.is_empty() {
+            let _ = write!(mechanisms, "; not known: {}", c.unexplained.join(", "));
+        }
+        let _ = writeln!(html, "<tr><td>{}</td><td>{}</td></tr>", escape(&c.case), escape(&mechanisms));
     }
     html.push_str("</table>\n");
 }

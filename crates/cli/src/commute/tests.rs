@@ -28,6 +28,35 @@ fn commutative_pairs_are_conflict_free() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    generated_cases_conflict_only_through_known_mechanisms();
+}
+
+/// The generated matrix: every case runs (vfscale gives each call the
+/// host's result), every conflicting site falls under a known mechanism,
+/// and every known mechanism still explains a conflict.
+fn generated_cases_conflict_only_through_known_mechanisms() {
+    if let Some(note) = &crate::host::ScratchDir::new("commute-gen-test", None).expect("a scratch directory").note {
+        eprintln!("generated cases skipped: {note}");
+        return;
+    }
+    let results: Vec<_> =
+        generate::cases().iter().map(|case| generate::run_case(case).unwrap_or_else(|e| panic!("{e}"))).collect();
+    let generated = generate::Generated::of(&results);
+    eprint!("{}", generated.text());
+    assert!(generated.totals.commutative >= 500, "{} commutative cases", generated.totals.commutative);
+    let unexplained: Vec<String> = generated
+        .conflicting
+        .iter()
+        .filter(|c| !c.unexplained.is_empty())
+        .map(|c| format!("{}: {}", c.case, c.unexplained.join(", ")))
+        .collect();
+    assert!(unexplained.is_empty(), "conflicts no known mechanism explains:\n{}", unexplained.join("\n"));
+    for (name, ..) in generate::KNOWN_MECHANISMS {
+        assert!(
+            generated.conflicting.iter().any(|c| c.mechanisms.contains(name)),
+            "{name} explains no conflict any more: remove it"
+        );
+    }
 }
 
 /// A result with the given verdict and S2 figures (vfscale, private, host).
@@ -111,7 +140,7 @@ fn a_pair_whose_rounds_straddle_the_bar_is_inconclusive() {
     assert!(s.checker_exceptions.is_empty() && s.inconclusive == ["stat-diff-files"], "{s:?}");
     assert!(s.line.ends_with("; vfscale inconclusive on 1"), "{}", s.line);
     assert_eq!(s.goals[1].judgement, Judgement::Met, "one open pair in 20 cannot make the checker a liar");
-    let table = table(&Commute { pairs: results, summary: s });
+    let table = table(&Commute { pairs: results, summary: s, generated: None });
     assert!(table.contains("?"), "{table}");
 }
 
@@ -156,7 +185,7 @@ fn two_pair_run() -> Commute {
         result("create-one-dir", false, Some((1.0, 2.0, None))),
     ];
     let summary = Summary::of(&pairs, KNOWN_CONFLICTS, conditions(true));
-    Commute { pairs, summary }
+    Commute { pairs, summary, generated: None }
 }
 
 #[test]

@@ -8,9 +8,10 @@ use super::vfs::kernfs::{Kernfs, KernfsConfig};
 use super::vfs::locks::Flock;
 use super::vfs::procfs::{ProcConfig, Procfs, TaskInfo};
 use super::vfs::{
-    Credentials, Errno, MountFlags, OpenFlags, Process, SetTime, Timespec, UmountFlags, Vfs, VfsResult, Whence,
+    AtFlags, Credentials, Errno, MountFlags, OpenFlags, Process, SetTime, Stat, Timespec, UmountFlags, Vfs, VfsResult,
+    Whence,
 };
-use crate::commute::sys::{failed, shown, Fd, Owner, Syscalls};
+use crate::commute::sys::{digest, failed, names_digest, shown, stat_digest, Call, Fd, Outcome, Owner, Syscalls};
 use crate::commute::world::{pids, Fs, Keep, World, CPU_ATTRIBUTES, MOUNT_DIRS};
 use std::ffi::{CStr, CString};
 use std::sync::{Arc, OnceLock};
@@ -202,5 +203,59 @@ impl Syscalls for VfsSyscalls {
             .mount(spare, "none", target.to_bytes(), MountFlags::NONE)
             .map_err(|e| failed("mount", shown(target), e))?;
         self.process.umount2(target.to_bytes(), UmountFlags::NONE).map_err(|e| failed("umount2", shown(target), e))
+    }
+    fn call(&self, call: &Call) -> Outcome {
+        vfs_call(&self.process, call).map_err(Errno::raw)
+    }
+}
+
+/// The vfscale side of [`Syscalls::call`].
+fn vfs_call(p: &Process, call: &Call) -> VfsResult<u64> {
+    let digest_of = |st: Stat| stat_digest(st.mode, st.size, u64::from(st.nlink));
+    match call {
+        Call::Stat(path) => p.stat(path.to_bytes()).map(digest_of),
+        Call::Fstatat(dir, name) => p.fstatat(*dir, name.to_bytes(), AtFlags::NONE).map(digest_of),
+        Call::Fstat(fd) => p.fstat(*fd).map(digest_of),
+        Call::OpenClose(path, flags) => {
+            p.open(path.to_bytes(), OpenFlags(*flags), 0o644).and_then(|fd| p.close(fd)).map(|()| 0)
+        }
+        Call::OpenatClose(dir, name, flags) => {
+            p.openat(*dir, name.to_bytes(), OpenFlags(*flags), 0o644).and_then(|fd| p.close(fd)).map(|()| 0)
+        }
+        Call::Unlink(path) => p.unlink(path.to_bytes()).map(|()| 0),
+        Call::Unlinkat(dir, name, flags) => p.unlinkat(*dir, name.to_bytes(), AtFlags(*flags)).map(|()| 0),
+        Call::Mkdir(path) => p.mkdir(path.to_bytes(), 0o755).map(|()| 0),
+        Call::Mkdirat(dir, name) => p.mkdirat(*dir, name.to_bytes(), 0o755).map(|()| 0),
+        Call::Rmdir(path) => p.rmdir(path.to_bytes()).map(|()| 0),
+        Call::Rename(from, to) => p.rename(from.to_bytes(), to.to_bytes()).map(|()| 0),
+        Call::Link(from, to) => p.link(from.to_bytes(), to.to_bytes()).map(|()| 0),
+        Call::Chmod(path, mode) => p.chmod(path.to_bytes(), *mode).map(|()| 0),
+        Call::Readdir(path) => p.list_dir(path.to_bytes()).map(|entries| {
+            names_digest(entries.into_iter().map(|e| e.name).filter(|name| name != b"." && name != b"..").collect())
+        }),
+        Call::Setxattr(path, name, value) => p.setxattr(path.to_bytes(), name.to_bytes(), value, 0).map(|()| 0),
+        Call::Getxattr(path, name) => {
+            let mut buf = [0u8; 64];
+            p.getxattr(path.to_bytes(), name.to_bytes(), &mut buf).map(|n| digest([&buf[..n]]))
+        }
+        Call::Pread(fd, offset, len) => {
+            let mut buf = vec![0u8; *len];
+            p.pread(*fd, &mut buf, *offset as i64).map(|n| digest([&buf[..n]]))
+        }
+        Call::Pwrite(fd, offset, len, byte) => p.pwrite(*fd, &vec![*byte; *len], *offset as i64).map(|n| n as u64),
+        Call::Ftruncate(fd, len) => p.ftruncate(*fd, *len as i64).map(|()| 0),
+        Call::Fallocate(fd, offset, len) => {
+            p.open_file(*fd)?.fallocate(0, *offset as i64, *len as i64, p.credentials()).map(|()| 0)
+        }
+        Call::Lseek(fd, offset) => p.lseek(*fd, *offset as i64, Whence::Set),
+        Call::Flock(fd, op) => p.flock(*fd, *op).map(|()| 0),
+        Call::RecordLock(fd, owner, l_type, start, len) => {
+            let lock = Flock::new(*l_type, *start, *len);
+            match owner {
+                Owner::Process => p.fcntl_setlk(*fd, &lock),
+                Owner::Description => p.ofd_setlk(*fd, &lock),
+            }
+            .map(|()| 0)
+        }
     }
 }
