@@ -119,7 +119,8 @@ pub struct Summary {
     pub known_conflicts: BTreeMap<&'static str, &'static str>,
     /// Pairs the host did not run, and why.
     pub host_skipped: BTreeMap<&'static str, String>,
-    /// The generated matrix's totals (`--generate`), else null.
+    /// The generated matrix's totals (`--generate`; absent without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub generated: Option<super::generate::Totals>,
     /// The goals.
     pub goals: Vec<Goal>,
@@ -276,7 +277,8 @@ pub struct Commute {
     pub pairs: Vec<PairResult>,
     /// Totals and goals.
     pub summary: Summary,
-    /// The generated matrix (`--generate`), else null.
+    /// The generated matrix (`--generate`; absent without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub generated: Option<super::generate::Generated>,
 }
 

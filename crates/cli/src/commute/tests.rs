@@ -207,6 +207,18 @@ fn json_has_the_issues_shape_and_the_table_one_line_per_pair() {
     assert!(json["pairs"][1]["host"].is_null());
     assert_eq!(json["pairs"][1]["conflicting_sites"][0], "crates/vfs/src/x.rs:1 (write)");
     assert_eq!(json["summary"]["line"], run.summary.line);
+    assert!(json["summary"].get("generated").is_none(), "no generated totals without --generate");
+
+    let mut with_generated = two_pair_run();
+    let generated = generate::Generated::of(&[]);
+    with_generated.summary.add_generated(&generated);
+    with_generated.generated = Some(generated);
+    let json = serde_json::to_value(&with_generated).unwrap();
+    assert_eq!(keys(&json), ["generated", "pairs", "summary"]);
+    let mut totals = keys(&json["summary"]["generated"]);
+    totals.sort();
+    assert_eq!(totals, ["cases", "commutative", "conflict_free"]);
+    assert!(json["generated"]["conflicting"].as_array().unwrap().is_empty());
 
     let table = table(&run);
     assert!(table
