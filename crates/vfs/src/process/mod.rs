@@ -231,8 +231,8 @@ impl Process {
     /// The open file behind `fd`, counted: a write of its `Arc`'s count,
     /// shared with every thread using the same description (as Linux's
     /// `f_count` in a multithreaded process). Calls that neither keep the
-    /// file nor wait long (read, write, seek, fstat) borrow it instead,
-    /// through `FdTable::with`.
+    /// file nor wait long (read, write, seek, truncate, fallocate, fstat)
+    /// borrow it instead, through `FdTable::with`.
     fn file(&self, fd: Fd) -> VfsResult<CountedArc<OpenFile>> {
         self.fds.get(fd)
     }
@@ -287,7 +287,12 @@ impl Process {
         if len < 0 {
             return Err(Errno::EINVAL);
         }
-        self.file(fd)?.truncate(len, &self.cred)
+        self.fds.with(fd, |file| file.truncate(len, &self.cred))?
+    }
+
+    /// `fallocate(2)` (see [`OpenFile::fallocate`]).
+    pub fn fallocate(&self, fd: Fd, mode: i32, offset: i64, len: i64) -> VfsResult<()> {
+        self.fds.with(fd, |file| file.fallocate(mode, offset, len, &self.cred))?
     }
 
     /// `fstat(2)`.
