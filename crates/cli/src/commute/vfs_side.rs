@@ -244,9 +244,7 @@ fn vfs_call(p: &Process, call: &Call) -> VfsResult<u64> {
         }
         Call::Pwrite(fd, offset, len, byte) => p.pwrite(*fd, &vec![*byte; *len], *offset as i64).map(|n| n as u64),
         Call::Ftruncate(fd, len) => p.ftruncate(*fd, *len as i64).map(|()| 0),
-        Call::Fallocate(fd, offset, len) => {
-            p.open_file(*fd)?.fallocate(0, *offset as i64, *len as i64, p.credentials()).map(|()| 0)
-        }
+        Call::Fallocate(fd, offset, len) => p.fallocate(*fd, 0, *offset as i64, *len as i64).map(|()| 0),
         Call::Lseek(fd, offset) => p.lseek(*fd, *offset as i64, Whence::Set),
         Call::Flock(fd, op) => p.flock(*fd, *op).map(|()| 0),
         Call::RecordLock(fd, owner, l_type, start, len) => {

@@ -625,13 +625,6 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
         "a file's extended attributes are one map under one mutex that getxattr takes as setxattr does, and a \
          path call on them counts a reference on the inode (Linux: simple_xattrs' rwlock)",
     ),
-    (
-        "unattributed-closure-write",
-        &["library/core/src/ops/function.rs"],
-        "a write the audit can place only at core's FnOnce::call_once (an audited method reached through a \
-         function value), seen beside truncates, fallocates and creates: its vfscale site is still to be \
-         attributed",
-    ),
 ];
 
 /// The mechanism a conflicting site falls under, if any: the one naming
