@@ -2,7 +2,8 @@
 //! of times, each run behind a real start barrier, after one warm-up run.
 //!
 //! A run spawns its threads, pins thread i to the i-th allowed CPU modulo
-//! their number (as sysfs_benchmark pins thread i to CPU i % ncpu), waits
+//! their number (as sysfs_benchmark pins thread i to CPU i % ncpu), lets
+//! each do its untimed preparation (`Subject::prepare_thread`), waits
 //! until all of them are parked on the barrier and releases them; its wall time runs from the first thread's
 //! start to the last thread's end, as the threads themselves saw them.
 //! Every thread does the same number of operations, so `ops_per_sec` is `threads * iterations / elapsed`
@@ -248,17 +249,21 @@ fn one_run(subject: &dyn Subject, threads: usize, iterations: u64) -> OneRun {
     // 1-thread run after a 16-thread one pays for its garbage.
     vfscale::release_barrier(std::time::Duration::from_secs(2));
     subject.prepare_run(threads);
-    let barrier = Barrier::new(threads + 1);
+    // `prepared`: every thread has done its untimed preparation;
+    // `barrier`: the run's clock starts.
+    let (prepared, barrier) = (Barrier::new(threads + 1), Barrier::new(threads + 1));
     let cpus = allowed_cpus();
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|thread| {
-                let barrier = &barrier;
+                let (prepared, barrier) = (&prepared, &barrier);
                 let cpu = (!cpus.is_empty()).then(|| cpus[thread % cpus.len()]);
                 scope.spawn(move || {
                     if let Some(cpu) = cpu {
                         pin_to(cpu);
                     }
+                    subject.prepare_thread(thread, iterations);
+                    prepared.wait();
                     barrier.wait();
                     let start = Instant::now();
                     subject.run_thread(thread, iterations);
@@ -266,6 +271,7 @@ fn one_run(subject: &dyn Subject, threads: usize, iterations: u64) -> OneRun {
                 })
             })
             .collect();
+        prepared.wait();
         // The workers are parked, so CPU time from here on is the run's; the
         // wall clock comes from the workers themselves, because on a busy
         // machine they may finish before this thread is scheduled again.

@@ -111,7 +111,10 @@ pub const EXPERIMENTS: [Experiment; 5] = [
         title: "per-CPU (dlock) lists for the superblock inode list (Waiman Long, 2016)",
         claim: "exit microbenchmark, 80 threads: 65.29 s -> 22.81 s elapsed, 82m14s -> 23m03s system time",
         format: Format::ElapsedSystem,
-        cases: &[Case::new("inode-exit")],
+        // Beside the exit benchmark (each thread its own directory), its
+        // files in ONE shared directory, created and unlinked apart
+        // (FxMark's MWCM and MWUM).
+        cases: &[Case::new("inode-exit"), Case::new("dir-create"), Case::new("dir-unlink")],
     },
     Experiment {
         name: "rwsem",

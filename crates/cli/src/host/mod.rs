@@ -20,6 +20,7 @@
 //! }
 //! ```
 
+mod dirs;
 mod locks;
 mod mprotect;
 mod procfs;
@@ -112,7 +113,13 @@ impl HostWorkload {
         quietly(|| {
             built.subject.prepare_run(1);
             std::thread::scope(|scope| {
-                scope.spawn(|| built.subject.run_thread(0, 1)).join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+                scope
+                    .spawn(|| {
+                        built.subject.prepare_thread(0, 1);
+                        built.subject.run_thread(0, 1)
+                    })
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
             })
         })?;
         Ok(built)
@@ -121,11 +128,13 @@ impl HostWorkload {
 
 /// Every host driver, in experiment order.
 pub fn all() -> &'static [HostWorkload] {
-    static ALL: [HostWorkload; 14] = [
+    static ALL: [HostWorkload; 16] = [
         sysfs::FILES,
         sysfs::MISSING,
         tree::WALK,
         tmpfs::INODE_EXIT,
+        dirs::CREATE,
+        dirs::UNLINK,
         mprotect::STORM,
         procfs::PS,
         locks::FLOCK01,

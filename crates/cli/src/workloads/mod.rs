@@ -5,6 +5,7 @@
 //! them alike: its first variant with nothing shared between threads.
 
 mod busy;
+mod dirs;
 mod inode_exit;
 mod kernfs;
 pub(crate) mod locks;
@@ -23,6 +24,11 @@ pub use private::PRIVATE;
 pub trait Subject: Sync {
     /// Called before each run (warm-up included) with the run's thread count.
     fn prepare_run(&self, _threads: usize) {}
+    /// Called on thread number `thread` of a run, after
+    /// [`prepare_run`](Self::prepare_run) and before the run's clock
+    /// starts: work the thread's operations need done first (the files a
+    /// thread will unlink), untimed.
+    fn prepare_thread(&self, _thread: usize, _iterations: u64) {}
     /// Does `iterations` operations as thread number `thread` of the run.
     fn run_thread(&self, thread: usize, iterations: u64);
 }
@@ -80,7 +86,7 @@ impl Workload {
 
 /// All workloads, in the order `bench --list` shows them.
 pub fn all() -> &'static [Workload] {
-    static ALL: [Workload; 18] = [
+    static ALL: [Workload; 20] = [
         prim_list::WORKLOAD,
         prim_read::WORKLOAD,
         prim_mprotect::WORKLOAD,
@@ -88,6 +94,8 @@ pub fn all() -> &'static [Workload] {
         walk::WALK,
         walk::WALK_MISSING,
         inode_exit::WORKLOAD,
+        dirs::CREATE,
+        dirs::UNLINK,
         kernfs::FILES,
         kernfs::MISSING,
         proc_ps::WORKLOAD,

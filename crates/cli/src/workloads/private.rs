@@ -46,6 +46,10 @@ impl Subject for Private {
         }
     }
 
+    fn prepare_thread(&self, thread: usize, iterations: u64) {
+        self.instances[thread].prepare_thread(0, iterations);
+    }
+
     fn run_thread(&self, thread: usize, iterations: u64) {
         self.instances[thread].run_thread(0, iterations);
     }
@@ -61,6 +65,10 @@ pub(super) fn padded<S: Subject + 'static>(subject: S) -> Box<dyn Subject> {
 impl<S: Subject> Subject for CachePadded<S> {
     fn prepare_run(&self, threads: usize) {
         S::prepare_run(self, threads);
+    }
+
+    fn prepare_thread(&self, thread: usize, iterations: u64) {
+        S::prepare_thread(self, thread, iterations);
     }
 
     fn run_thread(&self, thread: usize, iterations: u64) {
