@@ -11,6 +11,7 @@
 //! (`Server::unless_full`), as the queues do after draining forgets.
 
 use crate::caller::Client;
+use crate::convert::fuser_set_time;
 use crate::fs::{AttrChanges, Entry, Server, Xattr};
 use crate::requests::Opcode;
 use crate::ring::Rings;
@@ -191,6 +192,7 @@ impl Filesystem for Dev {
         reply: ReplyAttr,
     ) {
         let _served = self.fs.serve(Opcode::Setattr);
+        let (atime, mtime) = (fuser_set_time(atime), fuser_set_time(mtime));
         let changes = AttrChanges { mode, uid, gid, size, atime, mtime };
         reply_attr(self.fs.set_attributes(&client(req), ino.0, changes, fh), reply);
     }
