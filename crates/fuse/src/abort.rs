@@ -31,7 +31,7 @@ impl Connection {
     pub fn of(dir: &Path) -> Connection {
         let dir = dir.to_owned();
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let id = mountinfo.lines().filter_map(|line| device_of(line, &dir)).last();
+        let id = mountinfo.lines().rev().find_map(|line| device_of(line, &dir));
         Connection { dir, id }
     }
 
