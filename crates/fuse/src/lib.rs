@@ -709,7 +709,12 @@ mod tests {
             let second = errno(std::fs::write(dir.join("later"), "x"));
             let _ = done.send((first, second));
         });
-        let (first, second) = calls.recv_timeout(Duration::from_secs(60)).expect("the calls returned within a minute");
+        let Ok((first, second)) = calls.recv_timeout(Duration::from_secs(60)) else {
+            // A call left waiting holds its thread, and with it this
+            // process, until the connection ends.
+            let _ = abort::Connection::of(&std::fs::canonicalize(tmp.path()).unwrap()).abort();
+            panic!("the calls did not return within a minute");
+        };
         // The kernel ends the unanswered request as the queue's ring
         // closes (ECANCELED) or as the connection is aborted.
         assert!(matches!(first, Err(Some(libc::ENOTCONN | libc::ECONNABORTED | libc::ECANCELED))), "{first:?}");

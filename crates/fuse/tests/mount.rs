@@ -1034,11 +1034,18 @@ fn agreement_calls(dir: &Path) -> Vec<String> {
 /// comes fails the test instead of hanging it.
 fn agreement_calls_guarded(dir: &Path) -> Vec<String> {
     let (done, result) = std::sync::mpsc::channel();
-    let dir = dir.to_owned();
+    let (dir, dir_for_abort) = (dir.to_owned(), dir.to_owned());
     std::thread::spawn(move || {
         let _ = done.send(agreement_calls(&dir));
     });
-    result.recv_timeout(Duration::from_secs(60)).expect("the calls ended within a minute")
+    result.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
+        // A call left waiting holds its thread, and with it this process,
+        // until the connection ends: a forced unmount aborts it.
+        let path = std::ffi::CString::new(dir_for_abort.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `path` is NUL-terminated and outlives the call.
+        unsafe { libc::umount2(path.as_ptr(), libc::MNT_FORCE) };
+        panic!("the calls did not end within a minute")
+    })
 }
 
 /// Both transports agree: the same calls through the io_uring queues and
