@@ -103,7 +103,9 @@ pub struct MountOptions {
     /// queues serve, only `FORGET`s and `INTERRUPT`s.
     pub threads: usize,
     /// Let other users than the mounting one in (`allow_other`); the VFS
-    /// then checks their permissions.
+    /// then checks their permissions. A user other than root then mounts
+    /// with `auto_unmount` too: `fusermount3` unmounts when the server's
+    /// process ends, however it ends.
     pub allow_other: bool,
     /// For [`serve`]: the VFS's size limit in bytes (tmpfs's `size=`;
     /// [`vfscale::VfsConfig::size_limit`]); 0 for none.
@@ -439,20 +441,8 @@ pub fn mount_with(
     // cannot take: with the VFS's locks, requests stay on the device.
     let rings = ring::Rings::new(options.io_uring && options.locks == RecordLocks::Kernel);
     let mut config = Config::default();
-    config.mount_options = vec![MountOption::FSName("vfscale".into()), MountOption::Subtype("vfscale".into())];
-    // Device nodes open and set-user-ID programs run, as on tmpfs; only
-    // root may ask (fusermount3 forces nodev and nosuid for others).
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        config.mount_options.extend([MountOption::Dev, MountOption::Suid]);
-    }
-    // The kernel checks permissions from the attributes it caches, in
-    // every mode: it keeps entries for a day and walks through cached
-    // directories without asking, so without this a walk it served from
-    // its cache would skip the search permission of every directory on
-    // the way. Opens that send no request need it too. Where an open or
-    // another request does reach the server, the VFS checks again.
-    config.mount_options.push(MountOption::DefaultPermissions);
+    config.mount_options = mount_options(unsafe { libc::geteuid() } == 0, options.allow_other);
     config.acl = if options.allow_other { SessionACL::All } else { SessionACL::Owner };
     config.n_threads = Some(options.threads);
     config.clone_fd = true;
@@ -479,6 +469,33 @@ pub fn mount_with(
     }
     let session = session.spawn().map_err(|e| MountError::Os(dir.to_owned(), e))?;
     Ok(Mounted { session: Some(session), dir: dir.to_owned(), requests, lingers, rings, refreshes })
+}
+
+/// The options of the mount itself, by whether root mounts (directly) or
+/// another user (through `fusermount3`), and whether others may enter.
+fn mount_options(root: bool, allow_other: bool) -> Vec<MountOption> {
+    let mut options = vec![MountOption::FSName("vfscale".into()), MountOption::Subtype("vfscale".into())];
+    if root {
+        // Device nodes open and set-user-ID programs run, as on tmpfs;
+        // only root may ask (fusermount3 forces nodev and nosuid for
+        // others).
+        options.extend([MountOption::Dev, MountOption::Suid]);
+    } else if allow_other {
+        // fusermount3 mounts for other users, and with auto_unmount stays
+        // to unmount when the server's process ends, however it ends, so
+        // a killed server leaves no dead mount. fuser 0.18 takes it only
+        // with others let in (`allow_other`); root mounts without
+        // fusermount3, which alone offers it.
+        options.push(MountOption::AutoUnmount);
+    }
+    // The kernel checks permissions from the attributes it caches, in
+    // every mode: it keeps entries for a day and walks through cached
+    // directories without asking, so without this a walk it served from
+    // its cache would skip the search permission of every directory on
+    // the way. Opens that send no request need it too. Where an open or
+    // another request does reach the server, the VFS checks again.
+    options.push(MountOption::DefaultPermissions);
+    options
 }
 
 /// Mounts a fresh VFS (with the options' limits) on `dir` and serves it
@@ -664,6 +681,16 @@ mod tests {
         assert!(!err.to_string().contains('\n'));
         let zero = MountOptions { threads: 0, ..MountOptions::default() };
         assert!(matches!(mount(tmp.path(), Vfs::default(), &zero), Err(MountError::Invalid(_))));
+    }
+
+    #[test]
+    fn only_a_mount_through_fusermount3_that_lets_others_in_unmounts_itself() {
+        let auto = |root, allow_other| mount_options(root, allow_other).contains(&MountOption::AutoUnmount);
+        assert!(auto(false, true));
+        assert!(!auto(false, false), "fuser refuses auto_unmount for the owner alone");
+        assert!(!auto(true, true) && !auto(true, false), "root mounts without fusermount3");
+        assert!(mount_options(true, false).contains(&MountOption::Suid));
+        assert!(mount_options(false, true).contains(&MountOption::DefaultPermissions));
     }
 
     #[test]
