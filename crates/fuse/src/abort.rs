@@ -44,6 +44,12 @@ impl Connection {
                 Err(e) => why.push(format!("{FUSECTL}/{id}/abort: {e}")),
             }
         }
+        // The mount point may show another mount by now (this one
+        // detached, another mounted there): only this one is forced.
+        if self.id.is_none() || Connection::of(&self.dir).id != self.id {
+            why.push(format!("{} no longer shows this mount", self.dir.display()));
+            return Err(why.join("; "));
+        }
         let path = std::ffi::CString::new(self.dir.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
         // SAFETY: `path` is a NUL-terminated string that outlives the call.
         if unsafe { libc::umount2(path.as_ptr(), libc::MNT_FORCE) } == 0 {
