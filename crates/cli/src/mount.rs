@@ -21,7 +21,9 @@ pub struct MountArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// Let users other than the mounting one in (the VFS checks their
-    /// permissions); non-root needs `user_allow_other` in /etc/fuse.conf.
+    /// permissions); non-root needs `user_allow_other` in /etc/fuse.conf,
+    /// and then mounts with auto_unmount (fusermount3 unmounts when the
+    /// server ends, however it ends).
     #[arg(long)]
     allow_other: bool,
     /// Most bytes of file data, as tmpfs's size=: with a K, M, G, T, P or E

@@ -1,7 +1,8 @@
 //! Conversions between the VFS's types and FUSE's: times ([`Timespec`]
-//! and [`SystemTime`], both ways, and a `SETATTR`'s time changes), file
-//! types, and the attributes an entry or `GETATTR` reply carries, a
-//! negative entry's included.
+//! and [`SystemTime`], both ways, and a `SETATTR`'s time changes as fuser
+//! hands them over, its conversion undone), file types, and the
+//! attributes an entry or `GETATTR` reply carries, a negative entry's
+//! included.
 //!
 //! Pure functions of their arguments; it imports no module of this crate,
 //! only `vfscale`'s and `fuser`'s types, so the handlers (`fs`) and both
@@ -37,11 +38,35 @@ pub(crate) fn timespec(t: SystemTime) -> Timespec {
     }
 }
 
-pub(crate) fn set_time(t: Option<TimeOrNow>) -> SetTime {
+/// A `SETATTR` time as fuser 0.18 hands it to the `/dev/fuse` front end,
+/// as the time the kernel sent.
+///
+/// fuser turns the kernel's `(sec, nsec)` into `UNIX_EPOCH + (sec, nsec)`
+/// for `sec >= 0`, which is right, but into `UNIX_EPOCH - (-sec, nsec)`
+/// before 1970: `2 * nsec` early (`(-3, 250)`, 2.99999975 s before the
+/// epoch, arrives as 3.00000025 s before it). Every time fuser makes is
+/// undone exactly: one before the epoch came from a negative `sec`, and
+/// its distance from the epoch is `(-sec, nsec)` as the kernel sent them
+/// (the kernel's `nsec` is below a second, so `Duration::new` carried
+/// nothing). At `i64::MIN` seconds the distance is 2^63 seconds, whose
+/// negation wraps back to `i64::MIN`.
+pub(crate) fn fuser_request_time(t: SystemTime) -> Timespec {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Timespec { sec: d.as_secs() as i64, nsec: i64::from(d.subsec_nanos()) },
+        Err(e) => {
+            let d = e.duration();
+            Timespec { sec: (d.as_secs() as i64).wrapping_neg(), nsec: i64::from(d.subsec_nanos()) }
+        }
+    }
+}
+
+/// A `SETATTR` time change as fuser hands it over (see
+/// [`fuser_request_time`]).
+pub(crate) fn fuser_set_time(t: Option<TimeOrNow>) -> SetTime {
     match t {
         None => SetTime::Omit,
         Some(TimeOrNow::Now) => SetTime::Now,
-        Some(TimeOrNow::SpecificTime(t)) => SetTime::At(timespec(t)),
+        Some(TimeOrNow::SpecificTime(t)) => SetTime::At(fuser_request_time(t)),
     }
 }
 
@@ -122,6 +147,44 @@ mod tests {
         ] {
             assert_eq!(timespec(system_time(ts)), ts);
         }
+    }
+
+    /// What fuser 0.18's `system_time_from_time` makes of a `SETATTR`
+    /// time the kernel sent, copied here with its overflow made explicit
+    /// (the workspace builds fuser without overflow checks, so its
+    /// `-secs` wraps at `i64::MIN`).
+    fn as_fuser_hands_it_over(sec: i64, nsec: u32) -> SystemTime {
+        if sec >= 0 {
+            UNIX_EPOCH + Duration::new(sec as u64, nsec)
+        } else {
+            UNIX_EPOCH - Duration::new(sec.wrapping_neg() as u64, nsec)
+        }
+    }
+
+    #[test]
+    fn setattr_times_from_fuser_are_the_kernels() {
+        for (sec, nsec) in [
+            (0, 0),
+            (0, 999_999_999),
+            (1_700_000_000, 123_456_789),
+            (i64::MAX, 999_999_999),
+            (-1, 0),
+            (-1, 1),
+            (-3, 250),
+            (-1_000_000_000, 500_000_000),
+            (i64::MIN + 1, 999_999_999),
+            (i64::MIN, 0),
+        ] {
+            let got = fuser_request_time(as_fuser_hands_it_over(sec, nsec));
+            assert_eq!(got, Timespec { sec, nsec: i64::from(nsec) }, "({sec}, {nsec})");
+        }
+        // fuser's own value is 2 * nsec early before the epoch: the reason
+        // for the conversion.
+        assert_eq!(timespec(as_fuser_hands_it_over(-3, 250)), Timespec { sec: -4, nsec: 999_999_750 });
+        let at = |sec| fuser_set_time(Some(TimeOrNow::SpecificTime(as_fuser_hands_it_over(sec, 7))));
+        assert_eq!(at(-2), SetTime::At(Timespec { sec: -2, nsec: 7 }));
+        assert_eq!(fuser_set_time(Some(TimeOrNow::Now)), SetTime::Now);
+        assert_eq!(fuser_set_time(None), SetTime::Omit);
     }
 
     #[test]

@@ -8,9 +8,12 @@
 //! answers `INIT`, where it decides what the kernel may do without
 //! asking, and whether the queues start. A request that fails with ENOSPC
 //! is served again once the forgets other threads are serving have ended
-//! (`Server::unless_full`), as the queues do after draining forgets.
+//! (`Server::unless_full`), as the queues do after draining forgets. A
+//! handler that panics is answered EIO, as the queues answer it, and its
+//! thread goes on serving.
 
 use crate::caller::Client;
+use crate::convert::fuser_set_time;
 use crate::fs::{AttrChanges, Entry, Server, Xattr};
 use crate::requests::Opcode;
 use crate::ring::Rings;
@@ -21,6 +24,7 @@ use fuser::{
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -52,6 +56,20 @@ fn errno(e: Errno) -> fuser::Errno {
 
 fn client(req: &Request) -> Client {
     Client { uid: req.uid(), gid: req.gid(), pid: req.pid() }
+}
+
+/// Runs a handler; a panic is answered EIO, as the io_uring queues
+/// answer it: the thread that died would leave the request unanswered,
+/// and where it read the session's own fd, its caller waiting until the
+/// mount is unmounted.
+fn guarded<T>(handler: impl FnOnce() -> VfsResult<T>) -> VfsResult<T> {
+    std::panic::catch_unwind(AssertUnwindSafe(handler)).unwrap_or(Err(Errno::EIO))
+}
+
+/// Runs a handler that answers nothing (`FORGET`, the releases, whose
+/// replies carry no result); a panic leaves the thread serving.
+fn surviving(handler: impl FnOnce()) {
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(handler));
 }
 
 /// Sends an entry reply.
@@ -137,7 +155,7 @@ impl Filesystem for Dev {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _served = self.fs.serve(Opcode::Lookup);
-        reply_entry(self.fs.look_up(&client(req), parent.0, name.as_bytes()), reply);
+        reply_entry(guarded(|| self.fs.look_up(&client(req), parent.0, name.as_bytes())), reply);
         // A miss may have replaced a cached negative dentry.
         self.fs.hand_on_releases(parent.0);
     }
@@ -158,7 +176,7 @@ impl Filesystem for Dev {
             self.fs.count(Opcode::Forget);
             None
         };
-        self.fs.forget_node(ino.0, nlookup);
+        surviving(|| self.fs.forget_node(ino.0, nlookup));
         drop(serving);
         if let Some(drain) = self.rings.forget_rest() {
             // After a request's first node, rest, so the next forgets come
@@ -169,7 +187,7 @@ impl Filesystem for Dev {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let _served = self.fs.serve(Opcode::Getattr);
-        reply_attr(self.fs.attributes(ino.0), reply);
+        reply_attr(guarded(|| self.fs.attributes(ino.0)), reply);
     }
 
     fn setattr(
@@ -191,13 +209,14 @@ impl Filesystem for Dev {
         reply: ReplyAttr,
     ) {
         let _served = self.fs.serve(Opcode::Setattr);
+        let (atime, mtime) = (fuser_set_time(atime), fuser_set_time(mtime));
         let changes = AttrChanges { mode, uid, gid, size, atime, mtime };
-        reply_attr(self.fs.set_attributes(&client(req), ino.0, changes, fh), reply);
+        reply_attr(guarded(|| self.fs.set_attributes(&client(req), ino.0, changes, fh)), reply);
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let _served = self.fs.serve(Opcode::Other);
-        reply_data(self.fs.link_target(ino.0), reply);
+        reply_data(guarded(|| self.fs.link_target(ino.0)), reply);
     }
 
     fn mknod(
@@ -211,33 +230,39 @@ impl Filesystem for Dev {
         reply: ReplyEntry,
     ) {
         let _served = self.fs.serve(Opcode::Namespace);
-        let made = self.fs.unless_full(|| self.fs.make_node(&client(req), parent.0, name.as_bytes(), mode, rdev));
+        let made =
+            guarded(|| self.fs.unless_full(|| self.fs.make_node(&client(req), parent.0, name.as_bytes(), mode, rdev)));
         reply_entry(made, reply);
         self.fs.hand_on_releases(parent.0);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let _served = self.fs.serve(Opcode::Namespace);
-        reply_entry(self.fs.unless_full(|| self.fs.make_dir(&client(req), parent.0, name.as_bytes(), mode)), reply);
+        reply_entry(
+            guarded(|| self.fs.unless_full(|| self.fs.make_dir(&client(req), parent.0, name.as_bytes(), mode))),
+            reply,
+        );
         self.fs.hand_on_releases(parent.0);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _served = self.fs.serve(Opcode::Unlink);
-        reply_empty(self.fs.remove(&client(req), parent.0, name.as_bytes(), false), reply);
+        reply_empty(guarded(|| self.fs.remove(&client(req), parent.0, name.as_bytes(), false)), reply);
         self.fs.hand_on_releases(parent.0);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _served = self.fs.serve(Opcode::Unlink);
-        reply_empty(self.fs.remove(&client(req), parent.0, name.as_bytes(), true), reply);
+        reply_empty(guarded(|| self.fs.remove(&client(req), parent.0, name.as_bytes(), true)), reply);
         self.fs.hand_on_releases(parent.0);
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         let _served = self.fs.serve(Opcode::Namespace);
         let target = target.as_os_str().as_bytes();
-        let made = self.fs.unless_full(|| self.fs.make_symlink(&client(req), parent.0, link_name.as_bytes(), target));
+        let made = guarded(|| {
+            self.fs.unless_full(|| self.fs.make_symlink(&client(req), parent.0, link_name.as_bytes(), target))
+        });
         reply_entry(made, reply);
         self.fs.hand_on_releases(parent.0);
     }
@@ -254,19 +279,19 @@ impl Filesystem for Dev {
     ) {
         let _served = self.fs.serve(Opcode::Namespace);
         let (c, name, newname) = (client(req), name.as_bytes(), newname.as_bytes());
-        reply_empty(self.fs.rename_entry(&c, parent.0, name, newparent.0, newname, flags.bits()), reply);
+        reply_empty(guarded(|| self.fs.rename_entry(&c, parent.0, name, newparent.0, newname, flags.bits())), reply);
         self.fs.hand_on_releases(parent.0);
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let _served = self.fs.serve(Opcode::Namespace);
-        reply_entry(self.fs.link_entry(&client(req), ino.0, newparent.0, newname.as_bytes()), reply);
+        reply_entry(guarded(|| self.fs.link_entry(&client(req), ino.0, newparent.0, newname.as_bytes())), reply);
         self.fs.hand_on_releases(newparent.0);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
         let _served = self.fs.serve(Opcode::Open);
-        reply_open(self.fs.open_file(&client(req), ino.0, flags.0), reply);
+        reply_open(guarded(|| self.fs.open_file(&client(req), ino.0, flags.0)), reply);
     }
 
     fn read(
@@ -281,7 +306,7 @@ impl Filesystem for Dev {
         reply: ReplyData,
     ) {
         let _served = self.fs.serve(Opcode::Read);
-        reply_data(self.fs.read_file(ino.0, fh, offset, size), reply);
+        reply_data(guarded(|| self.fs.read_file(ino.0, fh, offset, size)), reply);
     }
 
     fn write(
@@ -297,7 +322,7 @@ impl Filesystem for Dev {
         reply: ReplyWrite,
     ) {
         let _served = self.fs.serve(Opcode::Write);
-        match self.fs.unless_full(|| self.fs.write_file(&client(req), ino.0, fh, offset, data)) {
+        match guarded(|| self.fs.unless_full(|| self.fs.write_file(&client(req), ino.0, fh, offset, data))) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(e)),
         }
@@ -314,12 +339,15 @@ impl Filesystem for Dev {
         reply: ReplyEmpty,
     ) {
         let _served = self.fs.serve(Opcode::Other);
-        reply_empty(self.fs.unless_full(|| self.fs.allocate(&client(req), ino.0, fh, (offset, length), mode)), reply);
+        reply_empty(
+            guarded(|| self.fs.unless_full(|| self.fs.allocate(&client(req), ino.0, fh, (offset, length), mode))),
+            reply,
+        );
     }
 
     fn lseek(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
         let _served = self.fs.serve(Opcode::Other);
-        match self.fs.seek(ino.0, fh, offset, whence) {
+        match guarded(|| self.fs.seek(ino.0, fh, offset, whence)) {
             Ok(at) => reply.offset(at),
             Err(e) => reply.error(errno(e)),
         }
@@ -327,7 +355,7 @@ impl Filesystem for Dev {
 
     fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         let _served = self.fs.serve(Opcode::Flush);
-        reply_empty(self.fs.flush_file(fh, lock_owner.0), reply);
+        reply_empty(guarded(|| self.fs.flush_file(fh, lock_owner.0)), reply);
     }
 
     fn release(
@@ -341,7 +369,7 @@ impl Filesystem for Dev {
         reply: ReplyEmpty,
     ) {
         let _served = self.fs.serve(Opcode::Release);
-        self.fs.release_file(fh, lock_owner.map(|o| o.0));
+        surviving(|| self.fs.release_file(fh, lock_owner.map(|o| o.0)));
         reply.ok();
     }
 
@@ -352,14 +380,16 @@ impl Filesystem for Dev {
 
     fn opendir(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
         let _served = self.fs.serve(Opcode::Dir);
-        reply_open(self.fs.open_dir(&client(req), ino.0, flags.0), reply);
+        reply_open(guarded(|| self.fs.open_dir(&client(req), ino.0, flags.0)), reply);
     }
 
     fn readdir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let _served = self.fs.serve(Opcode::Dir);
-        let listed = self
-            .fs
-            .read_dir(fh, offset, |id, next, kind, name| reply.add(INodeNo(id), next, kind, OsStr::from_bytes(name)));
+        let listed = guarded(|| {
+            self.fs.read_dir(fh, offset, |id, next, kind, name| {
+                reply.add(INodeNo(id), next, kind, OsStr::from_bytes(name))
+            })
+        });
         match listed {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
@@ -368,7 +398,7 @@ impl Filesystem for Dev {
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: fuser::OpenFlags, reply: ReplyEmpty) {
         let _served = self.fs.serve(Opcode::Dir);
-        self.fs.release_dir(fh);
+        surviving(|| self.fs.release_dir(fh));
         reply.ok();
     }
 
@@ -379,7 +409,7 @@ impl Filesystem for Dev {
 
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         let _served = self.fs.serve(Opcode::Other);
-        match self.fs.fs_stats(ino.0) {
+        match guarded(|| self.fs.fs_stats(ino.0)) {
             Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize),
             Err(e) => reply.error(errno(e)),
         }
@@ -397,29 +427,29 @@ impl Filesystem for Dev {
     ) {
         let _served = self.fs.serve(Opcode::Other);
         reply_empty(
-            self.fs.unless_full(|| self.fs.set_xattr(&client(req), ino.0, name.as_bytes(), value, flags)),
+            guarded(|| self.fs.unless_full(|| self.fs.set_xattr(&client(req), ino.0, name.as_bytes(), value, flags))),
             reply,
         );
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let _served = self.fs.serve(Opcode::Other);
-        reply_xattr(self.fs.get_xattr(&client(req), ino.0, name.as_bytes(), size), reply);
+        reply_xattr(guarded(|| self.fs.get_xattr(&client(req), ino.0, name.as_bytes(), size)), reply);
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let _served = self.fs.serve(Opcode::Other);
-        reply_xattr(self.fs.list_xattr(&client(req), ino.0, size), reply);
+        reply_xattr(guarded(|| self.fs.list_xattr(&client(req), ino.0, size)), reply);
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _served = self.fs.serve(Opcode::Other);
-        reply_empty(self.fs.remove_xattr(&client(req), ino.0, name.as_bytes()), reply);
+        reply_empty(guarded(|| self.fs.remove_xattr(&client(req), ino.0, name.as_bytes())), reply);
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         let _served = self.fs.serve(Opcode::Other);
-        reply_empty(self.fs.check_access(&client(req), ino.0, mask.bits()), reply);
+        reply_empty(guarded(|| self.fs.check_access(&client(req), ino.0, mask.bits())), reply);
     }
 
     fn create(
@@ -433,7 +463,9 @@ impl Filesystem for Dev {
         reply: ReplyCreate,
     ) {
         let _served = self.fs.serve(Opcode::Create);
-        match self.fs.unless_full(|| self.fs.create_file(&client(req), parent.0, name.as_bytes(), mode, flags)) {
+        match guarded(|| {
+            self.fs.unless_full(|| self.fs.create_file(&client(req), parent.0, name.as_bytes(), mode, flags))
+        }) {
             Ok(((ttl, attr), fh, fopen)) => reply.created(&ttl, &attr, Generation(0), fh, fopen),
             Err(e) => reply.error(errno(e)),
         }
@@ -489,5 +521,17 @@ impl Filesystem for Dev {
             return locks.setlkw(file, lock_owner.0, (start, end, typ), caller, done);
         }
         locks.setlk(file, lock_owner.0, (start, end, typ), host_pid, move |result| reply_empty(result, reply));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handler_that_panics_is_answered_eio() {
+        assert_eq!(guarded(|| Ok(7)), Ok(7));
+        assert_eq!(guarded(|| Err::<(), _>(Errno::ENOENT)), Err(Errno::ENOENT));
+        assert_eq!(guarded::<()>(|| panic!("a handler's bug")), Err(Errno::EIO));
     }
 }

@@ -45,7 +45,7 @@
 //! threads as the session has.
 
 use crate::caller::{credentials, Client};
-use crate::convert::{file_attr, kind, negative_attr, set_time};
+use crate::convert::{file_attr, kind, negative_attr};
 use crate::demo::Demo;
 use crate::forgets::{InService, Serving};
 use crate::linger::Linger;
@@ -54,7 +54,7 @@ use crate::namespace::{Caching, Filesystem, Namespace};
 use crate::nodes::{location_of, opened_at, Nodes};
 use crate::requests::{Counters, Opcode};
 use crate::{MountError, MountOptions, ReadOnlyMount, RecordLocks};
-use fuser::{FileAttr, FileHandle, FopenFlags, TimeOrNow};
+use fuser::{FileAttr, FileHandle, FopenFlags};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -63,7 +63,7 @@ use std::time::Duration;
 use vfscale::cred::Access;
 use vfscale::{
     AtFlags, Context, Credentials, Errno, FileType, Location, MountFlags, OpenFile, OpenFlags, RenameFlags, SetAttr,
-    Vfs, VfsResult,
+    SetTime, Vfs, VfsResult,
 };
 use vfscale_sync::poison::unpoisoned;
 
@@ -489,15 +489,24 @@ impl Server {
 /// An entry reply: how long the kernel may keep it, and the node.
 pub(crate) type Entry = (Duration, FileAttr);
 
-/// The changes a `SETATTR` asks for.
-#[derive(Debug, Clone, Copy, Default)]
+/// The changes a `SETATTR` asks for. Each front end converts the times
+/// itself (`convert::fuser_set_time` for `/dev/fuse`, the `wire` module's
+/// parser for the queues), so both store the same time for one request.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct AttrChanges {
     pub mode: Option<u32>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub size: Option<u64>,
-    pub atime: Option<TimeOrNow>,
-    pub mtime: Option<TimeOrNow>,
+    pub atime: SetTime,
+    pub mtime: SetTime,
+}
+
+impl Default for AttrChanges {
+    /// No change.
+    fn default() -> Self {
+        AttrChanges { mode: None, uid: None, gid: None, size: None, atime: SetTime::Omit, mtime: SetTime::Omit }
+    }
 }
 
 /// A `getxattr` or `listxattr` answer: the size when asked with 0, else
@@ -604,7 +613,7 @@ impl Server {
     ) -> VfsResult<Entry> {
         let size = changes.size.map(i64::try_from).transpose().map_err(|_| Errno::EFBIG)?;
         let AttrChanges { mode, uid, gid, atime, mtime, .. } = changes;
-        let attr = SetAttr { mode, uid, gid, size, atime: set_time(atime), mtime: set_time(mtime) };
+        let attr = SetAttr { mode, uid, gid, size, atime, mtime };
         let ttl = self.ns.filesystem(&self.place(id)?.mount)?.ttl();
         Ok((ttl, self.do_setattr(c, id, attr, fh)?))
     }

@@ -61,6 +61,7 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod abort;
 mod caller;
 pub mod capacity;
 mod convert;
@@ -102,7 +103,9 @@ pub struct MountOptions {
     /// queues serve, only `FORGET`s and `INTERRUPT`s.
     pub threads: usize,
     /// Let other users than the mounting one in (`allow_other`); the VFS
-    /// then checks their permissions.
+    /// then checks their permissions. A user other than root then mounts
+    /// with `auto_unmount` too: `fusermount3` unmounts when the server's
+    /// process ends, however it ends.
     pub allow_other: bool,
     /// For [`serve`]: the VFS's size limit in bytes (tmpfs's `size=`;
     /// [`vfscale::VfsConfig::size_limit`]); 0 for none.
@@ -226,6 +229,9 @@ pub enum MountError {
     Invalid(String),
     /// The kernel refused the mount or the unmount.
     Os(PathBuf, std::io::Error),
+    /// The mount failed while serving: the connection was aborted (see
+    /// [`Mounted::dead_queue`]).
+    Aborted(PathBuf, String),
 }
 
 impl fmt::Display for MountError {
@@ -239,6 +245,7 @@ impl fmt::Display for MountError {
             MountError::FuseUnavailable(why) => write!(f, "FUSE is unavailable: {why}"),
             MountError::Invalid(why) => f.write_str(why),
             MountError::Os(p, e) => write!(f, "{}: {e}", p.display()),
+            MountError::Aborted(p, why) => write!(f, "{}: {why}", p.display()),
         }
     }
 }
@@ -309,7 +316,20 @@ impl Mounted {
         }
     }
 
-    /// Whether the session has ended (someone unmounted it).
+    /// Which io_uring queue stopped while the mount lived, why, and how
+    /// the connection was aborted (`None` while every queue serves, or
+    /// none were used). A queue that stops aborts the mount's FUSE
+    /// connection (through fusectl's `abort` file where fusectl is
+    /// mounted, else by a forced unmount, which needs root), so every
+    /// client call then fails with ENOTCONN instead of waiting for it;
+    /// the session ends, and [`Mounted::unmount`] (or the drop) detaches
+    /// the dead mount.
+    pub fn dead_queue(&self) -> Option<String> {
+        self.rings.dead()
+    }
+
+    /// Whether the session has ended (someone unmounted it, or the
+    /// connection was aborted).
     pub fn is_finished(&self) -> bool {
         self.session.as_ref().is_none_or(|s| s.guard.is_finished())
     }
@@ -324,7 +344,17 @@ impl Mounted {
         if ended.is_ok() {
             self.rings.join();
         }
+        self.detach_if_aborted();
         ended.map_err(|e| MountError::Os(dir, e))
+    }
+
+    /// Detaches the mount if a dead queue aborted its connection: fuser
+    /// takes an aborted connection for one already unmounted, and the
+    /// mount would stay, answering ENOTCONN.
+    fn detach_if_aborted(&self) {
+        if self.rings.dead().is_some() && is_vfscale_mount(&self.dir) {
+            let _ = detach(&self.dir);
+        }
     }
 }
 
@@ -336,6 +366,7 @@ impl Drop for Mounted {
             if session.umount_and_join().is_ok() {
                 self.rings.join();
             }
+            self.detach_if_aborted();
         }
     }
 }
@@ -397,6 +428,9 @@ pub fn mount_with(
         return Err(MountError::Invalid("--threads must be at least 1".into()));
     }
     check_mount_point(dir)?;
+    // Before the mount: once mounted, resolving `dir` asks the server,
+    // which serves nothing until the session is spawned below.
+    let canonical = std::fs::canonicalize(dir).map_err(|e| MountError::Os(dir.to_owned(), e))?;
     let open_policy = fs::OpenPolicy::new(options);
     let fs = fs::Server::with_mounts(vfs, options.demo, read_only, open_policy, options.linger)?;
     let requests = fs.requests();
@@ -407,20 +441,8 @@ pub fn mount_with(
     // cannot take: with the VFS's locks, requests stay on the device.
     let rings = ring::Rings::new(options.io_uring && options.locks == RecordLocks::Kernel);
     let mut config = Config::default();
-    config.mount_options = vec![MountOption::FSName("vfscale".into()), MountOption::Subtype("vfscale".into())];
-    // Device nodes open and set-user-ID programs run, as on tmpfs; only
-    // root may ask (fusermount3 forces nodev and nosuid for others).
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        config.mount_options.extend([MountOption::Dev, MountOption::Suid]);
-    }
-    // The kernel checks permissions from the attributes it caches, in
-    // every mode: it keeps entries for a day and walks through cached
-    // directories without asking, so without this a walk it served from
-    // its cache would skip the search permission of every directory on
-    // the way. Opens that send no request need it too. Where an open or
-    // another request does reach the server, the VFS checks again.
-    config.mount_options.push(MountOption::DefaultPermissions);
+    config.mount_options = mount_options(unsafe { libc::geteuid() } == 0, options.allow_other);
     config.acl = if options.allow_other { SessionACL::All } else { SessionACL::Owner };
     config.n_threads = Some(options.threads);
     config.clone_fd = true;
@@ -436,7 +458,7 @@ pub fn mount_with(
     // device (and the kernel for them); else lingering polls it.
     match std::os::fd::AsFd::as_fd(&session).try_clone_to_owned() {
         Ok(device) => {
-            if let Some(device) = rings.hand(device) {
+            if let Some(device) = rings.hand(device, abort::Connection::of(&canonical)) {
                 linger.attach(device);
             }
         }
@@ -449,11 +471,40 @@ pub fn mount_with(
     Ok(Mounted { session: Some(session), dir: dir.to_owned(), requests, lingers, rings, refreshes })
 }
 
+/// The options of the mount itself, by whether root mounts (directly) or
+/// another user (through `fusermount3`), and whether others may enter.
+fn mount_options(root: bool, allow_other: bool) -> Vec<MountOption> {
+    let mut options = vec![MountOption::FSName("vfscale".into()), MountOption::Subtype("vfscale".into())];
+    if root {
+        // Device nodes open and set-user-ID programs run, as on tmpfs;
+        // only root may ask (fusermount3 forces nodev and nosuid for
+        // others).
+        options.extend([MountOption::Dev, MountOption::Suid]);
+    } else if allow_other {
+        // fusermount3 mounts for other users, and with auto_unmount stays
+        // to unmount when the server's process ends, however it ends, so
+        // a killed server leaves no dead mount. fuser 0.18 takes it only
+        // with others let in (`allow_other`); root mounts without
+        // fusermount3, which alone offers it.
+        options.push(MountOption::AutoUnmount);
+    }
+    // The kernel checks permissions from the attributes it caches, in
+    // every mode: it keeps entries for a day and walks through cached
+    // directories without asking, so without this a walk it served from
+    // its cache would skip the search permission of every directory on
+    // the way. Opens that send no request need it too. Where an open or
+    // another request does reach the server, the VFS checks again.
+    options.push(MountOption::DefaultPermissions);
+    options
+}
+
 /// Mounts a fresh VFS (with the options' limits) on `dir` and serves it
 /// until someone unmounts it (`vfscale umount DIR`) or until SIGINT or
 /// SIGTERM, which detach it lazily: the files still open are served until
 /// they are closed, and the function returns `Ok` then (at once on a
-/// second signal).
+/// second signal). If an io_uring queue stops (see
+/// [`Mounted::dead_queue`]), the connection is aborted, the mount
+/// detached, and the function returns [`MountError::Aborted`].
 pub fn serve(dir: &Path, options: &MountOptions) -> Result<(), MountError> {
     serve_with(dir, Vec::new(), options)
 }
@@ -488,7 +539,8 @@ pub fn serve_with(dir: &Path, read_only: Vec<ReadOnlyMount>, options: &MountOpti
     // SAFETY: `set` and `timeout` are valid for the call; a null info
     // pointer is allowed.
     let signalled = || signals.contains(&unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) });
-    while !mounted.is_finished() {
+    let ended = || mounted.is_finished() || mounted.dead_queue().is_some();
+    while !ended() {
         if signalled() {
             // Detached lazily, the mount point is free at once and no dead
             // mount stays behind; files still open go on being served
@@ -497,12 +549,18 @@ pub fn serve_with(dir: &Path, read_only: Vec<ReadOnlyMount>, options: &MountOpti
             // what is left open with ENOTCONN).
             detach(dir)?;
             eprintln!("vfscale: detached {}; serving the files still open until they close", dir.display());
-            while !mounted.is_finished() {
+            while !ended() {
                 if signalled() {
                     return Ok(());
                 }
             }
         }
+    }
+    if let Some(why) = mounted.dead_queue() {
+        // The unmount detaches the aborted mount; where the abort failed,
+        // this process's exit ends the connection.
+        let _ = mounted.unmount();
+        return Err(MountError::Aborted(dir.to_owned(), why));
     }
     mounted.unmount()
 }
@@ -548,9 +606,17 @@ fn unmount_with(dir: &Path, flags: libc::c_int) -> Result<(), MountError> {
     Err(MountError::Os(dir.to_owned(), err))
 }
 
-/// Whether `/proc/self/mounts` lists a vfscale mount on `dir`.
+/// Whether `/proc/self/mounts` lists a vfscale mount on `dir`, a dead one
+/// (whose server is gone, so `dir` itself cannot be resolved) included.
 pub fn is_vfscale_mount(dir: &Path) -> bool {
-    let Ok(dir) = std::fs::canonicalize(dir) else { return false };
+    let resolved = std::fs::canonicalize(dir).or_else(|e| match (dir.parent(), dir.file_name()) {
+        (Some(parent), Some(name)) => {
+            let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+            std::fs::canonicalize(parent).map(|p| p.join(name))
+        }
+        _ => Err(e),
+    });
+    let Ok(dir) = resolved else { return false };
     let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else { return false };
     mounts.lines().any(|line| {
         let mut fields = line.split(' ');
@@ -618,10 +684,77 @@ mod tests {
     }
 
     #[test]
+    fn only_a_mount_through_fusermount3_that_lets_others_in_unmounts_itself() {
+        let auto = |root, allow_other| mount_options(root, allow_other).contains(&MountOption::AutoUnmount);
+        assert!(auto(false, true));
+        assert!(!auto(false, false), "fuser refuses auto_unmount for the owner alone");
+        assert!(!auto(true, true) && !auto(true, false), "root mounts without fusermount3");
+        assert!(mount_options(true, false).contains(&MountOption::Suid));
+        assert!(mount_options(false, true).contains(&MountOption::DefaultPermissions));
+    }
+
+    #[test]
     fn mount_paths_are_unescaped() {
         assert_eq!(unescape_mount_path(r"/tmp/a\040b"), b"/tmp/a b");
         assert_eq!(unescape_mount_path(r"/plain"), b"/plain");
         assert_eq!(unescape_mount_path(r"/x\\"), br"/x\\");
+    }
+
+    /// A queue that stops while the mount lives aborts the connection:
+    /// the call it left unanswered, and every later one, fail instead of
+    /// waiting forever, the mount says which queue stopped, and
+    /// unmounting leaves no dead mount. Skipped where the kernel offers no
+    /// io_uring or this machine cannot mount (a failure under CI, as in
+    /// `tests/mount.rs`).
+    #[test]
+    fn a_queue_that_stops_aborts_the_connection() {
+        if !std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring").is_ok_and(|v| v.trim() == "Y") {
+            eprintln!("SKIPPED: the fuse module's enable_uring is off");
+            return;
+        }
+        let under_ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        let tmp = tempfile::tempdir().unwrap();
+        let mounted = match mount(tmp.path(), Vfs::default(), &MountOptions::default()) {
+            Ok(m) => m,
+            Err(e @ MountError::FuseUnavailable(_)) if !under_ci => {
+                eprintln!("SKIPPED: {e} (with CI set, a failure)");
+                return;
+            }
+            Err(e) => panic!("mount failed: {e}"),
+        };
+        std::fs::create_dir(tmp.path().join("before")).unwrap();
+        assert!(mounted.io_uring(), "{:?}", mounted.why_not_io_uring());
+        assert_eq!(mounted.dead_queue(), None);
+        mounted.rings.fail_queues();
+        let dir = tmp.path().to_owned();
+        let (done, calls) = std::sync::mpsc::channel();
+        // The first call wakes its CPU's queue, which stops before it
+        // answers; the second comes after the abort.
+        std::thread::spawn(move || {
+            let errno = |r: std::io::Result<()>| r.map_err(|e| e.raw_os_error());
+            let first = errno(std::fs::create_dir(dir.join("after")));
+            let second = errno(std::fs::write(dir.join("later"), "x"));
+            let _ = done.send((first, second));
+        });
+        let Ok((first, second)) = calls.recv_timeout(Duration::from_secs(60)) else {
+            // A call left waiting holds its thread, and with it this
+            // process, until the connection ends.
+            let _ = abort::Connection::of(&std::fs::canonicalize(tmp.path()).unwrap()).abort();
+            panic!("the calls did not return within a minute");
+        };
+        // The kernel ends the unanswered request as the queue's ring
+        // closes (ECANCELED) or as the connection is aborted.
+        assert!(matches!(first, Err(Some(libc::ENOTCONN | libc::ECONNABORTED | libc::ECANCELED))), "{first:?}");
+        assert_eq!(second, Err(Some(libc::ENOTCONN)));
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while mounted.dead_queue().is_none() || !mounted.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "no abort and end within a minute");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let why = mounted.dead_queue().expect("a queue stopped");
+        assert!(why.contains("injected") && why.contains("aborted"), "{why}");
+        assert!(mounted.unmount().is_ok());
+        assert!(wait_unmounted(tmp.path(), Duration::from_secs(60)), "the dead mount stayed");
     }
 
     #[test]

@@ -22,9 +22,12 @@
 //! counted, as a kernel dentry's inode keeps its superblock.
 //!
 //! The names recorded per node stand in for an "open by inode" call the VFS
-//! does not have: a regular file is opened through one of the names the
-//! kernel reached it by, and a directory's path (for a rename or link into
-//! another directory) is built from the single name every directory has.
+//! does not have: a regular file is opened, and a `LINK`'s source linked,
+//! through one of the names the kernel reached it by, each name relative
+//! to its directory's position. A rename or link into another directory
+//! works on the directories' positions themselves (a VFS context at each),
+//! so no path from the root is ever built: a directory renamed meanwhile
+//! changes nothing.
 //! A node may also hold its own open description, through which the
 //! kernel's reads and writes of files it opened without a request go; it
 //! lives as long as the node, so it outlasts the file's last name.

@@ -19,8 +19,13 @@
 //! from `/dev/fuse` (see the `dev` module; how they rest, and how a queue
 //! drains forgets itself, is the `forgets` module's). So a queue must not
 //! stop while the mount lives: failures are ruled out before the kernel is
-//! asked.
+//! asked, a handler that panics answers EIO, and a queue that stops all
+//! the same (an `io_uring_enter` error it cannot retry, a panic outside a
+//! handler) aborts the connection (see the `abort` module), so its CPU's
+//! clients, and every other, get ENOTCONN instead of waiting forever;
+//! [`Rings::dead`] says which queue stopped and why.
 
+use crate::abort::Connection;
 use crate::forgets::Drain;
 use crate::fs::Server;
 use crate::wire::{self, InHeader, IN_HEADER};
@@ -65,15 +70,56 @@ pub(crate) struct Rings {
     /// The queues' clone of the device, to drain forgets (see the
     /// `forgets` module); set when the device comes, if it could be made.
     drain: OnceLock<Arc<Drain>>,
-    threads: Mutex<Vec<JoinHandle<bool>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
     /// Requests each queue served, each on its own cache lines.
     served: Vec<Arc<QueueCount>>,
     /// Whether the kernel offered FUSE over io_uring at `INIT`.
     offered: AtomicBool,
     /// Whether the kernel agreed and the queue threads run.
     started: AtomicBool,
+    /// What the queues report back.
+    health: Arc<Health>,
+}
+
+/// What a mount's queues share: whether one was refused or stopped, and
+/// how to end the connection if one stops.
+#[derive(Debug, Default)]
+struct Health {
     /// A queue's register was refused: the kernel went back to the device.
-    refused: Arc<AtomicBool>,
+    refused: AtomicBool,
+    /// A queue stopped while the connection lived.
+    stopping: AtomicBool,
+    /// Why the first queue that stopped stopped, and what became of the
+    /// connection, once it was aborted.
+    dead: Mutex<Option<String>>,
+    /// The mount's connection, known before any queue serves.
+    connection: OnceLock<Connection>,
+    /// Set by a test: each queue stops when its wait next ends, as on
+    /// an `io_uring_enter` error it cannot retry.
+    fault: AtomicBool,
+}
+
+impl Health {
+    /// Queue `qid` stopped while the connection lived: aborts the
+    /// connection, so no request waits for the queue forever, and then
+    /// records why (the first queue to stop does both; the rest end with
+    /// the connection).
+    fn died(&self, qid: u16, why: &str) {
+        if self.stopping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let aborted = match self.connection.get() {
+            Some(connection) => connection.abort(),
+            None => Err("the mount's connection is not known".into()),
+        };
+        let how = match aborted {
+            Ok(how) => format!("the connection was aborted {how}, so its clients get ENOTCONN"),
+            Err(e) => {
+                format!("the connection could not be aborted ({e}); requests wait until the server exits")
+            }
+        };
+        *unpoisoned(self.dead.lock()) = Some(format!("the io_uring queue of CPU {qid} stopped: {why}; {how}"));
+    }
 }
 
 #[derive(Debug, Default)]
@@ -91,7 +137,7 @@ impl Rings {
             served: (0..possible_cpus().unwrap_or(0)).map(|_| Arc::default()).collect(),
             offered: AtomicBool::new(false),
             started: AtomicBool::new(false),
-            refused: Arc::default(),
+            health: Arc::default(),
         })
     }
 
@@ -116,16 +162,24 @@ impl Rings {
         let mut waiting = Vec::with_capacity(rings.len());
         let (enabled, enables) = mpsc::channel::<bool>();
         for (qid, (ring, count)) in rings.into_iter().zip(&self.served).enumerate() {
-            let queue = (qid as u16, Arc::clone(fs), Arc::clone(count), Arc::clone(&self.refused));
+            let queue = (qid as u16, Arc::clone(fs), Arc::clone(count), Arc::clone(&self.health));
             let (hand, device) = mpsc::channel::<Device>();
             let enabled = enabled.clone();
             let spawned = std::thread::Builder::new().name(format!("vfscale-ring-{qid}")).spawn(move || {
-                let (qid, fs, served, refused) = queue;
+                let (qid, fs, served, health) = queue;
                 pin_to_cpu(usize::from(qid));
                 let ok = ring.submitter().register_enable_rings().is_ok();
                 let _ = enabled.send(ok);
-                let Ok((device, drain)) = device.recv() else { return false };
-                ok && Queue { qid, fs, device, drain, served, refused }.run(ring, payload)
+                let Ok((device, drain)) = device.recv() else { return };
+                if !ok {
+                    return;
+                }
+                let queue = Queue { qid, fs, device, drain, served, health: Arc::clone(&health) };
+                match std::panic::catch_unwind(AssertUnwindSafe(|| queue.run(ring, payload))) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(why)) => health.died(qid, &why),
+                    Err(_) => health.died(qid, "its thread panicked"),
+                }
             });
             match spawned {
                 Ok(thread) => threads.push(thread),
@@ -149,8 +203,10 @@ impl Rings {
     }
 
     /// After `INIT`: gives `device`, a duplicate of the session's fd, to
-    /// the queue threads if they started; else gives it back.
-    pub fn hand(&self, device: OwnedFd) -> Option<OwnedFd> {
+    /// the queue threads if they started, with `connection`, which a
+    /// queue that stops aborts; else gives the device back.
+    pub fn hand(&self, device: OwnedFd, connection: Connection) -> Option<OwnedFd> {
+        let _ = self.health.connection.set(connection);
         let waiting = std::mem::take(&mut *unpoisoned(self.waiting.lock()));
         if waiting.is_empty() {
             return Some(device);
@@ -176,7 +232,22 @@ impl Rings {
     /// no register since (from when all have registered, they take every
     /// request but the forgets).
     pub fn serving(&self) -> bool {
-        self.started.load(Ordering::Relaxed) && !self.refused.load(Ordering::Relaxed)
+        self.started.load(Ordering::Relaxed) && !self.health.refused.load(Ordering::Relaxed)
+    }
+
+    /// Which queue stopped while the connection lived, why, and whether
+    /// the connection could be aborted; `None` while every queue serves
+    /// (or ended with the connection).
+    pub fn dead(&self) -> Option<String> {
+        unpoisoned(self.health.dead.lock()).clone()
+    }
+
+    /// Makes every queue stop when its wait next ends, as on an
+    /// `io_uring_enter` error it cannot retry: a queue stops once a
+    /// request wakes it, leaving that request unanswered.
+    #[cfg(test)]
+    pub fn fail_queues(&self) {
+        self.health.fault.store(true, Ordering::Relaxed);
     }
 
     /// Whether the mount asked for the queues.
@@ -239,7 +310,7 @@ struct Queue {
     device: Arc<OwnedFd>,
     drain: Option<Arc<Drain>>,
     served: Arc<QueueCount>,
-    refused: Arc<AtomicBool>,
+    health: Arc<Health>,
 }
 
 /// A request slot: the buffers registered with the kernel (see the
@@ -270,8 +341,9 @@ impl Slot {
 
 impl Queue {
     /// Registers the slots and serves until the connection is gone (its
-    /// thread was pinned and the ring enabled at the start).
-    fn run(self, ring: Ring, payload: usize) -> bool {
+    /// thread was pinned and the ring enabled at the start); an error if
+    /// the queue stopped before.
+    fn run(self, ring: Ring, payload: usize) -> Result<(), String> {
         let mut slots: Vec<Slot> = (0..DEPTH).map(|_| Slot::new(payload)).collect();
         // Declared after the slots, so it drops first: the kernel lets go
         // of the buffers before they are freed.
@@ -279,8 +351,7 @@ impl Queue {
         for (i, slot) in slots.iter().enumerate() {
             self.push(&mut ring, self.command(CMD_REGISTER, 0, i, Some(&slot.iov)));
         }
-        self.serve(&mut ring, &mut slots);
-        true
+        self.serve(&mut ring, &mut slots)
     }
 
     /// Waits for requests in the slots, answers them, and sends the next
@@ -292,15 +363,20 @@ impl Queue {
     /// the connection is gone. Another error on a register means the
     /// kernel refused it and went back to the device (`serving` says so
     /// from then on). A handler that panics answers EIO: a queue that
-    /// stopped would leave its CPU's clients waiting.
-    fn serve(&self, ring: &mut Ring, slots: &mut [Slot]) {
+    /// stopped would leave its CPU's clients waiting. An error of
+    /// `io_uring_enter` other than EINTR, EAGAIN or EBUSY stops the queue
+    /// with that error (its thread then aborts the connection).
+    fn serve(&self, ring: &mut Ring, slots: &mut [Slot]) -> Result<(), String> {
         let mut done = [(0u64, 0i32); DEPTH];
         let mut tidy = Vec::with_capacity(DEPTH);
         while slots.iter().any(|s| s.live) {
             match ring.submit_and_wait(1) {
+                Ok(_) if self.health.fault.load(Ordering::Relaxed) => {
+                    return Err("a fault injected by a test".into());
+                }
                 Ok(_) => {}
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) => continue,
-                Err(_) => return,
+                Err(e) => return Err(format!("io_uring_enter failed: {e}")),
             }
             let mut n = 0;
             for cqe in ring.completion().take(DEPTH) {
@@ -316,7 +392,7 @@ impl Queue {
                 }
                 if result < 0 {
                     if !slot.fetched && !matches!(-result, libc::ENOTCONN | libc::ECONNABORTED) {
-                        self.refused.store(true, Ordering::Relaxed);
+                        self.health.refused.store(true, Ordering::Relaxed);
                     }
                     slot.live = false;
                     continue;
@@ -334,6 +410,7 @@ impl Queue {
                 }
             }
         }
+        Ok(())
     }
 
     /// Serves a request; first drains the forgets waiting on the device
@@ -519,8 +596,7 @@ pub(crate) mod detached {
         room: usize,
     ) -> Answered {
         let device = Arc::new(OwnedFd::from(std::fs::File::open("/dev/null").expect("/dev/null opens")));
-        let queue =
-            Queue { qid: 0, fs: Arc::clone(fs), device, drain, served: Arc::default(), refused: Arc::default() };
+        let queue = Queue { qid: 0, fs: Arc::clone(fs), device, drain, served: Arc::default(), health: Arc::default() };
         let mut slot = Slot::new(room);
         let n = headers.len().min(HEADERS);
         slot.headers[..n].copy_from_slice(&headers[..n]);

@@ -11,13 +11,13 @@
 //! a length: what is short or unterminated is EINVAL.
 
 use crate::caller::Client;
-use crate::convert::{system_time, timespec};
+use crate::convert::timespec;
 use crate::fs::{AttrChanges, Entry, FsStats, Server, Xattr};
 use crate::requests::Opcode;
-use fuser::{FileAttr, FileHandle, FileType, FopenFlags, TimeOrNow};
+use fuser::{FileAttr, FileHandle, FileType, FopenFlags};
 use std::time::{Duration, SystemTime};
 use vfscale::xattr::{XATTR_LIST_MAX, XATTR_SIZE_MAX};
-use vfscale::{Errno, Timespec, VfsResult};
+use vfscale::{Errno, SetTime, Timespec, VfsResult};
 
 /// `struct fuse_in_header`.
 pub(crate) const IN_HEADER: usize = 40;
@@ -214,20 +214,18 @@ fn open(result: VfsResult<(FileHandle, FopenFlags)>) -> VfsResult<Answer> {
     result.map(|(fh, flags)| Answer::Open(fh, flags))
 }
 
-/// `SETATTR`'s time: the given one, or now. Nanoseconds of a second or
-/// more are EINVAL, as `utimensat` has them: the kernel never sends them,
-/// and with seconds near `i64::MAX` they overflowed `SystemTime` (a
-/// panic). Every other time fits it.
-fn set_time(valid: u32, given: u32, now: u32, sec: u64, nsec: u32) -> VfsResult<Option<TimeOrNow>> {
+/// `SETATTR`'s time: the given one, now, or none. Nanoseconds of a second
+/// or more are EINVAL, as `utimensat` has them: the kernel never sends
+/// them. Every other time the kernel sends is stored as it is.
+fn set_time(valid: u32, given: u32, now: u32, sec: u64, nsec: u32) -> VfsResult<SetTime> {
     if valid & given == 0 {
-        Ok(None)
+        Ok(SetTime::Omit)
     } else if valid & now != 0 {
-        Ok(Some(TimeOrNow::Now))
+        Ok(SetTime::Now)
     } else if nsec >= 1_000_000_000 {
         Err(Errno::EINVAL)
     } else {
-        let t = Timespec { sec: sec as i64, nsec: i64::from(nsec) };
-        Ok(Some(TimeOrNow::SpecificTime(system_time(t))))
+        Ok(SetTime::At(Timespec { sec: sec as i64, nsec: i64::from(nsec) }))
     }
 }
 

@@ -878,3 +878,229 @@ fn other_users_and_capabilities_are_checked_as_on_tmpfs_in_every_mode() {
         assert_eq!(after, expected_after, "modes and owners afterwards in mode {mode:?} against tmpfs");
     }
 }
+
+/// A `utimensat` time: seconds and nanoseconds since the epoch.
+type Time = (i64, i64);
+
+/// `utimensat(AT_FDCWD, path, [atime, mtime], 0)`; `None` leaves a time
+/// as it is (`UTIME_OMIT`).
+fn set_times(path: &Path, atime: Option<Time>, mtime: Option<Time>) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    let ts = |t: Option<Time>| match t {
+        Some((sec, nsec)) => libc::timespec { tv_sec: sec, tv_nsec: nsec },
+        None => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+    };
+    let times = [ts(atime), ts(mtime)];
+    // SAFETY: `path` is NUL-terminated and `times` two timespecs, both
+    // live for the call.
+    if unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// `setxattr`, `getxattr`, `listxattr` and `removexattr` of `path`, each
+/// as one line of results.
+fn xattr_calls(path: &Path) -> Vec<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    let (name, missing) = (c"user.agree", c"user.missing");
+    let ret = |r: isize| if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(r) };
+    let mut buf = [0u8; 256];
+    // SAFETY (each call below): `path` and the names are NUL-terminated,
+    // the value and `buf` are valid for the lengths given; all outlive
+    // the calls.
+    let set =
+        |flags| ret(unsafe { libc::setxattr(path.as_ptr(), name.as_ptr(), b"v1".as_ptr().cast(), 2, flags) } as isize);
+    let mut lines = vec![
+        format!("setxattr create: {:?}", set(libc::XATTR_CREATE).map_err(|e| e.raw_os_error())),
+        format!("setxattr create again: {:?}", set(libc::XATTR_CREATE).map_err(|e| e.raw_os_error())),
+        format!("setxattr replace: {:?}", set(libc::XATTR_REPLACE).map_err(|e| e.raw_os_error())),
+    ];
+    // SAFETY: as above.
+    let got = ret(unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) });
+    lines.push(format!("getxattr: {:?}", got.map(|n| buf[..n as usize].to_vec()).map_err(|e| e.raw_os_error())));
+    // SAFETY: as above.
+    let listed = ret(unsafe { libc::listxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) });
+    let mut names: Vec<String> = match listed {
+        Ok(n) => buf[..n as usize]
+            .split(|b| *b == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into())
+            .collect(),
+        Err(e) => vec![format!("errno {:?}", e.raw_os_error())],
+    };
+    // Only the user namespace is the test's: security.* differs by host.
+    names.retain(|n| n.starts_with("user.") || n.starts_with("errno"));
+    lines.push(format!("listxattr: {names:?}"));
+    // SAFETY: as above.
+    let removed = ret(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) } as isize);
+    lines.push(format!("removexattr: {:?}", removed.map_err(|e| e.raw_os_error())));
+    // SAFETY: as above.
+    let gone = ret(unsafe { libc::getxattr(path.as_ptr(), missing.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) });
+    lines.push(format!("getxattr missing: {:?}", gone.map_err(|e| e.raw_os_error())));
+    lines
+}
+
+/// The same calls on `dir`, each result (or errno) a line, then the
+/// state they left: each entry's type and mode, size, link count, and
+/// the times the calls set (a regular file's; the rest keep times of
+/// their own making, which differ from run to run), and a size but a
+/// directory's.
+fn agreement_calls(dir: &Path) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let mut out = Vec::new();
+    let errno = |e: std::io::Error| e.raw_os_error().map_or_else(|| e.to_string(), |n| format!("errno {n}"));
+    let mut log = |what: &str, result: Result<String, std::io::Error>| {
+        out.push(format!("{what}: {}", result.unwrap_or_else(errno)));
+    };
+    let (f, g, h, s) = (dir.join("f"), dir.join("g"), dir.join("h"), dir.join("s"));
+    let opened = std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&f);
+    let mut file = opened.expect("create f");
+    log("create again", std::fs::OpenOptions::new().write(true).create_new(true).open(&f).map(|_| "made".into()));
+    log("write", file.write(b"hello world").map(|n| n.to_string()));
+    let mut back = [0u8; 5];
+    log(
+        "read at 6",
+        file.seek(SeekFrom::Start(6)).and_then(|_| file.read(&mut back)).map(|n| format!("{:?}", &back[..n])),
+    );
+    log("truncate", file.set_len(5).map(|()| "ok".into()));
+    log("read all", std::fs::read(&f).map(|d| format!("{d:?}")));
+    drop(file);
+    log("stat size", std::fs::metadata(&f).map(|m| m.len().to_string()));
+    // Times before 1970 with nanoseconds (the ones fuser 0.18 converts
+    // wrongly), after, and the extremes.
+    // (The kernel clamps a time to what the filesystem holds and zeroes
+    // the nanoseconds of a time clamped: at i64::MIN or i64::MAX seconds
+    // none reach the filesystem.)
+    let times: [(Option<Time>, Option<Time>); 7] = [
+        (Some((-3, 250)), Some((1_700_000_000, 123_456_789))),
+        (Some((-1_000_000_000, 999_999_999)), Some((-1, 1))),
+        (None, Some((-86_400, 500_000_000))),
+        (Some((i64::MIN, 0)), Some((0, 1))),
+        (Some((i64::MAX, 999_999_999)), Some((i64::MIN, 1))),
+        (Some((1_234_567_890, 987_654_321)), None),
+        (Some((-7, 999_999_999)), Some((-123_456_789, 42))),
+    ];
+    for (atime, mtime) in times {
+        log(&format!("utimensat {atime:?} {mtime:?}"), set_times(&f, atime, mtime).map(|()| "ok".into()));
+        let m = std::fs::metadata(&f);
+        log("  times", m.map(|m| format!("{}.{} {}.{}", m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec())));
+    }
+    log("utimensat missing", set_times(&dir.join("missing"), Some((-3, 250)), None).map(|()| "ok".into()));
+    log("chmod", std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).map(|()| "ok".into()));
+    log("rename", std::fs::rename(&f, &g).map(|()| "ok".into()));
+    log("rename missing", std::fs::rename(&f, &h).map(|()| "ok".into()));
+    log("link", std::fs::hard_link(&g, &h).map(|()| "ok".into()));
+    log("link again", std::fs::hard_link(&g, &h).map(|()| "ok".into()));
+    log("nlink", std::fs::metadata(&g).map(|m| m.nlink().to_string()));
+    log("symlink", std::os::unix::fs::symlink("g", &s).map(|()| "ok".into()));
+    log("readlink", std::fs::read_link(&s).map(|t| t.display().to_string()));
+    log("xattrs", Ok(xattr_calls(&g).join("; ")));
+    log("mkdir", std::fs::create_dir(dir.join("d")).map(|()| "ok".into()));
+    log("mkdir again", std::fs::create_dir(dir.join("d")).map(|()| "ok".into()));
+    log("write in d", std::fs::write(dir.join("d/x"), "x").map(|()| "ok".into()));
+    log("rmdir full", std::fs::remove_dir(dir.join("d")).map(|()| "ok".into()));
+    log("utimensat d/x", set_times(&dir.join("d/x"), Some((-5, 5)), Some((5, 5))).map(|()| "ok".into()));
+    log("mkdir e", std::fs::create_dir(dir.join("e")).map(|()| "ok".into()));
+    log("rmdir e", std::fs::remove_dir(dir.join("e")).map(|()| "ok".into()));
+    log("unlink h", std::fs::remove_file(&h).map(|()| "ok".into()));
+    log("unlink h again", std::fs::remove_file(&h).map(|()| "ok".into()));
+    log("rmdir a file", std::fs::remove_dir(&g).map(|()| "ok".into()));
+    let mut names: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    log("readdir", Ok(format!("{names:?}")));
+    // The state left.
+    for name in ["g", "s", "d", "d/x"] {
+        let shown = std::fs::symlink_metadata(dir.join(name)).map(|m| {
+            // A directory's size is the filesystem's own (tmpfs counts
+            // its entries' names).
+            let size = if m.is_dir() { String::new() } else { format!(" size {}", m.size()) };
+            let mut line = format!("mode {:o}{size} nlink {}", m.mode(), m.nlink());
+            if m.is_file() {
+                line += &format!(" atime {}.{} mtime {}.{}", m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec());
+            }
+            line
+        });
+        log(&format!("state {name}"), shown);
+    }
+    out
+}
+
+/// [`agreement_calls`] on `dir` in a thread of its own: a reply that never
+/// comes fails the test instead of hanging it.
+fn agreement_calls_guarded(dir: &Path) -> Vec<String> {
+    let (done, result) = std::sync::mpsc::channel();
+    let (dir, dir_for_abort) = (dir.to_owned(), dir.to_owned());
+    std::thread::spawn(move || {
+        let _ = done.send(agreement_calls(&dir));
+    });
+    result.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
+        // A call left waiting holds its thread, and with it this process,
+        // until the connection ends: a forced unmount aborts it.
+        let path = std::ffi::CString::new(dir_for_abort.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `path` is NUL-terminated and outlives the call.
+        unsafe { libc::umount2(path.as_ptr(), libc::MNT_FORCE) };
+        panic!("the calls did not end within a minute")
+    })
+}
+
+/// Both transports agree: the same calls through the io_uring queues and
+/// through `/dev/fuse`, each on a fresh mount, get the same results and
+/// leave the same state as on tmpfs, times before 1970 with nanoseconds
+/// included (fuser's own conversion of a `SETATTR` time, which the
+/// `/dev/fuse` front end undoes, stored them `2 * nsec` early). Where the
+/// kernel does not offer io_uring, `/dev/fuse` alone is compared with
+/// tmpfs, as the output says.
+#[test]
+fn transports_agree() {
+    let _serial = serial();
+    let reference = tmpfs_dir();
+    let mut runs = vec![("tmpfs".to_string(), agreement_calls_guarded(reference.path()))];
+    let transports: &[bool] = if kernel_offers_io_uring() {
+        &[true, false]
+    } else {
+        eprintln!(
+            "NOTE: the fuse module's enable_uring is off: only /dev/fuse is compared with tmpfs \
+             (echo Y > /sys/module/fuse/parameters/enable_uring compares the io_uring queues too)"
+        );
+        &[false]
+    };
+    for &io_uring in transports {
+        let mnt = tempfile::tempdir().unwrap();
+        let options = MountOptions { io_uring, ..MountOptions::default() };
+        let Some(mounted) = try_mount(mnt.path(), &options) else { return };
+        let calls = agreement_calls_guarded(mnt.path());
+        let name = if io_uring { "io_uring" } else { "/dev/fuse" };
+        assert_eq!(mounted.io_uring(), io_uring, "{name}: {:?}", mounted.why_not_io_uring());
+        if io_uring {
+            assert!(mounted.io_uring_requests() > 0, "no request came through the queues");
+        } else {
+            assert_eq!(mounted.io_uring_requests(), 0, "a request came through a queue");
+        }
+        mounted.unmount().expect("unmount");
+        assert!(wait_unmounted(mnt.path(), UNMOUNTED_WITHIN), "still mounted after unmount");
+        runs.push((name.to_string(), calls));
+    }
+    let (first, expected) = &runs[0];
+    for (name, got) in &runs[1..] {
+        let mismatches: Vec<String> = expected
+            .iter()
+            .zip(got)
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| format!("  {first}: {a}\n  {name}: {b}"))
+            .collect();
+        assert!(
+            mismatches.is_empty() && expected.len() == got.len(),
+            "{name} and {first} differ:\n{}\n--- {name} ---\n{}",
+            mismatches.join("\n"),
+            got.join("\n")
+        );
+    }
+    if let [_, (_, queues), (_, device)] = &runs[..] {
+        assert_eq!(queues, device, "the io_uring queues and /dev/fuse differ");
+    }
+}
