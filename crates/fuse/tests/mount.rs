@@ -753,10 +753,15 @@ fn as_nobody(paths: [&Path; 3]) -> [i32; 3] {
 #[test]
 fn a_cached_walk_checks_search_permission_in_every_mode() {
     let _serial = serial();
+    // Each mode through /dev/fuse, and through the io_uring queues where
+    // the kernel offers them (record locks in the VFS go through /dev/fuse
+    // only).
     let modes = [
         MountOptions { io_uring: false, ..MountOptions::default() },
         MountOptions { io_uring: false, locks: RecordLocks::Vfs, ..MountOptions::default() },
         MountOptions { io_uring: false, demo: true, ..MountOptions::default() },
+        MountOptions::default(),
+        MountOptions { demo: true, ..MountOptions::default() },
     ];
     let reference = tmpfs_dir();
     let mnts: Vec<tempfile::TempDir> = modes.iter().map(|_| tempfile::tempdir().unwrap()).collect();
@@ -823,6 +828,7 @@ fn other_users_and_capabilities_are_checked_as_on_tmpfs_in_every_mode() {
         MountOptions { io_uring: false, locks: RecordLocks::Vfs, ..MountOptions::default() },
         MountOptions { io_uring: false, demo: true, ..MountOptions::default() },
         MountOptions::default(),
+        MountOptions { demo: true, ..MountOptions::default() },
     ];
     let reference = tmpfs_dir();
     let mnts: Vec<tempfile::TempDir> = modes.iter().map(|_| tempfile::tempdir().unwrap()).collect();
