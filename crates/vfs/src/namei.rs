@@ -432,7 +432,7 @@ impl<'g> Walker for RcuWalker<'g> {
         let sb = pos.sb();
         let dentry: &'g Dentry = sb.dcache.lookup(pos.inode.ino(), name, self.guard).ok_or(Stop::Fallback)?;
         let seq = dentry.seq.read_begin();
-        if dentry.is_unhashed() || sb.revalidate(pos.inode, dentry, true) != Revalidate::Valid {
+        if dentry.is_unhashed() || sb.revalidate(pos.inode, dentry, Some(self.guard)) != Revalidate::Valid {
             return Err(Stop::Fallback);
         }
         if dentry.seq.read_retry(seq) {
@@ -622,7 +622,7 @@ impl RefWalker<'_> {
         if dentry.is_unhashed() {
             return None;
         }
-        if sb.revalidate(&pos.inode, dentry, false) != Revalidate::Valid {
+        if sb.revalidate(&pos.inode, dentry, None) != Revalidate::Valid {
             // Linux `d_invalidate`: the stale entry leaves the cache.
             sb.dcache.remove(dentry, &guard);
             return None;
