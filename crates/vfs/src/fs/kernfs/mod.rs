@@ -305,7 +305,7 @@ impl Filesystem for Shared {
     fn open(&self, inode: &Arc<Inode>, flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn FileOps>> {
         // `kernfs_fop_open`: even root may not open an attribute for a
         // direction its mode has no bit for.
-        let mode = inode.stat().mode;
+        let mode = inode.mode();
         let wanted = flags.permission_needed();
         if (wanted.contains(Access::WRITE) && mode & 0o222 == 0) || (wanted.contains(Access::READ) && mode & 0o444 == 0)
         {
