@@ -312,7 +312,13 @@ impl Filesystem for Shared {
             return Err(Errno::EACCES);
         }
         let state = Self::state(inode).ok_or(Errno::ENODEV)?;
-        let _active = state.active.get().ok_or(Errno::ENODEV)?;
+        // Linux's `kernfs_fop_open` holds an active reference while it
+        // sets the file up; here nothing runs under one (each read and
+        // write takes its own), so whether the node is live decides the
+        // same, with one load instead of a get and a put.
+        if !state.active.is_live() {
+            return Err(Errno::ENODEV);
+        }
         state.attr.as_ref().ok_or(Errno::EINVAL)?;
         Ok(Box::<attr::OpenAttribute>::default())
     }
