@@ -11,7 +11,7 @@ use crate::file::OpenFile;
 use crate::inode::{Body, Inode};
 use crate::mount::{MountFlags, MountRef};
 use crate::namei::{At, Intent, Walked, MAX_SYMLINKS};
-use crate::namespace::{keep_mount, Ctx, Dir};
+use crate::namespace::{keep_mount_on, Ctx, Dir};
 use crate::path::Last;
 use crate::types::{FileType, OpenFlags};
 use vfscale_sync::audited::CountedArc;
@@ -30,8 +30,9 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     // Counted as an open from here on (Linux `do_dentry_open` counts
     // before the lease check); in rcu-walk that is the only write.
     let count = |at: At<'_>, created| {
-        let mount = keep_mount(&at)?;
-        let inode = OpenRef::new(at.inode, &at.sb().reclaim, flags.may_read(), flags.may_write(), created);
+        let cpu = vfscale_sync::cpu::current_cpu();
+        let mount = keep_mount_on(&at, cpu)?;
+        let inode = OpenRef::new(at.inode, &at.sb().reclaim, flags.may_read(), flags.may_write(), created, cpu);
         Ok((inode, mount))
     };
     let ((inode, mount), created) = if flags.creat() {
