@@ -52,7 +52,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use vfscale::fs::{FileOps, Filesystem, Instance, NewInode, Revalidate};
+use vfscale::fs::{FileOps, Filesystem, Guard, Instance, NewInode, Revalidate};
 use vfscale::inode::Inode;
 use vfscale::{Credentials, DirEntry, Errno, FileType, OpenFlags, Timespec, Vfs, VfsConfig, VfsResult};
 
@@ -175,7 +175,7 @@ impl Filesystem for Hostfs {
 
     /// The host may have changed the file; only a host `lstat` tells, and
     /// rcu-walk makes no system call.
-    fn revalidate_rcu(&self, _dir: &Inode, _name: &[u8], _inode: &Inode) -> Revalidate {
+    fn revalidate_rcu(&self, _dir: &Inode, _name: &[u8], _inode: &Inode, _guard: &Guard) -> Revalidate {
         Revalidate::NeedRefWalk
     }
 

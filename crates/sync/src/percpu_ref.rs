@@ -144,7 +144,7 @@ impl PercpuRef {
     /// Takes `n` references unless the count has reached zero.
     #[inline]
     pub fn tryget_many(&self, n: isize) -> bool {
-        self.tryget_on(crate::cpu::current_cpu(), n, false)
+        self.tryget_slot(crate::cpu::current_cpu(), n, false)
     }
 
     /// Takes a reference unless the ref has been killed. After
@@ -157,7 +157,7 @@ impl PercpuRef {
     /// Takes `n` references unless the ref has been killed.
     #[inline]
     pub fn tryget_live_many(&self, n: isize) -> bool {
-        self.tryget_on(crate::cpu::current_cpu(), n, true)
+        self.tryget_slot(crate::cpu::current_cpu(), n, true)
     }
 
     /// Drops a reference; the last one (after a kill) runs the release.
@@ -170,6 +170,49 @@ impl PercpuRef {
     #[inline]
     pub fn put_many(&self, n: isize) {
         self.put_on(crate::cpu::current_cpu(), n);
+    }
+
+    // The `_on` forms count on the slot of `cpu`, which the caller looked
+    // up ([`current_cpu`](crate::cpu::current_cpu)) once for the several
+    // counts of one operation. Any CPU keeps the count right (the true
+    // count is the sum); the caller's own keeps the write on a line only
+    // its CPU writes, so a caller passes the CPU it looked up just before,
+    // never one kept across a block or from another thread.
+
+    /// [`get_many`](Self::get_many) on `cpu`'s slot.
+    #[inline]
+    pub fn get_on(&self, cpu: usize, n: isize) {
+        let slot = self.slots.get(cpu);
+        if slot.fetch_add(n, Ordering::SeqCst) > FOLDED / 2 {
+            return;
+        }
+        slot.fetch_sub(n, Ordering::Relaxed);
+        wake_spinners(slot);
+        self.atomic.fetch_add(n, Ordering::SeqCst);
+    }
+
+    /// [`tryget_many`](Self::tryget_many) on `cpu`'s slot.
+    #[inline]
+    pub fn tryget_many_on(&self, cpu: usize, n: isize) -> bool {
+        self.tryget_slot(cpu, n, false)
+    }
+
+    /// [`tryget_live_many`](Self::tryget_live_many) on `cpu`'s slot.
+    #[inline]
+    pub fn tryget_live_many_on(&self, cpu: usize, n: isize) -> bool {
+        self.tryget_slot(cpu, n, true)
+    }
+
+    /// [`put_many`](Self::put_many) on `cpu`'s slot.
+    #[inline]
+    pub fn put_on(&self, cpu: usize, n: isize) {
+        let slot = self.slots.get(cpu);
+        if slot.fetch_sub(n, Ordering::SeqCst) > FOLDED / 2 {
+            return;
+        }
+        slot.fetch_add(n, Ordering::Relaxed);
+        wake_spinners(slot);
+        self.put_atomic(n);
     }
 
     /// Whether [`kill`](Self::kill) has been called (and no reinit since).
@@ -275,17 +318,7 @@ impl PercpuRef {
     // barrier anyway, and a caller may pair the update with a later SeqCst
     // load Dekker-style (an open counted, then a lease flag checked).
 
-    pub(crate) fn get_on(&self, cpu: usize, n: isize) {
-        let slot = self.slots.get(cpu);
-        if slot.fetch_add(n, Ordering::SeqCst) > FOLDED / 2 {
-            return;
-        }
-        slot.fetch_sub(n, Ordering::Relaxed);
-        wake_spinners(slot);
-        self.atomic.fetch_add(n, Ordering::SeqCst);
-    }
-
-    pub(crate) fn tryget_on(&self, cpu: usize, n: isize, live: bool) -> bool {
+    fn tryget_slot(&self, cpu: usize, n: isize, live: bool) -> bool {
         let slot = self.slots.get(cpu);
         if slot.fetch_add(n, Ordering::SeqCst) > FOLDED / 2 {
             return true;
@@ -303,16 +336,6 @@ impl PercpuRef {
             }
         }
         false
-    }
-
-    pub(crate) fn put_on(&self, cpu: usize, n: isize) {
-        let slot = self.slots.get(cpu);
-        if slot.fetch_sub(n, Ordering::SeqCst) > FOLDED / 2 {
-            return;
-        }
-        slot.fetch_add(n, Ordering::Relaxed);
-        wake_spinners(slot);
-        self.put_atomic(n);
     }
 
     fn put_atomic(&self, n: isize) {
@@ -546,7 +569,7 @@ mod loom_models {
             let user = {
                 let (r, released) = (Arc::clone(&r), Arc::clone(&released));
                 thread::spawn(move || {
-                    if r.tryget_on(1, 1, true) {
+                    if r.tryget_live_many_on(1, 1) {
                         assert_eq!(released.load(Ordering::SeqCst), 0, "a live reference was released");
                         r.put_on(1, 1);
                     }
@@ -556,8 +579,8 @@ mod loom_models {
                 let r = Arc::clone(&r);
                 thread::spawn(move || {
                     r.kill();
-                    assert!(!r.tryget_on(0, 1, true));
-                    assert!(!r.tryget_on(1, 1, true));
+                    assert!(!r.tryget_live_many_on(0, 1));
+                    assert!(!r.tryget_live_many_on(1, 1));
                 })
             };
             user.join().unwrap();

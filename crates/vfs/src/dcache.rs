@@ -22,7 +22,7 @@
 //!
 //! May import `dentry` and `reclaim`.
 
-use crate::dentry::{hash_name, Dentry};
+use crate::dentry::{key_hash, name_hash, Dentry};
 use crate::reclaim::Reclaim;
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
@@ -99,8 +99,21 @@ impl Dcache {
 
     /// Finds the hashed dentry for (parent, name). Takes no lock and writes
     /// nothing; the result may be unhashed concurrently (check `seq`).
-    pub fn lookup<'g>(&self, parent_ino: u64, name: &[u8], _guard: &'g Guard) -> Option<&'g Dentry> {
-        let hash = hash_name(parent_ino, name);
+    pub fn lookup<'g>(&self, parent_ino: u64, name: &[u8], guard: &'g Guard) -> Option<&'g Dentry> {
+        self.lookup_hashed(parent_ino, name, name_hash(name), guard)
+    }
+
+    /// [`lookup`](Self::lookup) of a name whose [`name_hash`] the caller
+    /// has (a walk makes it as it scans the path).
+    #[inline]
+    pub fn lookup_hashed<'g>(
+        &self,
+        parent_ino: u64,
+        name: &[u8],
+        name_hash: u64,
+        _guard: &'g Guard,
+    ) -> Option<&'g Dentry> {
+        let hash = key_hash(parent_ino, name_hash);
         let mut p = self.head(hash).load(Ordering::Acquire);
         while !p.is_null() {
             // SAFETY: chain pointers are owned `Arc`s whose release is

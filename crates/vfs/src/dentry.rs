@@ -20,14 +20,109 @@ use vfscale_sync::lockref::LockRef;
 use vfscale_sync::pad::LinePad;
 use vfscale_sync::seqcount::SeqCount;
 
-/// Hash of a (parent, name) key: FNV-1a over the name, mixed with the
-/// parent inode number.
+/// Hash of a (parent, name) key: [`name_hash`] mixed with the parent
+/// inode number.
 pub(crate) fn hash_name(parent_ino: u64, name: &[u8]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ parent_ino.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    for &b in name {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    key_hash(parent_ino, name_hash(name))
+}
+
+/// Hash of a (parent, name) key from the name's [`name_hash`], which a walk
+/// has from scanning the path ([`scan_component`]).
+#[inline]
+pub(crate) fn key_hash(parent_ino: u64, name_hash: u64) -> u64 {
+    let h = (name_hash ^ parent_ino.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 32)
+}
+
+// Names are hashed eight bytes at a time, as Linux's `hash_name` does: each
+// full little-endian word of the name, then the rest of it zero-padded to a
+// word (a zero word when nothing is left), then the length. A path scan
+// finds the end of a component in the same words it hashes.
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+const SLASHES: u64 = ONES * b'/' as u64;
+
+#[inline]
+fn mix(h: u64, word: u64) -> u64 {
+    (h ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(27)
+}
+
+#[inline]
+fn finish(h: u64, len: usize) -> u64 {
+    let h = (h ^ len as u64).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     h ^ (h >> 29)
+}
+
+/// The eight bytes of `bytes` from `at` as a little-endian word.
+#[inline]
+fn word_at(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+/// The last `n` (< 8) bytes of `bytes` as a little-endian word, zero-padded.
+#[inline]
+fn tail_word(bytes: &[u8], n: usize) -> u64 {
+    if n == 0 {
+        0
+    } else if bytes.len() >= 8 {
+        // One load of the last word, shifted down past the bytes before.
+        word_at(bytes, bytes.len() - 8) >> (8 * (8 - n))
+    } else {
+        bytes[bytes.len() - n..].iter().rev().fold(0, |w, &b| w << 8 | u64::from(b))
+    }
+}
+
+/// Hash of a name by itself, as a dentry's key is made of it.
+pub(crate) fn name_hash(name: &[u8]) -> u64 {
+    let mut h = 0;
+    let mut words = name.chunks_exact(8);
+    for word in &mut words {
+        h = mix(h, word_at(word, 0));
+    }
+    finish(mix(h, tail_word(name, words.remainder().len())), name.len())
+}
+
+/// The index of the first `/` among the bytes of `word` (little-endian).
+#[inline]
+fn first_slash(word: u64) -> Option<usize> {
+    let x = word ^ SLASHES;
+    // The high bit of each byte of `x` that is zero: exact for the lowest
+    // such byte, the only one used (a borrow runs only upwards from it).
+    let zeros = x.wrapping_sub(ONES) & !x & HIGHS;
+    (zeros != 0).then(|| zeros.trailing_zeros() as usize / 8)
+}
+
+/// The low `n` (< 8) bytes of `word`.
+#[inline]
+fn low_bytes(word: u64, n: usize) -> u64 {
+    word & ((1u64 << (8 * n)) - 1)
+}
+
+/// The component of `buf` that starts at `start`: where it ends (at the
+/// next `/`, or the end of `buf`) and its [`name_hash`], from one pass over
+/// it eight bytes at a time.
+#[inline]
+pub(crate) fn scan_component(buf: &[u8], start: usize) -> (usize, u64) {
+    let mut h = 0;
+    let mut at = start;
+    while at + 8 <= buf.len() {
+        let word = word_at(buf, at);
+        if let Some(n) = first_slash(word) {
+            let end = at + n;
+            return (end, finish(mix(h, low_bytes(word, n)), end - start));
+        }
+        h = mix(h, word);
+        at += 8;
+    }
+    let left = buf.len() - at;
+    // Zero-padded: the padding is never taken for a `/`.
+    let word = tail_word(buf, left);
+    let n = first_slash(word).unwrap_or(left);
+    let end = at + n;
+    (end, finish(mix(h, low_bytes(word, n)), end - start))
 }
 
 /// A cached name in a directory: positive (has an inode) or negative.
@@ -126,5 +221,57 @@ impl Drop for DentryRef {
         if let Some(mut locked) = self.dentry.lockref.put_or_lock() {
             locked.dec();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names of every length up to 40 of bytes from all of 1..=255 but
+    /// `/`, each scanned at several offsets of a buffer, before a slash or
+    /// at its end.
+    #[test]
+    fn a_scanned_component_hashes_as_the_name_alone() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut byte = || loop {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let b = (seed >> 56) as u8;
+            if b != 0 && b != b'/' {
+                return b;
+            }
+        };
+        for len in 0..=40 {
+            let name: Vec<u8> = (0..len).map(|_| byte()).collect();
+            for offset in 0..10 {
+                for after in [&b""[..], b"/", b"/x", b"//next/component/"] {
+                    let mut buf: Vec<u8> = (0..offset).map(|i| if i % 3 == 0 { b'/' } else { byte() }).collect();
+                    buf.extend_from_slice(&name);
+                    buf.extend_from_slice(after);
+                    let (end, hash) = scan_component(&buf, offset);
+                    assert_eq!(end, offset + len, "the end of {name:?} in {buf:?}");
+                    assert_eq!(hash, name_hash(&name), "the hash of {name:?} in {buf:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn similar_names_hash_apart() {
+        let mut keys = std::collections::HashSet::new();
+        let mut lines = std::collections::HashSet::new();
+        for n in 0..4096 {
+            let name = format!("cpu{n}");
+            let key = hash_name(1, name.as_bytes());
+            assert!(keys.insert(key), "{name} collides");
+            lines.insert(key & 1023);
+        }
+        // A fair spread over 1024 low-bit buckets fills most of them.
+        assert!(lines.len() > 900, "{} of 1024 buckets used", lines.len());
+        assert_ne!(name_hash(b"a"), name_hash(b"a\0"));
+        assert_ne!(name_hash(b""), name_hash(b"\0\0\0\0\0\0\0\0"));
+        assert_ne!(hash_name(1, b"x"), hash_name(2, b"x"));
     }
 }

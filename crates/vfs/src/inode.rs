@@ -438,6 +438,14 @@ impl Inode {
         });
     }
 
+    /// The mode (type and permission bits), with one load: what
+    /// [`stat`](Self::stat) reports as `mode`, without reading the other
+    /// attributes.
+    #[inline]
+    pub fn mode(&self) -> u32 {
+        self.mode.load(Ordering::Acquire)
+    }
+
     /// The attributes as `stat` reports them (no lock, no shared write).
     pub fn stat(&self) -> Stat {
         let a = self.attrs();

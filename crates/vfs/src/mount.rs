@@ -203,7 +203,31 @@ impl MountRef {
     /// count has reached zero (it is being freed).
     #[inline]
     pub(crate) fn try_get(mount: &Mount) -> Option<MountRef> {
-        mount.users.tryget().then(|| MountRef { mount: NonNull::from(mount) })
+        Self::try_get_on(mount, vfscale_sync::cpu::current_cpu())
+    }
+
+    /// [`try_get`](Self::try_get) counted on `cpu`'s slot, for an operation
+    /// that looked its CPU up once for several per-CPU counts (see
+    /// [`PercpuRef::get_on`](vfscale_sync::PercpuRef::get_on)).
+    #[inline]
+    pub(crate) fn try_get_on(mount: &Mount, cpu: usize) -> Option<MountRef> {
+        mount.users.tryget_many_on(cpu, 1).then(|| MountRef { mount: NonNull::from(mount) })
+    }
+
+    /// Drops the reference, counted on `cpu`'s slot (as
+    /// [`try_get_on`](Self::try_get_on)).
+    #[inline]
+    pub(crate) fn drop_on(self, cpu: usize) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.put_on(cpu);
+    }
+
+    #[inline]
+    fn put_on(&self, cpu: usize) {
+        // The last put defers the free through the epoch; pinned, this
+        // thread is done with the mount before the free can run.
+        let _guard = crossbeam_epoch::pin();
+        self.users.put_on(cpu, 1);
     }
 }
 
@@ -249,10 +273,7 @@ impl Clone for MountRef {
 impl Drop for MountRef {
     #[inline]
     fn drop(&mut self) {
-        // The last put defers the free through the epoch; pinned, this
-        // thread is done with the mount before the free can run.
-        let _guard = crossbeam_epoch::pin();
-        self.users.put();
+        self.put_on(vfscale_sync::cpu::current_cpu());
     }
 }
 

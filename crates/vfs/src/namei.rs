@@ -42,7 +42,7 @@
 //! and `mount`.
 
 use crate::dcache::Dcache;
-use crate::dentry::{Dentry, DentryRef};
+use crate::dentry::{scan_component, Dentry, DentryRef};
 use crate::errno::{Errno, VfsResult};
 use crate::fs::Revalidate;
 use crate::inode::Inode;
@@ -149,8 +149,8 @@ pub(crate) trait Walker {
     /// Search permission on the directory at `pos`.
     fn may_search(&mut self, pos: &Self::Pos) -> Result<(), Stop>;
     /// The child `name` of the directory at `pos`; `None` if it does not
-    /// exist.
-    fn child(&mut self, pos: &Self::Pos, name: &[u8]) -> Result<Option<Self::Pos>, Stop>;
+    /// exist. `hash` is the name's [`name_hash`](crate::dentry::name_hash).
+    fn child(&mut self, pos: &Self::Pos, name: &[u8], hash: u64) -> Result<Option<Self::Pos>, Stop>;
 }
 
 /// The rest of a path: the path itself, and above it the bodies of the
@@ -160,9 +160,15 @@ struct Cursor<'p> {
     links: Vec<(Box<[u8]>, usize)>,
 }
 
-/// A component: which buffer (0 = the path, k = the k-th link body) and
-/// which bytes.
-type ComponentAt = (usize, usize, usize);
+/// A component: which buffer (0 = the path, k = the k-th link body),
+/// which bytes, and their [`name_hash`](crate::dentry::name_hash).
+#[derive(Debug, Clone, Copy)]
+struct ComponentAt {
+    frame: usize,
+    start: usize,
+    end: usize,
+    hash: u64,
+}
 
 impl<'p> Cursor<'p> {
     fn new(path: &'p [u8]) -> Cursor<'p> {
@@ -199,13 +205,13 @@ impl<'p> Cursor<'p> {
                 continue;
             }
             let start = *pos;
-            let end = buf[start..].iter().position(|&b| b == b'/').map_or(buf.len(), |i| start + i);
+            let (end, hash) = scan_component(buf, start);
             *pos = end;
-            return Some((frame, start, end));
+            return Some(ComponentAt { frame, start, end, hash });
         }
     }
 
-    fn bytes(&self, (frame, start, end): ComponentAt) -> &[u8] {
+    fn bytes(&self, ComponentAt { frame, start, end, .. }: ComponentAt) -> &[u8] {
         &self.buffer(frame)[start..end]
     }
 
@@ -253,7 +259,7 @@ pub(crate) fn drive<'p, W: Walker>(
         walker.may_search(&pos)?;
         let is_last = cursor.at_end();
         if is_last && intent == Intent::Parent {
-            let (frame, start, end) = component;
+            let ComponentAt { frame, start, end, .. } = component;
             debug_assert_eq!(frame, 0, "a final symlink is never followed for a parent walk");
             let last = match &path[start..end] {
                 b"." => Last::Dot,
@@ -279,7 +285,7 @@ pub(crate) fn drive<'p, W: Walker>(
             _ => {}
         }
         check_name_len(name)?;
-        let child = walker.child(&pos, name)?.ok_or(Stop::Error(Errno::ENOENT))?;
+        let child = walker.child(&pos, name, component.hash)?.ok_or(Stop::Error(Errno::ENOENT))?;
         let follow = !is_last || intent == Intent::Follow || cursor.trailing_slash();
         if let (Some(target), true) = (walker.inode(&child).symlink_target(), follow) {
             links_followed += 1;
@@ -428,11 +434,12 @@ impl<'g> Walker for RcuWalker<'g> {
     }
 
     #[inline]
-    fn child(&mut self, pos: &At<'g>, name: &[u8]) -> Result<Option<At<'g>>, Stop> {
+    fn child(&mut self, pos: &At<'g>, name: &[u8], hash: u64) -> Result<Option<At<'g>>, Stop> {
         let sb = pos.sb();
-        let dentry: &'g Dentry = sb.dcache.lookup(pos.inode.ino(), name, self.guard).ok_or(Stop::Fallback)?;
+        let dentry: &'g Dentry =
+            sb.dcache.lookup_hashed(pos.inode.ino(), name, hash, self.guard).ok_or(Stop::Fallback)?;
         let seq = dentry.seq.read_begin();
-        if dentry.is_unhashed() || sb.revalidate(pos.inode, dentry, true) != Revalidate::Valid {
+        if dentry.is_unhashed() || sb.revalidate(pos.inode, dentry, Some(self.guard)) != Revalidate::Valid {
             return Err(Stop::Fallback);
         }
         if dentry.seq.read_retry(seq) {
@@ -568,8 +575,8 @@ impl Walker for RefWalker<'_> {
         Ok(sb.may_search(&pos.inode, self.cred)?)
     }
 
-    fn child(&mut self, pos: &RefPos, name: &[u8]) -> Result<Option<RefPos>, Stop> {
-        let found = self.child_here(pos, name)?;
+    fn child(&mut self, pos: &RefPos, name: &[u8], hash: u64) -> Result<Option<RefPos>, Stop> {
+        let found = self.child_here(pos, name, hash)?;
         match found {
             Some(child) => self.cross(child).map(Some),
             None => Ok(None),
@@ -579,10 +586,10 @@ impl Walker for RefWalker<'_> {
 
 impl RefWalker<'_> {
     /// The child `name` of the directory at `pos`, in `pos`'s mount.
-    fn child_here(&self, pos: &RefPos, name: &[u8]) -> Result<Option<RefPos>, Stop> {
+    fn child_here(&self, pos: &RefPos, name: &[u8], hash: u64) -> Result<Option<RefPos>, Stop> {
         let sb = &pos.mount.sb;
         let dir = pos.inode.dir()?;
-        if let Some(found) = self.cached_child(pos, name) {
+        if let Some(found) = self.cached_child(pos, name, hash) {
             return Ok(found);
         }
         let here = |inode, dentry| RefPos { mount: pos.mount.clone(), inode, _dentry: dentry };
@@ -612,17 +619,17 @@ impl RefWalker<'_> {
     }
 
     /// The dcache's answer, with a reference taken, when it has a valid one.
-    fn cached_child(&self, pos: &RefPos, name: &[u8]) -> Option<Option<RefPos>> {
+    fn cached_child(&self, pos: &RefPos, name: &[u8], hash: u64) -> Option<Option<RefPos>> {
         let sb = &pos.mount.sb;
         let _revalidate = sb.dir_locks.global();
         let guard = crossbeam_epoch::pin();
-        let dentry = Dcache::to_arc(sb.dcache.lookup(pos.inode.ino(), name, &guard)?);
+        let dentry = Dcache::to_arc(sb.dcache.lookup_hashed(pos.inode.ino(), name, hash, &guard)?);
         let counted = DentryRef::try_get(dentry)?;
         let dentry = counted.dentry();
         if dentry.is_unhashed() {
             return None;
         }
-        if sb.revalidate(&pos.inode, dentry, false) != Revalidate::Valid {
+        if sb.revalidate(&pos.inode, dentry, None) != Revalidate::Valid {
             // Linux `d_invalidate`: the stale entry leaves the cache.
             sb.dcache.remove(dentry, &guard);
             return None;

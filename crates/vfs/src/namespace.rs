@@ -63,7 +63,13 @@ impl Dir {
 /// table was read: then EAGAIN, which the walk discards, because its gate
 /// check fails and it walks again (ref-walk holds every mount it is at).
 pub(crate) fn keep_mount(at: &At<'_>) -> VfsResult<MountRef> {
-    MountRef::try_get(at.mount).ok_or(Errno::EAGAIN)
+    keep_mount_on(at, vfscale_sync::cpu::current_cpu())
+}
+
+/// [`keep_mount`], counted on `cpu`'s slot, which the caller has just
+/// looked up.
+pub(crate) fn keep_mount_on(at: &At<'_>, cpu: usize) -> VfsResult<MountRef> {
+    MountRef::try_get_on(at.mount, cpu).ok_or(Errno::EAGAIN)
 }
 
 impl<'a> Ctx<'a> {

@@ -15,7 +15,7 @@ use crate::config::{InodeListKind, VfsConfig, WalkMode};
 use crate::dcache::Dcache;
 use crate::dentry::Dentry;
 use crate::dirlock::DirLocks;
-use crate::fs::{Filesystem, Instance, Revalidate};
+use crate::fs::{Filesystem, Guard, Instance, Revalidate};
 use crate::inode::{Inode, InodeRegistry, NewInode};
 use crate::reclaim::Reclaim;
 use crate::types::FileType;
@@ -128,7 +128,8 @@ impl SuperBlock {
     /// directory's write lock. So no directory revision is read, and a
     /// create in a directory writes nothing a look-up of another name in it
     /// reads, a miss included.
-    pub fn revalidate(&self, dir: &Inode, dentry: &Dentry, rcu: bool) -> Revalidate {
+    /// `guard` is the rcu-walk's own; `None` in ref-walk.
+    pub fn revalidate(&self, dir: &Inode, dentry: &Dentry, rcu: Option<&Guard>) -> Revalidate {
         if dir.dir().is_err() {
             return Revalidate::Invalid;
         }
@@ -136,10 +137,10 @@ impl SuperBlock {
             return Revalidate::Valid;
         }
         match (&dentry.inode, rcu) {
-            (Some(inode), true) => self.fs.revalidate_rcu(dir, &dentry.name, inode),
-            (Some(inode), false) => Revalidate::decided(self.fs.revalidate(dir, &dentry.name, inode)),
-            (None, true) => self.fs.revalidate_negative_rcu(dir, dentry.neg_rev),
-            (None, false) => Revalidate::decided(self.fs.revalidate_negative(dir, dentry.neg_rev)),
+            (Some(inode), Some(guard)) => self.fs.revalidate_rcu(dir, &dentry.name, inode, guard),
+            (Some(inode), None) => Revalidate::decided(self.fs.revalidate(dir, &dentry.name, inode)),
+            (None, Some(_)) => self.fs.revalidate_negative_rcu(dir, dentry.neg_rev),
+            (None, None) => Revalidate::decided(self.fs.revalidate_negative(dir, dentry.neg_rev)),
         }
     }
 
@@ -184,7 +185,7 @@ impl SuperBlock {
         let Ok(directory) = dir.dir() else { return };
         let guard = crossbeam_epoch::pin();
         if let Some(existing) = self.dcache.lookup(dir.ino(), name, &guard) {
-            let valid = || self.revalidate(dir, existing, false) == Revalidate::Valid;
+            let valid = || self.revalidate(dir, existing, None) == Revalidate::Valid;
             if existing.inode.is_none() && !existing.is_unhashed() && valid() {
                 return;
             }

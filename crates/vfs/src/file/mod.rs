@@ -25,6 +25,7 @@ use crate::time::Timespec;
 use crate::types::{falloc, DirEntry, FileType, OpenFlags, Stat, Whence};
 use crate::Credentials;
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use vfscale_sync::audited::Mutex;
 use vfscale_sync::pad::LinePad;
@@ -45,10 +46,11 @@ enum DirPos {
 #[repr(C)]
 pub struct OpenFile {
     _head: LinePad,
-    inode: open_ref::OpenRef,
+    /// Dropped by `drop`, with `mount`, on one look-up of the CPU.
+    inode: ManuallyDrop<open_ref::OpenRef>,
     /// The mount it was opened through (Linux's `f_path.mnt`): counted, so
     /// its `umount` is EBUSY while the file is open.
-    mount: MountRef,
+    mount: ManuallyDrop<MountRef>,
     /// The filesystem's open file, for files it serves.
     generated: Option<Box<dyn FileOps>>,
     /// The filesystem, which lists a directory whose names are not in the
@@ -72,9 +74,15 @@ pub struct OpenFile {
 }
 
 impl Drop for OpenFile {
-    /// The last reference went: its flock and OFD locks and its lease go.
+    /// The last reference went: its flock and OFD locks and its lease go,
+    /// then its counts on the inode and the mount.
     fn drop(&mut self) {
         self.inode.locks.file_released(self.lock_id(), &self.flock_home, &self.lease_home);
+        let cpu = vfscale_sync::cpu::current_cpu();
+        // SAFETY: each field is taken once, here, and not used after.
+        let (inode, mount) = unsafe { (ManuallyDrop::take(&mut self.inode), ManuallyDrop::take(&mut self.mount)) };
+        inode.drop_on(cpu);
+        mount.drop_on(cpu);
     }
 }
 
@@ -118,8 +126,8 @@ impl OpenFile {
     ) -> OpenFile {
         OpenFile {
             _head: LinePad::new(),
-            inode,
-            mount,
+            inode: ManuallyDrop::new(inode),
+            mount: ManuallyDrop::new(mount),
             generated,
             generator,
             dir_locks,

@@ -66,8 +66,17 @@ impl OpenRef {
     /// The open that created the file counts in the shared count: its
     /// line is still in the creator's cache, and a file made and closed
     /// at once (a build's object files, seed 001's exit benchmark) never
-    /// pays for per-CPU slots it would not use.
-    pub fn new(inode: &Arc<Inode>, reclaim: &Arc<Reclaim>, readable: bool, writable: bool, created: bool) -> OpenRef {
+    /// pays for per-CPU slots it would not use. A per-CPU count is taken
+    /// on `cpu`'s slot, which the caller has just looked up (see
+    /// [`PercpuRef::get_on`]).
+    pub fn new(
+        inode: &Arc<Inode>,
+        reclaim: &Arc<Reclaim>,
+        readable: bool,
+        writable: bool,
+        created: bool,
+        cpu: usize,
+    ) -> OpenRef {
         let weight = match (readable, writable) {
             (_, true) => WRITE,
             (true, false) => READ,
@@ -81,7 +90,7 @@ impl OpenRef {
             // are only acquire loads).
             fence(Ordering::SeqCst);
         }
-        if !created && percpu(inode, reclaim).tryget_live_many(weight) {
+        if !created && percpu(inode, reclaim).tryget_live_many_on(cpu, weight) {
             // SAFETY: the live reference just taken keeps the ref's own
             // `Arc` (`keep`) until it is put, so the pointer stays valid and
             // this uncounted `Arc` is never dropped (see `Drop`).
@@ -100,20 +109,34 @@ impl Deref for OpenRef {
     }
 }
 
-impl Drop for OpenRef {
-    fn drop(&mut self) {
+impl OpenRef {
+    /// Drops the reference; a per-CPU count is put on `cpu`'s slot, which
+    /// the caller has just looked up.
+    pub fn drop_on(self, cpu: usize) {
+        let mut this = ManuallyDrop::new(self);
+        this.release(cpu);
+    }
+
+    fn release(&mut self, cpu: usize) {
         if self.weight == WRITE {
             self.inode.opens.writers.fetch_sub(1, Ordering::SeqCst);
         }
         if self.percpu {
             let r = self.inode.opens.percpu.get().expect("a per-CPU reference has its ref");
-            r.put_many(self.weight);
+            r.put_on(cpu, self.weight);
         } else {
             self.inode.opens.slow.fetch_sub(self.weight, Ordering::SeqCst);
             // SAFETY: in the `Arc` case the field owns its count and is
-            // taken exactly once, here, and dropped as the counted
-            // reference it is.
+            // taken exactly once, here (`release` runs once: from `drop`,
+            // or from `drop_on`, which keeps `drop` from running), and
+            // dropped as the counted reference it is.
             drop(CountedArc::adopt(unsafe { ManuallyDrop::take(&mut self.inode) }));
         }
+    }
+}
+
+impl Drop for OpenRef {
+    fn drop(&mut self) {
+        self.release(vfscale_sync::cpu::current_cpu());
     }
 }

@@ -44,7 +44,13 @@ impl Filesystem for Memfs {
         true
     }
 
-    fn revalidate_rcu(&self, _dir: &Inode, _name: &[u8], _inode: &Inode) -> crate::fs::Revalidate {
+    fn revalidate_rcu(
+        &self,
+        _dir: &Inode,
+        _name: &[u8],
+        _inode: &Inode,
+        _guard: &crate::fs::Guard,
+    ) -> crate::fs::Revalidate {
         crate::fs::Revalidate::Valid
     }
 

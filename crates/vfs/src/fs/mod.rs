@@ -146,6 +146,9 @@ pub mod procfs;
 
 pub use crate::cred::Access;
 pub use crate::inode::NewInode;
+/// The epoch guard an rcu-walk holds pinned while it calls the `_rcu`
+/// hooks (the walk's `rcu_read_lock`).
+pub use crossbeam_epoch::Guard;
 
 use crate::errno::VfsResult;
 use crate::inode::{Inode, InodeRegistry};
@@ -210,8 +213,11 @@ pub trait Filesystem: Send + Sync + fmt::Debug {
 
     /// In rcu-walk: whether the positive dentry `name` in `dir`, naming
     /// `inode`, still stands. Must not block or write shared memory.
-    fn revalidate_rcu(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Revalidate {
-        let _ = (dir, name, inode);
+    /// `guard` is the walk's, pinned for the whole walk: what the
+    /// filesystem frees through the epoch stays readable under it, with no
+    /// pin of its own.
+    fn revalidate_rcu(&self, dir: &Inode, name: &[u8], inode: &Inode, guard: &Guard) -> Revalidate {
+        let _ = (dir, name, inode, guard);
         Revalidate::NeedRefWalk
     }
 

@@ -172,7 +172,7 @@ impl<'a> Context<'a> {
     /// `open(2)` without a descriptor: the new open file description;
     /// `perm` is used when `O_CREAT` creates the file.
     pub fn open(&self, path: impl AsRef<[u8]>, flags: OpenFlags, perm: u32) -> VfsResult<Arc<OpenFile>> {
-        open::open(&self.names, path.as_ref(), flags, perm).map(Arc::new)
+        open::open(&self.names, path.as_ref(), flags, perm)
     }
 
     /// `openat2(2)`: [`open`](Self::open) with Linux's strict checks of
@@ -220,7 +220,7 @@ impl<'a> Context<'a> {
         let root = if beneath || resolve.contains(ResolveFlags::IN_ROOT) { self.names.cwd } else { self.names.root };
         let names = Ctx { root, scope, ..self.names };
         // `openat2`'s mode was checked to fit permission bits.
-        open::open(&names, path.as_ref(), how.flags, how.mode as u32).map(Arc::new)
+        open::open(&names, path.as_ref(), how.flags, how.mode as u32)
     }
 
     /// `mkdir(2)`.

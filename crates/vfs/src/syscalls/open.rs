@@ -11,13 +11,16 @@ use crate::file::OpenFile;
 use crate::inode::{Body, Inode};
 use crate::mount::{MountFlags, MountRef};
 use crate::namei::{At, Intent, Walked, MAX_SYMLINKS};
-use crate::namespace::{keep_mount, Ctx, Dir};
+use crate::namespace::{keep_mount_on, Ctx, Dir};
 use crate::path::Last;
 use crate::types::{FileType, OpenFlags};
+use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
 
 /// `open(2)`: the walk, creation, and the checks of Linux `do_open`.
-pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<OpenFile> {
+/// The description is made in its `Arc`, not moved there: it is several
+/// cache lines.
+pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<Arc<OpenFile>> {
     // Linux 6.4+: O_CREAT|O_DIRECTORY never creates a directory; refuse it.
     if flags.creat() && flags.directory() {
         return Err(Errno::EINVAL);
@@ -30,8 +33,9 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     // Counted as an open from here on (Linux `do_dentry_open` counts
     // before the lease check); in rcu-walk that is the only write.
     let count = |at: At<'_>, created| {
-        let mount = keep_mount(&at)?;
-        let inode = OpenRef::new(at.inode, &at.sb().reclaim, flags.may_read(), flags.may_write(), created);
+        let cpu = vfscale_sync::cpu::current_cpu();
+        let mount = keep_mount_on(&at, cpu)?;
+        let inode = OpenRef::new(at.inode, &at.sb().reclaim, flags.may_read(), flags.may_write(), created, cpu);
         Ok((inode, mount))
     };
     let ((inode, mount), created) = if flags.creat() {
@@ -88,11 +92,11 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
         _ => None,
     };
     let (lister, dir_locks) = if inode.is_dir() {
-        ((!sb.native).then(|| std::sync::Arc::clone(&sb.fs)), sb.dir_locks.for_open_directory())
+        ((!sb.native).then(|| Arc::clone(&sb.fs)), sb.dir_locks.for_open_directory())
     } else {
         (None, crate::dirlock::DirLocks::PerDirectory)
     };
-    let file = OpenFile::new(inode, mount, flags, max, lister, served, dir_locks);
+    let file = Arc::new(OpenFile::new(inode, mount, flags, max, lister, served, dir_locks));
     // Counted as open by now, so a racing F_SETLEASE sees this open.
     if !created {
         super::locks::break_lease(&file)?;

@@ -60,7 +60,7 @@ pub use attr::{Attribute, MAX_WRITE};
 
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
-use crate::fs::{FileOps, Filesystem, Instance, Revalidate};
+use crate::fs::{FileOps, Filesystem, Guard, Instance, Revalidate};
 use crate::inode::{Inode, NewInode};
 use crate::types::{DirEntry, FileType, OpenFlags};
 use crate::{Credentials, Vfs, VfsConfig};
@@ -220,12 +220,11 @@ impl Shared {
     }
 
     /// Whether `inode`'s node is live and hangs at (`dir`, `name`).
-    fn still_there(dir: &Inode, name: &[u8], inode: &Inode) -> bool {
+    fn still_there(dir: &Inode, name: &[u8], inode: &Inode, guard: &Guard) -> bool {
         let Some(state) = Self::state(inode) else { return false };
-        let guard = crossbeam_epoch::pin();
         // SAFETY: links are replaced by rename, which releases the old one
         // through the epoch; the guard is pinned.
-        let link = unsafe { state.link.load(Ordering::Acquire, &guard).as_ref() };
+        let link = unsafe { state.link.load(Ordering::Acquire, guard).as_ref() };
         state.active.is_live() && link.is_some_and(|l| l.parent_ino == dir.ino() && *l.name == *name)
     }
 }
@@ -242,16 +241,16 @@ impl Shared {
 /// they refuse there and decide under the tree lock, as Linux did before
 /// 5.15.
 impl Filesystem for Shared {
-    fn revalidate_rcu(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Revalidate {
+    fn revalidate_rcu(&self, dir: &Inode, name: &[u8], inode: &Inode, guard: &Guard) -> Revalidate {
         if !self.config.rcu_revalidate {
             return Revalidate::NeedRefWalk;
         }
-        Revalidate::decided(Self::still_there(dir, name, inode))
+        Revalidate::decided(Self::still_there(dir, name, inode, guard))
     }
 
     fn revalidate(&self, dir: &Inode, name: &[u8], inode: &Inode) -> bool {
         let _locked = self.read();
-        Self::still_there(dir, name, inode)
+        Self::still_there(dir, name, inode, &crossbeam_epoch::pin())
     }
 
     fn revalidate_negative_rcu(&self, dir: &Inode, neg_rev: u64) -> Revalidate {
@@ -306,14 +305,20 @@ impl Filesystem for Shared {
     fn open(&self, inode: &Arc<Inode>, flags: OpenFlags, _cred: &Credentials) -> VfsResult<Box<dyn FileOps>> {
         // `kernfs_fop_open`: even root may not open an attribute for a
         // direction its mode has no bit for.
-        let mode = inode.stat().mode;
+        let mode = inode.mode();
         let wanted = flags.permission_needed();
         if (wanted.contains(Access::WRITE) && mode & 0o222 == 0) || (wanted.contains(Access::READ) && mode & 0o444 == 0)
         {
             return Err(Errno::EACCES);
         }
         let state = Self::state(inode).ok_or(Errno::ENODEV)?;
-        let _active = state.active.get().ok_or(Errno::ENODEV)?;
+        // Linux's `kernfs_fop_open` holds an active reference while it
+        // sets the file up; here nothing runs under one (each read and
+        // write takes its own), so whether the node is live decides the
+        // same, with one load instead of a get and a put.
+        if !state.active.is_live() {
+            return Err(Errno::ENODEV);
+        }
         state.attr.as_ref().ok_or(Errno::EINVAL)?;
         Ok(Box::<attr::OpenAttribute>::default())
     }

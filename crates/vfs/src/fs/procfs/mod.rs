@@ -49,7 +49,7 @@ mod files;
 pub use files::{MountView, TaskInfo};
 
 use crate::errno::{Errno, VfsResult};
-use crate::fs::{FileOps, Filesystem, Instance, Revalidate};
+use crate::fs::{FileOps, Filesystem, Guard, Instance, Revalidate};
 use crate::inode::{Inode, NewInode};
 use crate::types::{DirEntry, FileType, OpenFlags};
 use crate::{Credentials, Vfs, VfsConfig};
@@ -176,7 +176,7 @@ impl Shared {
 /// dentries are never kept (a pid may appear at any time) and permission
 /// is the generic check.
 impl Filesystem for Shared {
-    fn revalidate_rcu(&self, _dir: &Inode, _name: &[u8], inode: &Inode) -> Revalidate {
+    fn revalidate_rcu(&self, _dir: &Inode, _name: &[u8], inode: &Inode, _guard: &Guard) -> Revalidate {
         if !self.config.rcu_revalidate {
             return Revalidate::NeedRefWalk;
         }
