@@ -204,6 +204,25 @@ fn every_change_is_erofs() {
     assert!(!host.path().join("new").exists());
 }
 
+/// A name that exists is EEXIST before the instance is found read-only,
+/// as on a read-only tmpfs (`filename_create` looks the name up first),
+/// whether or not a walk has cached it yet.
+#[test]
+fn an_existing_name_is_eexist_before_erofs() {
+    let host = host_tree();
+    let m = Mounted::new(host.path());
+    let p = m.process(Credentials::root());
+    assert_eq!(p.mkdir("/host/sub", 0o755), Err(Errno::EEXIST));
+    assert_eq!(p.mkdir("/host/public", 0o755), Err(Errno::EEXIST));
+    assert_eq!(p.mkdir("/host/dangling", 0o755), Err(Errno::EEXIST));
+    assert_eq!(p.mkdir("/host/public/", 0o755), Err(Errno::EEXIST));
+    assert_eq!(p.symlink("x", "/host/public"), Err(Errno::EEXIST));
+    assert_eq!(p.mknod("/host/public", libc::S_IFIFO | 0o644, 0), Err(Errno::EEXIST));
+    assert_eq!(p.link("/host/public", "/host/sub"), Err(Errno::EEXIST));
+    assert_eq!(p.link("/host/public", "/host/new"), Err(Errno::EROFS));
+    assert_eq!(p.mkdir("/host/sub/new", 0o755), Err(Errno::EROFS));
+}
+
 #[test]
 fn a_host_change_is_seen_by_the_next_walk() {
     let host = host_tree();

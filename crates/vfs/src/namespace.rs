@@ -168,6 +168,10 @@ impl<'a> Ctx<'a> {
         symlink_target: Box<[u8]>,
         rdev: u64,
     ) -> VfsResult<Arc<Inode>> {
+        // `filename_create` finds an existing name before anything else.
+        if self.provided_name_exists(dir, name)? {
+            return Err(Errno::EEXIST);
+        }
         // Nor `->create`, which `vfs_create` reports as EACCES.
         if !dir.sb().native && file_type == FileType::Regular {
             return Err(if dir.sb().read_only { Errno::EROFS } else { Errno::EACCES });
@@ -281,10 +285,22 @@ impl<'a> Ctx<'a> {
         self.create(&dir, name, FileType::Symlink, 0o777, target.into(), 0).map(drop)
     }
 
+    /// Whether `name` exists in `dir` of a tree whose names a filesystem
+    /// provides (kernfs, procfs, hostfs), asking the filesystem: a name
+    /// there need not be in the dcache. Always false in a tree whose
+    /// names live in the dcache, which its callers look in themselves.
+    fn provided_name_exists(&self, dir: &Dir, name: &[u8]) -> VfsResult<bool> {
+        if dir.sb().native {
+            return Ok(false);
+        }
+        Ok(dir.sb().fs.lookup(dir, name)?.is_some())
+    }
+
     /// Linux `filename_create` for a non-directory whose new name has a
     /// trailing slash: EEXIST if the name exists, else ENOENT.
     fn trailing_slash_on_create(&self, dir: &Dir, name: &[u8]) -> Errno {
-        let exists = dir.dir().is_ok_and(|d| dir.sb().dir_locks.read(d).children.contains_key(name));
+        let exists = dir.dir().is_ok_and(|d| dir.sb().dir_locks.read(d).children.contains_key(name))
+            || self.provided_name_exists(dir, name).unwrap_or(false);
         if exists {
             Errno::EEXIST
         } else {
@@ -301,6 +317,9 @@ impl<'a> Ctx<'a> {
         let name = last.require_normal(DirOp::Create)?;
         if trailing_slash {
             return Err(self.trailing_slash_on_create(&dir, name));
+        }
+        if self.provided_name_exists(&dir, name)? {
+            return Err(Errno::EEXIST);
         }
         let mut locked = self.lock_dir(&dir)?;
         if locked.children.contains_key(name) {
