@@ -163,6 +163,18 @@ fn nodev_and_noexec_refuse_devices_and_programs() {
 }
 
 #[test]
+fn a_bind_reports_the_targets_errors_then_eperm_then_the_sources() {
+    let (_root, p) = namespace();
+    // path_mount walks to the target, checks the capability, and only then
+    // does do_loopback walk to the source.
+    assert_eq!(p.bind_mount("/missing", "/a/b/f/x", false), Err(Errno::ENOTDIR));
+    assert_eq!(p.bind_mount("/a/b/f/x", "/missing", true), Err(Errno::ENOENT));
+    let user = p.vfs().process_in(&namespace_of(&p), Credentials::user(1000, 1000, []));
+    assert_eq!(user.bind_mount("/missing", "/mnt", false), Err(Errno::EPERM));
+    assert_eq!(user.bind_mount("/a", "/missing", false), Err(Errno::ENOENT));
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();

@@ -125,9 +125,11 @@ impl<'a> Context<'a> {
     /// mounts under `source` as well.
     pub fn bind(&self, source: impl AsRef<[u8]>, target: impl AsRef<[u8]>, recursive: bool) -> VfsResult<()> {
         let ns = self.namespace()?;
-        let source = self.find(source.as_ref(), false)?;
+        // Linux `path_mount` walks to the target and checks the
+        // capability before `do_loopback` walks to the source.
         let target = self.find(target.as_ref(), false)?;
         self.may_mount()?;
+        let source = self.find(source.as_ref(), false)?;
         let guard = crossbeam_epoch::pin();
         let table = ns.table(&guard);
         let from = &source.dir.mount;
