@@ -35,8 +35,8 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::NonNull;
 use std::sync::Arc;
-use vfscale_sync::audited::{AtomicPtr, AtomicU32, AtomicU64, EpochAtomic, Mutex, Ordering};
-use vfscale_sync::{seq_gate, PercpuRef, SeqCount};
+use vfscale_sync::audited::{fence, AtomicPtr, AtomicU32, AtomicU64, EpochAtomic, Mutex, Ordering};
+use vfscale_sync::{seq_gate, PercpuCounter, PercpuRef, SeqCount};
 
 /// Per-mount flags (`mount(2)`'s `MS_*` values).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -106,6 +106,10 @@ impl fmt::Debug for MountFlags {
 
 static NEXT_MOUNT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Set in a mount's flags word while a remount to read-only counts the
+/// mount's writers (Linux `MNT_WRITE_HOLD`); never one of the flags shown.
+const WRITE_HOLD: u32 = 1 << 31;
+
 /// One mount: a filesystem instance's superblock seen from `root`, with
 /// per-mount flags.
 pub struct Mount {
@@ -115,6 +119,9 @@ pub struct Mount {
     root: Arc<Inode>,
     flags: AtomicU32,
     users: PercpuRef,
+    /// Files open for writing through the mount (Linux `mnt_writers`):
+    /// a remount to read-only is EBUSY while any is open.
+    writers: PercpuCounter,
 }
 
 impl fmt::Debug for Mount {
@@ -136,7 +143,7 @@ impl Mount {
 
     /// The per-mount flags now.
     pub fn flags(&self) -> MountFlags {
-        MountFlags(self.flags.load(Ordering::Acquire))
+        MountFlags(self.flags.load(Ordering::Acquire) & !WRITE_HOLD)
     }
 
     /// EROFS on a read-only mount (Linux `mnt_want_write`).
@@ -148,6 +155,31 @@ impl Mount {
         Ok(())
     }
 
+    /// Write access for a file opened for writing, held until it closes
+    /// (Linux `mnt_get_write_access`): EROFS on a read-only mount.
+    ///
+    /// The writer is counted first, then the flags are read, while a
+    /// remount to read-only sets `WRITE_HOLD` first, then counts (a
+    /// `SeqCst` fence between on both sides): either the remount sees
+    /// this writer and is EBUSY, or this sees the hold, waits for the
+    /// remount to end and then sees whether the mount is read-only.
+    pub(crate) fn get_write_access(this: &MountRef) -> VfsResult<WriteAccess> {
+        let cpu = this.writers.add(1);
+        fence(Ordering::SeqCst);
+        let mut flags = this.flags.load(Ordering::Acquire);
+        // The hold lasts a few instructions under the namespace's writer
+        // lock, which cannot block while holding it.
+        while flags & WRITE_HOLD != 0 {
+            std::thread::yield_now();
+            flags = this.flags.load(Ordering::Acquire);
+        }
+        if MountFlags(flags).contains(MountFlags::RDONLY) || this.sb.read_only {
+            this.writers.add_at(cpu, -1);
+            return Err(Errno::EROFS);
+        }
+        Ok(WriteAccess { mount: this.clone(), cpu })
+    }
+
     /// The file-lock state of its instance.
     pub fn locks(&self) -> &Arc<LockManager> {
         &self.locks
@@ -156,6 +188,26 @@ impl Mount {
     /// The filesystem type `mountinfo` shows.
     pub fn fs_type(&self) -> &'static str {
         self.sb.fs_type()
+    }
+}
+
+/// A file's write access to its mount ([`Mount::get_write_access`]),
+/// given back when dropped.
+pub(crate) struct WriteAccess {
+    mount: MountRef,
+    /// The slot of the mount's writer count it was added to.
+    cpu: usize,
+}
+
+impl Drop for WriteAccess {
+    fn drop(&mut self) {
+        self.mount.writers.add_at(self.cpu, -1);
+    }
+}
+
+impl fmt::Debug for WriteAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteAccess").field("mount", &self.mount.id).finish()
     }
 }
 
@@ -188,7 +240,15 @@ impl MountRef {
             unsafe { guard.defer_unchecked(move || drop(Box::from_raw(mount.into_inner()))) };
         });
         let id = NEXT_MOUNT_ID.fetch_add(1, Ordering::Relaxed);
-        let mount = Box::into_raw(Box::new(Mount { id, sb, locks, root, flags: AtomicU32::new(flags.0), users }));
+        let mount = Box::into_raw(Box::new(Mount {
+            id,
+            sb,
+            locks,
+            root,
+            flags: AtomicU32::new(flags.0),
+            users,
+            writers: PercpuCounter::new(),
+        }));
         home.store(mount, Ordering::Release);
         // SAFETY: `mount` is the live box just made; the reference taken
         // here is the MountRef's own, beside the initial one.
@@ -602,8 +662,21 @@ impl MountTable {
     }
 
     /// Sets `mount`'s flags (remount); the walk reads them with one load.
+    /// Making a mount read-only is EBUSY while a file is open for writing
+    /// through it (Linux `mnt_make_readonly`; see
+    /// [`Mount::get_write_access`] for the protocol).
     pub(crate) fn set_flags(&mut self, mount: &Mount, flags: MountFlags) -> VfsResult<()> {
         self.by_id.get(&mount.id).ok_or(Errno::EINVAL)?;
+        if flags.contains(MountFlags::RDONLY) && !mount.flags().contains(MountFlags::RDONLY) {
+            mount.flags.fetch_or(WRITE_HOLD, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            // Each file's writer adds and takes away on one slot, so no
+            // slot is ever below zero and a sum above zero means a writer.
+            if mount.writers.sum() > 0 {
+                mount.flags.fetch_and(!WRITE_HOLD, Ordering::Release);
+                return Err(Errno::EBUSY);
+            }
+        }
         mount.flags.store(flags.0, Ordering::Release);
         Ok(())
     }

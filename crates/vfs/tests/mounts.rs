@@ -175,6 +175,28 @@ fn a_bind_reports_the_targets_errors_then_eperm_then_the_sources() {
 }
 
 #[test]
+fn a_remount_read_only_is_ebusy_while_a_file_is_open_for_writing() {
+    let (_root, p) = namespace();
+    p.mkdir("/w", 0o755).unwrap();
+    p.bind_mount("/a", "/w", false).unwrap();
+    let reading = p.open("/w/b/f", OpenFlags::RDONLY, 0).unwrap();
+    let writing = p.open("/w/b/f", OpenFlags::WRONLY, 0).unwrap();
+    assert_eq!(p.remount("/w", MountFlags::RDONLY), Err(Errno::EBUSY), "mnt_make_readonly: a writer");
+    assert_eq!(p.statfs("/w").unwrap().flags, MountFlags::NONE, "nothing changed");
+    p.remount("/w", MountFlags::NOEXEC).unwrap();
+    // The writer counts on the mount it was opened through only.
+    p.remount("/", MountFlags::RDONLY).unwrap();
+    p.remount("/", MountFlags::NONE).unwrap();
+    let created = p.open("/w/new", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    p.close(writing).unwrap();
+    assert_eq!(p.remount("/w", MountFlags::RDONLY), Err(Errno::EBUSY), "a file created for writing");
+    p.close(created).unwrap();
+    p.remount("/w", MountFlags::RDONLY).unwrap();
+    assert_eq!(p.open("/w/b/f", OpenFlags::WRONLY, 0), Err(Errno::EROFS));
+    p.close(reading).unwrap();
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();

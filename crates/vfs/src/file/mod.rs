@@ -68,6 +68,9 @@ pub struct OpenFile {
     flock_home: crate::locks::HomeShard,
     /// Where its inode's lease list keeps this description's lease.
     lease_home: crate::locks::HomeShard,
+    /// The mount's write access, held while a regular file is open for
+    /// writing (so a remount to read-only is EBUSY).
+    pub(crate) write_access: Option<crate::mount::WriteAccess>,
     _tail: LinePad,
 }
 
@@ -131,6 +134,7 @@ impl OpenFile {
             max_file_size,
             flock_home: crate::locks::HomeShard::default(),
             lease_home: crate::locks::HomeShard::default(),
+            write_access: None,
             _tail: LinePad::new(),
         }
     }

@@ -60,6 +60,10 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     }
     let special = matches!(&inode.body, Body::Special(..));
     let max = sb.config.max_file_size;
+    let mut write_access = None;
+    if created && flags.may_write() {
+        write_access = Some(crate::mount::Mount::get_write_access(&mount)?);
+    }
     if !created {
         check_mount(&mount, &inode, flags)?;
         if !sb.native {
@@ -72,9 +76,10 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
         } else {
             inode.permission_fast(ctx.cred, wanted)?;
         }
-        // `do_dentry_open`: writing through a read-only mount.
+        // `do_dentry_open`: writing through a read-only mount; the file
+        // keeps the mount's write access until it closes.
         if flags.may_write() && !special {
-            mount.want_write()?;
+            write_access = Some(crate::mount::Mount::get_write_access(&mount)?);
         }
         if let (true, Body::Regular(data)) = (flags.trunc(), &inode.body) {
             crate::file::truncate_data(&inode, data, 0, max, ctx.cred)?;
@@ -92,7 +97,8 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     } else {
         (None, crate::dirlock::DirLocks::PerDirectory)
     };
-    let file = OpenFile::new(inode, mount, flags, max, lister, served, dir_locks);
+    let mut file = OpenFile::new(inode, mount, flags, max, lister, served, dir_locks);
+    file.write_access = write_access;
     // Counted as open by now, so a racing F_SETLEASE sees this open.
     if !created {
         super::locks::break_lease(&file)?;
