@@ -499,6 +499,13 @@ impl RefWalker<'_> {
     }
 }
 
+/// The mount on `inode` of `mount` in `ns`, counted, for a last component
+/// found outside a walk (`O_CREAT`'s), which crosses onto it as the walk
+/// would (Linux `step_into` and `handle_mounts`).
+pub(crate) fn mounted_on(ns: &MountNamespace, mount: &Mount, inode: &Inode) -> Option<MountRef> {
+    crossed(ns, mount, inode)
+}
+
 /// The mount on `inode` of `mount` in `ns`, counted and confirmed against
 /// the gate (Linux `lookup_mnt` with `legitimize_mnt`).
 fn crossed(ns: &MountNamespace, mount: &Mount, inode: &Inode) -> Option<MountRef> {

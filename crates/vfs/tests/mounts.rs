@@ -197,6 +197,24 @@ fn a_remount_read_only_is_ebusy_while_a_file_is_open_for_writing() {
 }
 
 #[test]
+fn an_open_with_o_creat_of_an_existing_name_crosses_the_mount_on_it() {
+    let (_root, p) = namespace();
+    p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();
+    write(&p, "/a/target", b"covered");
+    p.bind_mount("/mnt/hello", "/a/target", false).unwrap();
+    let fd = p.open("/a/target", OpenFlags::CREAT | OpenFlags::RDONLY, 0o644).unwrap();
+    let mut buf = [0; 16];
+    let n = p.read(fd, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"from other", "the file mounted on the name, not the one under it");
+    p.close(fd).unwrap();
+    // RESOLVE_NO_XDEV refuses the crossing before the type counts.
+    let how = OpenHow { flags: OpenFlags::CREAT | OpenFlags::WRONLY, mode: 0o644, resolve: ResolveFlags::NO_XDEV };
+    assert_eq!(p.openat2(AT_FDCWD, "/mnt", &how), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(AT_FDCWD, "/a/target", &how), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(AT_FDCWD, "/a/b", &how), Err(Errno::EISDIR));
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();

@@ -14,6 +14,7 @@ use crate::namei::{At, Intent, Walked, MAX_SYMLINKS};
 use crate::namespace::{keep_mount, Ctx, Dir};
 use crate::path::Last;
 use crate::types::{FileType, OpenFlags};
+use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
 
 /// `open(2)`: the walk, creation, and the checks of Linux `do_open`.
@@ -173,6 +174,20 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
         if flags.excl() {
             return Err(Errno::EEXIST);
         }
+        // Onto whatever is mounted on the name, before its type counts.
+        let (mut on, mut existing) = (None::<MountRef>, existing);
+        if let Some(ns) = ctx.ns {
+            while existing.has_mounts() {
+                let Some(child) = crate::namei::mounted_on(ns, on.as_ref().unwrap_or(&dir.mount), &existing) else {
+                    break;
+                };
+                if ctx.scope.no_xdev {
+                    return Err(Errno::EXDEV);
+                }
+                existing = Arc::clone(child.root());
+                on = Some(child);
+            }
+        }
         match existing.symlink_target() {
             Some(target) if !flags.nofollow() => {
                 links_followed += 1;
@@ -182,7 +197,7 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
                 path = target.to_vec();
                 start = Some(dir);
             }
-            _ => return Ok((Dir { mount: dir.mount, inode: CountedArc::adopt(existing) }, false)),
+            _ => return Ok((Dir { mount: on.unwrap_or(dir.mount), inode: CountedArc::adopt(existing) }, false)),
         }
     }
 }
