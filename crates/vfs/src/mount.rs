@@ -458,21 +458,27 @@ impl MountTable {
         Some(&self.mounts[*self.by_id.get(&mount.id)?])
     }
 
-    /// The indices of `mount`'s descendants, children before theirs.
+    /// The indices of `mount`'s descendants, in depth-first preorder with
+    /// each mount's children in mount order (Linux `next_mnt`, the order
+    /// in which `copy_tree` copies a recursive bind's mounts).
     fn descendants(&self, mount: &Mount) -> Vec<usize> {
+        let children = |id: u64| {
+            self.mounts.iter().enumerate().filter_map(move |(i, m)| {
+                // SAFETY: as in `child`.
+                let parent = m.at.as_ref().map(|at| unsafe { at.parent.as_ref() }.id);
+                (parent == Some(id)).then_some(i)
+            })
+        };
         let mut found = Vec::new();
-        let mut frontier = vec![mount.id];
-        while let Some(id) = frontier.pop() {
-            for (i, m) in self.mounts.iter().enumerate() {
-                if let Some(at) = &m.at {
-                    // SAFETY: as in `child`.
-                    if unsafe { at.parent.as_ref() }.id == id {
-                        found.push(i);
-                        // SAFETY: as in `child`.
-                        frontier.push(unsafe { m.mount.as_ref() }.id);
-                    }
-                }
-            }
+        let mut pending: Vec<usize> = children(mount.id).collect();
+        pending.reverse();
+        while let Some(i) = pending.pop() {
+            found.push(i);
+            // SAFETY: as in `child`.
+            let id = unsafe { self.mounts[i].mount.as_ref() }.id;
+            let at = pending.len();
+            pending.extend(children(id));
+            pending[at..].reverse();
         }
         found
     }

@@ -215,6 +215,21 @@ fn an_open_with_o_creat_of_an_existing_name_crosses_the_mount_on_it() {
 }
 
 #[test]
+fn a_recursive_bind_copies_the_mounts_depth_first() {
+    let (_root, p) = namespace();
+    p.mkdir("/plain", 0o755).unwrap();
+    p.mount(&other_fs(), "first", "/mnt", MountFlags::NONE).unwrap();
+    p.mount(&Vfs::default(), "third", "/a", MountFlags::NONE).unwrap();
+    p.mount(&Vfs::default(), "second", "/mnt/sub", MountFlags::NONE).unwrap();
+    p.bind_mount("/", "/plain", true).unwrap();
+    // Linux `copy_tree` walks with `next_mnt`: each mount's children, in
+    // the order they were mounted, right after it.
+    let info = p.mountinfo().unwrap();
+    let points: Vec<&str> = info.lines().map(|l| l.split(' ').nth(4).unwrap()).collect();
+    assert_eq!(points[4..], ["/plain", "/plain/mnt", "/plain/mnt/sub", "/plain/a"], "{info}");
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();
