@@ -230,6 +230,25 @@ fn a_recursive_bind_copies_the_mounts_depth_first() {
 }
 
 #[test]
+fn an_o_creat_open_of_dotdot_checks_the_resolve_flags_before_eisdir() {
+    let (_root, p) = namespace();
+    p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();
+    let a = p.open("/a", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    let how = |resolve, excl| OpenHow {
+        flags: OpenFlags::CREAT | OpenFlags::WRONLY | if excl { OpenFlags::EXCL } else { OpenFlags(0) },
+        mode: 0o644,
+        resolve,
+    };
+    assert_eq!(p.openat2(a, "..", &how(ResolveFlags::BENEATH, false)), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(a, "..", &how(ResolveFlags::BENEATH, true)), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(a, "b/..", &how(ResolveFlags::BENEATH, false)), Err(Errno::EISDIR));
+    assert_eq!(p.openat2(AT_FDCWD, "/mnt/..", &how(ResolveFlags::NO_XDEV, false)), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(AT_FDCWD, "/mnt/..", &how(ResolveFlags::NONE, false)), Err(Errno::EISDIR));
+    assert_eq!(p.openat2(AT_FDCWD, "/mnt/..", &how(ResolveFlags::NONE, true)), Err(Errno::EEXIST));
+    p.close(a).unwrap();
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();

@@ -150,9 +150,14 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
         let (dir, last, trailing_slash) = here.parent(&path)?;
         let name = match last {
             Last::Normal(name) => name,
-            // ".", ".." or "/": an existing directory.
-            _ if flags.excl() => return Err(Errno::EEXIST),
-            _ => return Err(Errno::EISDIR),
+            // ".", ".." or "/": an existing directory, once the walk's own
+            // checks of it passed (Linux `handle_dots` before `do_open`:
+            // EXDEV for a `..` out of a RESOLVE_BENEATH or across a
+            // RESOLVE_NO_XDEV mount, say).
+            _ => {
+                here.walk(&path, Intent::Follow, |_| Ok(()))?;
+                return Err(if flags.excl() { Errno::EEXIST } else { Errno::EISDIR });
+            }
         };
         if trailing_slash {
             return Err(Errno::EISDIR);
