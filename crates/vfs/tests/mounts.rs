@@ -249,6 +249,16 @@ fn an_o_creat_open_of_dotdot_checks_the_resolve_flags_before_eisdir() {
 }
 
 #[test]
+fn mountinfo_shows_a_file_mount_stacked_on_a_file_mount() {
+    let (_root, p) = namespace();
+    p.bind_mount("/a/b/f", "/a/b/f", false).unwrap();
+    p.bind_mount("/a/b/f", "/a/b/f", false).unwrap();
+    let info = p.mountinfo().unwrap();
+    let points: Vec<&str> = info.lines().map(|l| l.split(' ').nth(4).unwrap()).collect();
+    assert_eq!(points, ["/", "/a/b/f", "/a/b/f"], "{info}");
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();

@@ -362,7 +362,10 @@ fn ns_path(
         if std::ptr::eq(mount, root.mount) && Arc::ptr_eq(&at, root.inode) {
             return Some(join(names));
         }
-        if place.is_none() && Arc::ptr_eq(&at, mount.root()) {
+        // At a mount's root, up to its mount point, even where a place
+        // is known: a place is where a file lies in the mount below, so a
+        // file mount stacked on a file mount climbs both.
+        if Arc::ptr_eq(&at, mount.root()) {
             let (parent, point) = table.parent(mount)?;
             place = table.entry(mount).and_then(|m| m.at.as_ref()).and_then(|p| p.place.clone());
             (mount, at) = (parent, Arc::clone(point));
