@@ -180,6 +180,12 @@ impl Mount {
         Ok(WriteAccess { mount: this.clone(), cpu })
     }
 
+    /// Whether it was unmounted (or its instance's last handle dropped):
+    /// in no namespace any more.
+    pub(crate) fn is_detached(&self) -> bool {
+        self.users.is_dying()
+    }
+
     /// The file-lock state of its instance.
     pub fn locks(&self) -> &Arc<LockManager> {
         &self.locks

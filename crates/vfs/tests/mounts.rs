@@ -259,6 +259,22 @@ fn mountinfo_shows_a_file_mount_stacked_on_a_file_mount() {
 }
 
 #[test]
+fn a_mount_on_a_detached_mount_is_enoent() {
+    let (_root, p) = namespace();
+    p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();
+    p.chdir("/mnt").unwrap();
+    p.umount2("/mnt", UmountFlags::DETACH).unwrap();
+    // Linux `lock_mount`: the target's mount is in no namespace.
+    assert_eq!(p.mount(&Vfs::default(), "tmpfs", "sub", MountFlags::NONE), Err(Errno::ENOENT));
+    assert_eq!(p.mount(&Vfs::default(), "tmpfs", "hello", MountFlags::NONE), Err(Errno::ENOENT), "before ENOTDIR");
+    assert_eq!(p.bind_mount("/a", ".", false), Err(Errno::ENOENT));
+    assert_eq!(p.bind_mount(".", "/a", false), Err(Errno::EINVAL), "a detached source");
+    assert_eq!(p.umount2(".", UmountFlags::NONE), Err(Errno::EINVAL));
+    assert_eq!(p.remount(".", MountFlags::RDONLY), Err(Errno::EINVAL));
+    p.chdir("/").unwrap();
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();

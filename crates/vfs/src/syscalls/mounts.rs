@@ -133,6 +133,9 @@ impl<'a> Context<'a> {
         let guard = crossbeam_epoch::pin();
         let table = ns.table(&guard);
         let from = &source.dir.mount;
+        // The target is locked and checked before the source (Linux
+        // `do_loopback`).
+        target_listed(table, &target.dir.mount)?;
         table.entry(from).ok_or(Errno::EINVAL)?;
         let root_path = fs_path(from, &source.dir.inode, source.place.as_ref());
         let name = table.entry(from).map_or(Box::from(""), |m| m.source.clone());
@@ -180,20 +183,23 @@ impl<'a> Context<'a> {
         root_path: Box<[u8]>,
         source: &str,
     ) -> VfsResult<()> {
-        if target.dir.inode.is_dir() != mount.root().is_dir() {
-            return Err(Errno::ENOTDIR);
-        }
+        // Linux's order: `lock_mount` (ENOENT for a removed target or one
+        // in a detached mount), `do_add_mount` (EINVAL outside the
+        // caller's namespace), `graft_tree` (ENOTDIR).
         if target.dir.inode.dir().is_ok_and(|d| d.is_dead()) || target.dir.inode.attrs().nlink == 0 {
             return Err(Errno::ENOENT);
         }
         ns.change(|table, _| {
-            table.entry(&target.dir.mount).ok_or(Errno::EINVAL)?;
+            target_listed(table, &target.dir.mount)?;
             // Another mount may have landed on the target since the walk:
             // go on top of it (Linux `lock_mount`).
             let (mut on, mut inode) = (NonNull::from(&*target.dir.mount), Arc::clone(&target.dir.inode));
             // SAFETY: `on` is listed (checked above, or found in the table).
             while let Some(child) = table.child(unsafe { on.as_ref() }, &inode) {
                 (on, inode) = (NonNull::from(child), Arc::clone(child.root()));
+            }
+            if inode.is_dir() != mount.root().is_dir() {
+                return Err(Errno::ENOTDIR);
             }
             let place = if Arc::ptr_eq(&inode, &target.dir.inode) { target.place.clone() } else { None };
             table.attach(mount, MountPoint { parent: on, inode, place }, root_path, source);
@@ -275,6 +281,17 @@ impl<'a> Context<'a> {
             ));
         }
         Ok(out)
+    }
+}
+
+/// The target's mount is in `table`: ENOENT where it was unmounted
+/// (Linux `lock_mount`'s `is_mounted`), EINVAL where it is in another
+/// namespace (`check_mnt`).
+fn target_listed(table: &MountTable, mount: &Mount) -> VfsResult<()> {
+    match table.entry(mount) {
+        Some(_) => Ok(()),
+        None if mount.is_detached() => Err(Errno::ENOENT),
+        None => Err(Errno::EINVAL),
     }
 }
 
