@@ -275,6 +275,20 @@ fn a_mount_on_a_detached_mount_is_enoent() {
 }
 
 #[test]
+fn umount_of_dot_reaches_a_mount_on_the_working_directory() {
+    let (_root, p) = namespace();
+    p.chdir("/a").unwrap();
+    p.bind_mount("/", ".", false).unwrap();
+    // The working directory is under the new mount, which `.` does not
+    // cross; umount's walk does (Linux `LOOKUP_MOUNTPOINT`).
+    assert_ne!(p.stat(".").unwrap().ino, p.stat("/").unwrap().ino);
+    assert_eq!(p.stat("/a").unwrap().ino, p.stat("/").unwrap().ino);
+    p.umount2(".", UmountFlags::NONE).unwrap();
+    assert_eq!(p.mountinfo().unwrap().lines().count(), 1);
+    p.chdir("/").unwrap();
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();

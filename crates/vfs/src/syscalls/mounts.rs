@@ -20,6 +20,7 @@ use crate::path::Last;
 use crate::{FsStats, Vfs};
 use std::ptr::NonNull;
 use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
 
 /// `umount2(2)`'s flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -231,10 +232,16 @@ impl<'a> Context<'a> {
             return Err(Errno::EINVAL);
         }
         let ns = self.namespace()?;
-        let target = self.names.locate(
+        let mut target = self.names.locate(
             target.as_ref(),
             if flags.contains(UmountFlags::NOFOLLOW) { Intent::NoFollow } else { Intent::Follow },
         )?;
+        // Onto the mounts on where the walk ended, as a walk's last `.`
+        // does not go (Linux `LOOKUP_MOUNTPOINT`, `handle_lookup_down`).
+        while target.inode.has_mounts() {
+            let Some(child) = crate::namei::mounted_on(ns, &target.mount, &target.inode) else { break };
+            target = Dir { inode: CountedArc::adopt(Arc::clone(child.root())), mount: child };
+        }
         self.may_mount()?;
         if !Arc::ptr_eq(&target.inode, target.mount.root()) {
             return Err(Errno::EINVAL);
