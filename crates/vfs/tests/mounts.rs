@@ -289,6 +289,16 @@ fn umount_of_dot_reaches_a_mount_on_the_working_directory() {
 }
 
 #[test]
+fn mountinfo_shows_a_bind_mounts_root_where_it_is_now() {
+    let (_root, p) = namespace();
+    p.bind_mount("/a/b", "/mnt", false).unwrap();
+    p.rename("/a/b", "/moved").unwrap();
+    let info = p.mountinfo().unwrap();
+    let roots: Vec<&str> = info.lines().map(|l| l.split(' ').nth(3).unwrap()).collect();
+    assert_eq!(roots, ["/", "/moved"], "{info}");
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();

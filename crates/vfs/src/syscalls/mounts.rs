@@ -273,6 +273,12 @@ impl<'a> Context<'a> {
             // SAFETY: as above.
             let parent_id = m.at.as_ref().map_or(mount.id(), |at| unsafe { at.parent.as_ref() }.id());
             let Some(point) = ns_path(table, mount, mount.root(), None, self.names.root) else { continue };
+            // A directory's path in its filesystem as it is now (Linux
+            // prints the root dentry's path at each read, so a rename
+            // shows); a file's as it was bound, as a file has no parent
+            // pointer to climb.
+            let root_path =
+                if mount.root().is_dir() { fs_path(mount, mount.root(), None) } else { m.root_path.clone() };
             let dev = mount.sb.dev();
             out.push_str(&format!(
                 "{} {} {}:{} {} {} {} - {} {} rw\n",
@@ -280,7 +286,7 @@ impl<'a> Context<'a> {
                 parent_id,
                 libc::major(dev),
                 libc::minor(dev),
-                escape(&m.root_path),
+                escape(&root_path),
                 escape(&point),
                 mount.flags().options(),
                 mount.fs_type(),
