@@ -146,6 +146,10 @@ pub(crate) trait Walker {
     /// The parent of the directory at `pos`, across mount roots; `None` at
     /// the walk's root, which `..` does not leave.
     fn parent(&mut self, pos: &Self::Pos) -> Result<Option<Self::Pos>, Stop>;
+    /// The root of the mount stacked highest on `pos`, where `..` at the
+    /// walk's root stays (Linux `follow_dotdot` then `step_into`); `None`
+    /// where no mount is on it.
+    fn onto_mounts(&mut self, pos: &Self::Pos) -> Result<Option<Self::Pos>, Stop>;
     /// Search permission on the directory at `pos`.
     fn may_search(&mut self, pos: &Self::Pos) -> Result<(), Stop>;
     /// The child `name` of the directory at `pos`; `None` if it does not
@@ -272,7 +276,11 @@ pub(crate) fn drive<'p, W: Walker>(
                 match walker.parent(&pos)? {
                     Some(parent) => pos = parent,
                     None if scope.beneath => return Err(Errno::EXDEV.into()),
-                    None => {}
+                    None => {
+                        if let Some(top) = walker.onto_mounts(&pos)? {
+                            pos = top;
+                        }
+                    }
                 }
                 continue;
             }
@@ -423,6 +431,11 @@ impl<'g> Walker for RcuWalker<'g> {
         self.cross(At { mount: at.mount, inode }).map(Some)
     }
 
+    fn onto_mounts(&mut self, pos: &At<'g>) -> Result<Option<At<'g>>, Stop> {
+        let top = self.cross(*pos)?;
+        Ok((!top.is(pos)).then_some(top))
+    }
+
     fn may_search(&mut self, pos: &At<'g>) -> Result<(), Stop> {
         Ok(pos.sb().may_search_rcu(pos.inode, self.cred).ok_or(Stop::Fallback)??)
     }
@@ -567,6 +580,15 @@ impl Walker for RefWalker<'_> {
         let parent = RefPos { inode: get_inode(parent), mount, _dentry: None };
         drop(guard);
         self.cross(parent).map(Some)
+    }
+
+    fn onto_mounts(&mut self, pos: &RefPos) -> Result<Option<RefPos>, Stop> {
+        if !pos.inode.has_mounts() {
+            return Ok(None);
+        }
+        let here = RefPos { mount: pos.mount.clone(), inode: get_inode(&pos.inode), _dentry: None };
+        let top = self.cross(here)?;
+        Ok((!Arc::ptr_eq(&top.inode, &pos.inode) || !std::ptr::eq(&*top.mount, &*pos.mount)).then_some(top))
     }
 
     fn may_search(&mut self, pos: &RefPos) -> Result<(), Stop> {

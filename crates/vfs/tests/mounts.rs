@@ -299,6 +299,29 @@ fn mountinfo_shows_a_bind_mounts_root_where_it_is_now() {
 }
 
 #[test]
+fn dotdot_at_a_covered_walk_root_goes_onto_the_mount() {
+    let (_root, p) = namespace();
+    let a = p.open("/a", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    p.mount(&other_fs(), "tmpfs", "/a", MountFlags::NONE).unwrap();
+    let on_top = p.stat("/a").unwrap().ino;
+    let how = |resolve| OpenHow { flags: OpenFlags::RDONLY, mode: 0, resolve };
+    // `..` stays at the root (the covered directory), then steps onto what
+    // is mounted there, as Linux `follow_dotdot` and `step_into` do.
+    let fd = p.openat2(a, "..", &how(ResolveFlags::IN_ROOT)).unwrap();
+    assert_eq!(p.fstat(fd).unwrap().ino, on_top);
+    p.close(fd).unwrap();
+    let fd = p.openat2(a, "b/../..", &how(ResolveFlags::IN_ROOT)).unwrap();
+    assert_eq!(p.fstat(fd).unwrap().ino, on_top);
+    p.close(fd).unwrap();
+    let fd = p.openat2(a, ".", &how(ResolveFlags::IN_ROOT)).unwrap();
+    assert_ne!(p.fstat(fd).unwrap().ino, on_top, "`.` does not step onto it");
+    p.close(fd).unwrap();
+    assert_eq!(p.openat2(a, "..", &how(ResolveFlags::IN_ROOT | ResolveFlags::NO_XDEV)), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(a, "..", &how(ResolveFlags::BENEATH)), Err(Errno::EXDEV));
+    p.close(a).unwrap();
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();
