@@ -85,6 +85,9 @@ pub(crate) struct Scope {
     pub empty_path: bool,
     /// Crossing into or out of a mount is EXDEV (`RESOLVE_NO_XDEV`).
     pub no_xdev: bool,
+    /// The walk's root is its start (`RESOLVE_IN_ROOT`, `RESOLVE_BENEATH`:
+    /// Linux sets `nd->root` at once).
+    pub rooted_at_start: bool,
 }
 
 /// Most superblocks one rcu-walk enters before it falls back to ref-walk.
@@ -242,6 +245,10 @@ pub(crate) fn drive<'p, W: Walker>(
     }
     let mut pos = walker.start(absolute);
     let mut links_followed = 0;
+    // Whether Linux would have set `nd->root` by now: at an absolute start,
+    // a scoped start, or the first `..`. Until then `nd_jump_root` refuses
+    // any absolute symlink under RESOLVE_NO_XDEV, whatever its mount.
+    let mut root_known = absolute || scope.rooted_at_start;
     loop {
         let Some(component) = cursor.next() else {
             // Only slashes were left: the walk ends at `pos` (e.g. "/" or a
@@ -273,6 +280,7 @@ pub(crate) fn drive<'p, W: Walker>(
         match name {
             b"." => continue,
             b".." => {
+                root_known = true;
                 match walker.parent(&pos)? {
                     Some(parent) => pos = parent,
                     None if scope.beneath => return Err(Errno::EXDEV.into()),
@@ -299,9 +307,10 @@ pub(crate) fn drive<'p, W: Walker>(
                     return Err(Errno::EXDEV.into());
                 }
                 let root = walker.start(true);
-                if scope.no_xdev && !std::ptr::eq(walker.mount(&root), walker.mount(&pos)) {
+                if scope.no_xdev && (!root_known || !std::ptr::eq(walker.mount(&root), walker.mount(&pos))) {
                     return Err(Errno::EXDEV.into());
                 }
+                root_known = true;
                 pos = root;
             }
             cursor.push_link(target.into());

@@ -322,6 +322,23 @@ fn dotdot_at_a_covered_walk_root_goes_onto_the_mount() {
 }
 
 #[test]
+fn no_xdev_refuses_an_absolute_symlink_until_the_walk_has_a_root() {
+    let (_root, p) = namespace();
+    p.symlink("/a", "/a/c").unwrap();
+    p.chdir("/a").unwrap();
+    let how = OpenHow { flags: OpenFlags::RDONLY, mode: 0, resolve: ResolveFlags::NO_XDEV };
+    // Linux `nd_jump_root`: a relative walk has no `nd->root` before its
+    // first `..`, and without one RESOLVE_NO_XDEV refuses the jump.
+    assert_eq!(p.openat2(AT_FDCWD, "c", &how), Err(Errno::EXDEV));
+    for path in ["../a/c", "/a/c", "b/../c"] {
+        let fd = p.openat2(AT_FDCWD, path, &how).unwrap();
+        assert_eq!(p.fstat(fd).unwrap().ino, p.stat("/a").unwrap().ino, "{path}");
+        p.close(fd).unwrap();
+    }
+    p.chdir("/").unwrap();
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();
