@@ -256,6 +256,13 @@ fn mountinfo_shows_a_file_mount_stacked_on_a_file_mount() {
     let info = p.mountinfo().unwrap();
     let points: Vec<&str> = info.lines().map(|l| l.split(' ').nth(4).unwrap()).collect();
     assert_eq!(points, ["/", "/a/b/f", "/a/b/f"], "{info}");
+    // A bind of a file that is a mount's root shows that mount's root.
+    write(&p, "/g", b"g");
+    p.bind_mount("/a/b/f", "/g", false).unwrap();
+    p.bind_mount("/g", "/g", false).unwrap();
+    let info = p.mountinfo().unwrap();
+    let roots: Vec<&str> = info.lines().map(|l| l.split(' ').nth(3).unwrap()).collect();
+    assert_eq!(roots[3..], ["/a/b/f", "/a/b/f"], "{info}");
 }
 
 #[test]

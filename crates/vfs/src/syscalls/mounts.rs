@@ -138,7 +138,12 @@ impl<'a> Context<'a> {
         // `do_loopback`).
         target_listed(table, &target.dir.mount)?;
         table.entry(from).ok_or(Errno::EINVAL)?;
-        let root_path = fs_path(from, &source.dir.inode, source.place.as_ref());
+        // A file that is its mount's root has no place of its own: its path
+        // is the one that mount shows.
+        let root_path = match table.entry(from) {
+            Some(m) if !source.dir.inode.is_dir() && Arc::ptr_eq(&source.dir.inode, from.root()) => m.root_path.clone(),
+            _ => fs_path(from, &source.dir.inode, source.place.as_ref()),
+        };
         let name = table.entry(from).map_or(Box::from(""), |m| m.source.clone());
         let copy = MountRef::new(
             Arc::clone(&from.sb),
