@@ -263,6 +263,12 @@ fn mountinfo_shows_a_file_mount_stacked_on_a_file_mount() {
     let info = p.mountinfo().unwrap();
     let roots: Vec<&str> = info.lines().map(|l| l.split(' ').nth(3).unwrap()).collect();
     assert_eq!(roots[3..], ["/a/b/f", "/a/b/f"], "{info}");
+    // A target named through a symlink is listed where the file is.
+    write(&p, "/h", b"h");
+    p.symlink("h", "/to-h").unwrap();
+    p.bind_mount("/a/b/f", "/to-h", false).unwrap();
+    let info = p.mountinfo().unwrap();
+    assert_eq!(info.lines().last().unwrap().split(' ').nth(4), Some("/h"), "{info}");
 }
 
 #[test]

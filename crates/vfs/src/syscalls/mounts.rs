@@ -85,15 +85,29 @@ impl<'a> Context<'a> {
             return Ok(Found { dir, place: None });
         }
         // A file: where its name is, for `mountinfo` (a file has no
-        // parent pointer). Through a final symlink, the name is unknown.
-        let place = match self.names.parent(path) {
-            Ok((parent, Last::Normal(name), _)) => {
-                let named = parent.dir()?.children.read().get(name).and_then(|d| d.inode.clone());
-                named.filter(|n| Arc::ptr_eq(n, &dir.inode)).map(|_| (parent.inode.into_arc(), Box::from(name)))
+        // parent pointer), following final symlinks as the walk did.
+        let mut path = path.to_vec();
+        let mut start: Option<Dir> = None;
+        for _ in 0..=crate::namei::MAX_SYMLINKS {
+            let cwd = start.as_ref().map_or(self.names.cwd, |d| At { mount: &d.mount, inode: &d.inode });
+            let here = crate::namespace::Ctx { cwd, ..self.names };
+            let Ok((parent, Last::Normal(name), _)) = here.parent(&path) else { break };
+            let named = parent.dir()?.children.read().get(name).and_then(|d| d.inode.clone());
+            let Some(named) = named else { break };
+            if Arc::ptr_eq(&named, &dir.inode) {
+                let place = Some((parent.inode.into_arc(), Box::from(name)));
+                return Ok(Found { dir, place });
             }
-            _ => None,
-        };
-        Ok(Found { dir, place })
+            match named.symlink_target() {
+                Some(target) if !nofollow => {
+                    let target = target.to_vec();
+                    path = target;
+                    start = Some(parent);
+                }
+                _ => break,
+            }
+        }
+        Ok(Found { dir, place: None })
     }
 
     /// `mount(2)` of the instance `fs` on the directory `target`, with
