@@ -372,8 +372,19 @@ pub(crate) struct Mounted {
     pub at: Option<MountPoint>,
     /// `mountinfo`'s root field: the path of the mount's root in its
     /// filesystem.
-    pub root_path: Box<[u8]>,
+    pub root_path: RootPath,
     pub source: Box<str>,
+}
+
+/// Where a mount's root is in its filesystem, for `mountinfo`.
+#[derive(Clone)]
+pub(crate) struct RootPath {
+    /// The path when the mount was made.
+    pub path: Box<[u8]>,
+    /// For a file root, the directory and name it was found by, from
+    /// which its path is read again at each `mountinfo` (a file has no
+    /// parent pointer to climb).
+    pub place: Option<(Arc<Inode>, Box<[u8]>)>,
 }
 
 /// A snapshot of a namespace's mounts.
@@ -529,7 +540,7 @@ impl MountNamespace {
         table.mounts.push(Mounted {
             mount: NonNull::from(&*root),
             at: None,
-            root_path: Box::from(&b"/"[..]),
+            root_path: RootPath { path: Box::from(&b"/"[..]), place: None },
             source: source.into(),
         });
         table.rebuild();
@@ -623,7 +634,7 @@ impl MountNamespace {
 impl MountTable {
     /// Lists `mount` on `at` (not on a mount root: the caller resolved
     /// the path to the top of any stack).
-    pub(crate) fn attach(&mut self, mount: MountRef, at: MountPoint, root_path: Box<[u8]>, source: &str) {
+    pub(crate) fn attach(&mut self, mount: MountRef, at: MountPoint, root_path: RootPath, source: &str) {
         at.inode.count_mount(1);
         self.mounts.push(Mounted { mount: NonNull::from(&*mount), at: Some(at), root_path, source: source.into() });
         // The table holds the initial reference; this one goes.

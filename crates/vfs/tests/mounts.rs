@@ -305,10 +305,15 @@ fn umount_of_dot_reaches_a_mount_on_the_working_directory() {
 fn mountinfo_shows_a_bind_mounts_root_where_it_is_now() {
     let (_root, p) = namespace();
     p.bind_mount("/a/b", "/mnt", false).unwrap();
+    write(&p, "/file", b"x");
+    p.bind_mount("/a/b/f", "/file", false).unwrap();
     p.rename("/a/b", "/moved").unwrap();
     let info = p.mountinfo().unwrap();
     let roots: Vec<&str> = info.lines().map(|l| l.split(' ').nth(3).unwrap()).collect();
-    assert_eq!(roots, ["/", "/moved"], "{info}");
+    assert_eq!(roots, ["/", "/moved", "/moved/f"], "{info}");
+    p.rename("/moved/f", "/moved/g").unwrap();
+    let info = p.mountinfo().unwrap();
+    assert_eq!(info.lines().last().unwrap().split(' ').nth(3), Some("/moved/g"), "{info}");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use super::Context;
 use crate::cred::Capabilities;
 use crate::errno::{Errno, VfsResult};
 use crate::inode::Inode;
-use crate::mount::{Mount, MountFlags, MountNamespace, MountPoint, MountRef, MountTable};
+use crate::mount::{Mount, MountFlags, MountNamespace, MountPoint, MountRef, MountTable, RootPath};
 use crate::namei::{At, Intent};
 use crate::namespace::Dir;
 use crate::path::Last;
@@ -131,7 +131,8 @@ impl<'a> Context<'a> {
         let flags = flags.checked()?;
         let target = self.find(target.as_ref(), false)?;
         self.may_mount()?;
-        self.graft(ns, fs.new_mount(flags), target, b"/".as_slice().into(), source)
+        let root_path = RootPath { path: Box::from(&b"/"[..]), place: None };
+        self.graft(ns, fs.new_mount(flags), target, root_path, source)
     }
 
     /// A bind mount (`mount --bind`, `MS_BIND`, with `MS_REC` when
@@ -156,7 +157,9 @@ impl<'a> Context<'a> {
         // is the one that mount shows.
         let root_path = match table.entry(from) {
             Some(m) if !source.dir.inode.is_dir() && Arc::ptr_eq(&source.dir.inode, from.root()) => m.root_path.clone(),
-            _ => fs_path(from, &source.dir.inode, source.place.as_ref()),
+            _ => {
+                RootPath { path: fs_path(from, &source.dir.inode, source.place.as_ref()), place: source.place.clone() }
+            }
         };
         let name = table.entry(from).map_or(Box::from(""), |m| m.source.clone());
         let copy = MountRef::new(
@@ -200,7 +203,7 @@ impl<'a> Context<'a> {
         ns: &MountNamespace,
         mount: MountRef,
         target: Found,
-        root_path: Box<[u8]>,
+        root_path: RootPath,
         source: &str,
     ) -> VfsResult<()> {
         // Linux's order: `lock_mount` (ENOENT for a removed target or one
@@ -292,12 +295,14 @@ impl<'a> Context<'a> {
             // SAFETY: as above.
             let parent_id = m.at.as_ref().map_or(mount.id(), |at| unsafe { at.parent.as_ref() }.id());
             let Some(point) = ns_path(table, mount, mount.root(), None, self.names.root) else { continue };
-            // A directory's path in its filesystem as it is now (Linux
+            // The root's path in its filesystem as it is now (Linux
             // prints the root dentry's path at each read, so a rename
-            // shows); a file's as it was bound, as a file has no parent
-            // pointer to climb.
-            let root_path =
-                if mount.root().is_dir() { fs_path(mount, mount.root(), None) } else { m.root_path.clone() };
+            // shows).
+            let root_path = if mount.root().is_dir() {
+                fs_path(mount, mount.root(), None)
+            } else {
+                file_root_path(mount, &m.root_path)
+            };
             let dev = mount.sb.dev();
             out.push_str(&format!(
                 "{} {} {}:{} {} {} {} - {} {} rw\n",
@@ -325,6 +330,19 @@ fn target_listed(table: &MountTable, mount: &Mount) -> VfsResult<()> {
         None if mount.is_detached() => Err(Errno::ENOENT),
         None => Err(Errno::EINVAL),
     }
+}
+
+/// The path of a file root: its directory's path now and its name there,
+/// or, where it is no longer in that directory, its path when mounted.
+fn file_root_path(mount: &Mount, root: &RootPath) -> Box<[u8]> {
+    let Some((dir, _)) = &root.place else { return root.path.clone() };
+    let Some(name) = name_in(&mount.sb, dir, mount.root()) else { return root.path.clone() };
+    let mut path = fs_path(mount, dir, None).into_vec();
+    if path != b"/" {
+        path.push(b'/');
+    }
+    path.extend_from_slice(&name);
+    path.into()
 }
 
 /// `mountinfo`'s escapes (Linux `seq_path` with `" \t\n\\"`).
