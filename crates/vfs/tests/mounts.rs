@@ -314,6 +314,9 @@ fn mountinfo_shows_a_bind_mounts_root_where_it_is_now() {
     p.rename("/moved/f", "/moved/g").unwrap();
     let info = p.mountinfo().unwrap();
     assert_eq!(info.lines().last().unwrap().split(' ').nth(3), Some("/moved/g"), "{info}");
+    p.rename("/moved/g", "/a/h").unwrap();
+    let info = p.mountinfo().unwrap();
+    assert_eq!(info.lines().last().unwrap().split(' ').nth(3), Some("/a/h"), "{info}");
 }
 
 #[test]

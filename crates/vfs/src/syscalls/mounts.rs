@@ -332,17 +332,47 @@ fn target_listed(table: &MountTable, mount: &Mount) -> VfsResult<()> {
     }
 }
 
-/// The path of a file root: its directory's path now and its name there,
-/// or, where it is no longer in that directory, its path when mounted.
+/// The path of a file root: its directory's path now and its name there;
+/// where it left that directory, wherever a search of its filesystem
+/// finds it; where it is nowhere, its path when mounted.
 fn file_root_path(mount: &Mount, root: &RootPath) -> Box<[u8]> {
     let Some((dir, _)) = &root.place else { return root.path.clone() };
-    let Some(name) = name_in(&mount.sb, dir, mount.root()) else { return root.path.clone() };
+    let Some(name) = name_in(&mount.sb, dir, mount.root()) else {
+        return search(&mount.sb, mount.root()).unwrap_or_else(|| root.path.clone());
+    };
     let mut path = fs_path(mount, dir, None).into_vec();
     if path != b"/" {
         path.push(b'/');
     }
     path.extend_from_slice(&name);
     path.into()
+}
+
+/// The path of `file` in the native filesystem `sb`, by a search of its
+/// directories (a file has no parent pointer; only a file mount whose
+/// file was renamed into another directory needs this).
+fn search(sb: &crate::superblock::SuperBlock, file: &Arc<Inode>) -> Option<Box<[u8]>> {
+    if !sb.native {
+        return None;
+    }
+    let mut pending = vec![(Arc::clone(&sb.root), Vec::new())];
+    while let Some((dir, path)) = pending.pop() {
+        let Ok(d) = dir.dir() else { continue };
+        let children = d.children.read();
+        for (name, dentry) in children.iter() {
+            let Some(inode) = &dentry.inode else { continue };
+            let mut child_path = path.clone();
+            child_path.push(b'/');
+            child_path.extend_from_slice(name);
+            if Arc::ptr_eq(inode, file) {
+                return Some(child_path.into());
+            }
+            if inode.is_dir() {
+                pending.push((Arc::clone(inode), child_path));
+            }
+        }
+    }
+    None
 }
 
 /// `mountinfo`'s escapes (Linux `seq_path` with `" \t\n\\"`).
