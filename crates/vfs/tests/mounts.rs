@@ -317,6 +317,12 @@ fn mountinfo_shows_a_bind_mounts_root_where_it_is_now() {
     p.rename("/moved/g", "/a/h").unwrap();
     let info = p.mountinfo().unwrap();
     assert_eq!(info.lines().last().unwrap().split(' ').nth(3), Some("/a/h"), "{info}");
+    // A removed root is shown as Linux `dentry_path` shows it.
+    p.mkdir("/gone", 0o755).unwrap();
+    p.bind_mount("/gone", "/a", false).unwrap();
+    p.rmdir("/gone").unwrap();
+    let info = p.mountinfo().unwrap();
+    assert_eq!(info.lines().last().unwrap().split(' ').nth(3), Some("/gone//deleted"), "{info}");
 }
 
 #[test]

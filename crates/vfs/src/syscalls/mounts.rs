@@ -298,7 +298,10 @@ impl<'a> Context<'a> {
             // The root's path in its filesystem as it is now (Linux
             // prints the root dentry's path at each read, so a rename
             // shows).
-            let root_path = if mount.root().is_dir() {
+            let root_path = if removed(mount.root()) {
+                // Linux `dentry_path` of an unhashed dentry.
+                [&m.root_path.path[..], b"//deleted"].concat().into()
+            } else if mount.root().is_dir() {
                 fs_path(mount, mount.root(), None)
             } else {
                 file_root_path(mount, &m.root_path)
@@ -329,6 +332,15 @@ fn target_listed(table: &MountTable, mount: &Mount) -> VfsResult<()> {
         Some(_) => Ok(()),
         None if mount.is_detached() => Err(Errno::ENOENT),
         None => Err(Errno::EINVAL),
+    }
+}
+
+/// Whether `inode` was removed from its filesystem's tree (a directory
+/// by `rmdir` or a rename over it, a file's last link by `unlink`).
+fn removed(inode: &Inode) -> bool {
+    match inode.dir() {
+        Ok(dir) => dir.is_dead(),
+        Err(_) => inode.attrs().nlink == 0,
     }
 }
 
