@@ -311,6 +311,10 @@ fn mountinfo_shows_a_bind_mounts_root_where_it_is_now() {
     let info = p.mountinfo().unwrap();
     let roots: Vec<&str> = info.lines().map(|l| l.split(' ').nth(3).unwrap()).collect();
     assert_eq!(roots, ["/", "/moved", "/moved/f"], "{info}");
+    p.link("/moved/f", "/moved/a").unwrap();
+    let info = p.mountinfo().unwrap();
+    assert_eq!(info.lines().last().unwrap().split(' ').nth(3), Some("/moved/f"), "the name it has, of its links");
+    p.unlink("/moved/a").unwrap();
     p.rename("/moved/f", "/moved/g").unwrap();
     let info = p.mountinfo().unwrap();
     assert_eq!(info.lines().last().unwrap().split(' ').nth(3), Some("/moved/g"), "{info}");

@@ -348,8 +348,15 @@ fn removed(inode: &Inode) -> bool {
 /// where it left that directory, wherever a search of its filesystem
 /// finds it; where it is nowhere, its path when mounted.
 fn file_root_path(mount: &Mount, root: &RootPath) -> Box<[u8]> {
-    let Some((dir, _)) = &root.place else { return root.path.clone() };
-    let Some(name) = name_in(&mount.sb, dir, mount.root()) else {
+    let Some((dir, name)) = &root.place else { return root.path.clone() };
+    // The name it was found by, while that still names it (of its hard
+    // links, that is the one Linux's dentry is), else any other there.
+    let still = mount.sb.native
+        && dir.dir().is_ok_and(|d| {
+            d.children.read().get(name).and_then(|e| e.inode.as_ref()).is_some_and(|i| Arc::ptr_eq(i, mount.root()))
+        });
+    let found = if still { Some(name.clone()) } else { name_in(&mount.sb, dir, mount.root()) };
+    let Some(name) = found else {
         return search(&mount.sb, mount.root()).unwrap_or_else(|| root.path.clone());
     };
     let mut path = fs_path(mount, dir, None).into_vec();
