@@ -35,8 +35,8 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::NonNull;
 use std::sync::Arc;
-use vfscale_sync::audited::{AtomicPtr, AtomicU32, AtomicU64, EpochAtomic, Mutex, Ordering};
-use vfscale_sync::{seq_gate, PercpuRef, SeqCount};
+use vfscale_sync::audited::{fence, AtomicPtr, AtomicU32, AtomicU64, EpochAtomic, Mutex, Ordering};
+use vfscale_sync::{seq_gate, PercpuCounter, PercpuRef, SeqCount};
 
 /// Per-mount flags (`mount(2)`'s `MS_*` values).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -106,6 +106,10 @@ impl fmt::Debug for MountFlags {
 
 static NEXT_MOUNT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Set in a mount's flags word while a remount to read-only counts the
+/// mount's writers (Linux `MNT_WRITE_HOLD`); never one of the flags shown.
+const WRITE_HOLD: u32 = 1 << 31;
+
 /// One mount: a filesystem instance's superblock seen from `root`, with
 /// per-mount flags.
 pub struct Mount {
@@ -115,6 +119,9 @@ pub struct Mount {
     root: Arc<Inode>,
     flags: AtomicU32,
     users: PercpuRef,
+    /// Files open for writing through the mount (Linux `mnt_writers`):
+    /// a remount to read-only is EBUSY while any is open.
+    writers: PercpuCounter,
 }
 
 impl fmt::Debug for Mount {
@@ -136,7 +143,7 @@ impl Mount {
 
     /// The per-mount flags now.
     pub fn flags(&self) -> MountFlags {
-        MountFlags(self.flags.load(Ordering::Acquire))
+        MountFlags(self.flags.load(Ordering::Acquire) & !WRITE_HOLD)
     }
 
     /// EROFS on a read-only mount (Linux `mnt_want_write`).
@@ -148,6 +155,37 @@ impl Mount {
         Ok(())
     }
 
+    /// Write access for a file opened for writing, held until it closes
+    /// (Linux `mnt_get_write_access`): EROFS on a read-only mount.
+    ///
+    /// The writer is counted first, then the flags are read, while a
+    /// remount to read-only sets `WRITE_HOLD` first, then counts (a
+    /// `SeqCst` fence between on both sides): either the remount sees
+    /// this writer and is EBUSY, or this sees the hold, waits for the
+    /// remount to end and then sees whether the mount is read-only.
+    pub(crate) fn get_write_access(this: &MountRef) -> VfsResult<WriteAccess> {
+        let cpu = this.writers.add(1);
+        fence(Ordering::SeqCst);
+        let mut flags = this.flags.load(Ordering::Acquire);
+        // The hold lasts a few instructions under the namespace's writer
+        // lock, which cannot block while holding it.
+        while flags & WRITE_HOLD != 0 {
+            std::thread::yield_now();
+            flags = this.flags.load(Ordering::Acquire);
+        }
+        if MountFlags(flags).contains(MountFlags::RDONLY) || this.sb.read_only {
+            this.writers.add_at(cpu, -1);
+            return Err(Errno::EROFS);
+        }
+        Ok(WriteAccess { mount: this.clone(), cpu })
+    }
+
+    /// Whether it was unmounted (or its instance's last handle dropped):
+    /// in no namespace any more.
+    pub(crate) fn is_detached(&self) -> bool {
+        self.users.is_dying()
+    }
+
     /// The file-lock state of its instance.
     pub fn locks(&self) -> &Arc<LockManager> {
         &self.locks
@@ -156,6 +194,26 @@ impl Mount {
     /// The filesystem type `mountinfo` shows.
     pub fn fs_type(&self) -> &'static str {
         self.sb.fs_type()
+    }
+}
+
+/// A file's write access to its mount ([`Mount::get_write_access`]),
+/// given back when dropped.
+pub(crate) struct WriteAccess {
+    mount: MountRef,
+    /// The slot of the mount's writer count it was added to.
+    cpu: usize,
+}
+
+impl Drop for WriteAccess {
+    fn drop(&mut self) {
+        self.mount.writers.add_at(self.cpu, -1);
+    }
+}
+
+impl fmt::Debug for WriteAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteAccess").field("mount", &self.mount.id).finish()
     }
 }
 
@@ -188,7 +246,15 @@ impl MountRef {
             unsafe { guard.defer_unchecked(move || drop(Box::from_raw(mount.into_inner()))) };
         });
         let id = NEXT_MOUNT_ID.fetch_add(1, Ordering::Relaxed);
-        let mount = Box::into_raw(Box::new(Mount { id, sb, locks, root, flags: AtomicU32::new(flags.0), users }));
+        let mount = Box::into_raw(Box::new(Mount {
+            id,
+            sb,
+            locks,
+            root,
+            flags: AtomicU32::new(flags.0),
+            users,
+            writers: PercpuCounter::new(),
+        }));
         home.store(mount, Ordering::Release);
         // SAFETY: `mount` is the live box just made; the reference taken
         // here is the MountRef's own, beside the initial one.
@@ -327,8 +393,19 @@ pub(crate) struct Mounted {
     pub at: Option<MountPoint>,
     /// `mountinfo`'s root field: the path of the mount's root in its
     /// filesystem.
-    pub root_path: Box<[u8]>,
+    pub root_path: RootPath,
     pub source: Box<str>,
+}
+
+/// Where a mount's root is in its filesystem, for `mountinfo`.
+#[derive(Clone)]
+pub(crate) struct RootPath {
+    /// The path when the mount was made.
+    pub path: Box<[u8]>,
+    /// For a file root, the directory and name it was found by, from
+    /// which its path is read again at each `mountinfo` (a file has no
+    /// parent pointer to climb).
+    pub place: Option<(Arc<Inode>, Box<[u8]>)>,
 }
 
 /// A snapshot of a namespace's mounts.
@@ -419,21 +496,27 @@ impl MountTable {
         Some(&self.mounts[*self.by_id.get(&mount.id)?])
     }
 
-    /// The indices of `mount`'s descendants, children before theirs.
+    /// The indices of `mount`'s descendants, in depth-first preorder with
+    /// each mount's children in mount order (Linux `next_mnt`, the order
+    /// in which `copy_tree` copies a recursive bind's mounts).
     fn descendants(&self, mount: &Mount) -> Vec<usize> {
+        let children = |id: u64| {
+            self.mounts.iter().enumerate().filter_map(move |(i, m)| {
+                // SAFETY: as in `child`.
+                let parent = m.at.as_ref().map(|at| unsafe { at.parent.as_ref() }.id);
+                (parent == Some(id)).then_some(i)
+            })
+        };
         let mut found = Vec::new();
-        let mut frontier = vec![mount.id];
-        while let Some(id) = frontier.pop() {
-            for (i, m) in self.mounts.iter().enumerate() {
-                if let Some(at) = &m.at {
-                    // SAFETY: as in `child`.
-                    if unsafe { at.parent.as_ref() }.id == id {
-                        found.push(i);
-                        // SAFETY: as in `child`.
-                        frontier.push(unsafe { m.mount.as_ref() }.id);
-                    }
-                }
-            }
+        let mut pending: Vec<usize> = children(mount.id).collect();
+        pending.reverse();
+        while let Some(i) = pending.pop() {
+            found.push(i);
+            // SAFETY: as in `child`.
+            let id = unsafe { self.mounts[i].mount.as_ref() }.id;
+            let at = pending.len();
+            pending.extend(children(id));
+            pending[at..].reverse();
         }
         found
     }
@@ -478,7 +561,7 @@ impl MountNamespace {
         table.mounts.push(Mounted {
             mount: NonNull::from(&*root),
             at: None,
-            root_path: Box::from(&b"/"[..]),
+            root_path: RootPath { path: Box::from(&b"/"[..]), place: None },
             source: source.into(),
         });
         table.rebuild();
@@ -572,7 +655,7 @@ impl MountNamespace {
 impl MountTable {
     /// Lists `mount` on `at` (not on a mount root: the caller resolved
     /// the path to the top of any stack).
-    pub(crate) fn attach(&mut self, mount: MountRef, at: MountPoint, root_path: Box<[u8]>, source: &str) {
+    pub(crate) fn attach(&mut self, mount: MountRef, at: MountPoint, root_path: RootPath, source: &str) {
         at.inode.count_mount(1);
         self.mounts.push(Mounted { mount: NonNull::from(&*mount), at: Some(at), root_path, source: source.into() });
         // The table holds the initial reference; this one goes.
@@ -623,8 +706,21 @@ impl MountTable {
     }
 
     /// Sets `mount`'s flags (remount); the walk reads them with one load.
+    /// Making a mount read-only is EBUSY while a file is open for writing
+    /// through it (Linux `mnt_make_readonly`; see
+    /// [`Mount::get_write_access`] for the protocol).
     pub(crate) fn set_flags(&mut self, mount: &Mount, flags: MountFlags) -> VfsResult<()> {
         self.by_id.get(&mount.id).ok_or(Errno::EINVAL)?;
+        if flags.contains(MountFlags::RDONLY) && !mount.flags().contains(MountFlags::RDONLY) {
+            mount.flags.fetch_or(WRITE_HOLD, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            // Each file's writer adds and takes away on one slot, so no
+            // slot is ever below zero and a sum above zero means a writer.
+            if mount.writers.sum() > 0 {
+                mount.flags.fetch_and(!WRITE_HOLD, Ordering::Release);
+                return Err(Errno::EBUSY);
+            }
+        }
         mount.flags.store(flags.0, Ordering::Release);
         Ok(())
     }

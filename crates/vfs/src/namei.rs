@@ -85,6 +85,9 @@ pub(crate) struct Scope {
     pub empty_path: bool,
     /// Crossing into or out of a mount is EXDEV (`RESOLVE_NO_XDEV`).
     pub no_xdev: bool,
+    /// The walk's root is its start (`RESOLVE_IN_ROOT`, `RESOLVE_BENEATH`:
+    /// Linux sets `nd->root` at once).
+    pub rooted_at_start: bool,
 }
 
 /// Most superblocks one rcu-walk enters before it falls back to ref-walk.
@@ -146,6 +149,10 @@ pub(crate) trait Walker {
     /// The parent of the directory at `pos`, across mount roots; `None` at
     /// the walk's root, which `..` does not leave.
     fn parent(&mut self, pos: &Self::Pos) -> Result<Option<Self::Pos>, Stop>;
+    /// The root of the mount stacked highest on `pos`, where `..` at the
+    /// walk's root stays (Linux `follow_dotdot` then `step_into`); `None`
+    /// where no mount is on it.
+    fn onto_mounts(&mut self, pos: &Self::Pos) -> Result<Option<Self::Pos>, Stop>;
     /// Search permission on the directory at `pos`.
     fn may_search(&mut self, pos: &Self::Pos) -> Result<(), Stop>;
     /// The child `name` of the directory at `pos`; `None` if it does not
@@ -244,6 +251,10 @@ pub(crate) fn drive<'p, W: Walker>(
     }
     let mut pos = walker.start(absolute);
     let mut links_followed = 0;
+    // Whether Linux would have set `nd->root` by now: at an absolute start,
+    // a scoped start, or the first `..`. Until then `nd_jump_root` refuses
+    // any absolute symlink under RESOLVE_NO_XDEV, whatever its mount.
+    let mut root_known = absolute || scope.rooted_at_start;
     loop {
         let Some(component) = cursor.next() else {
             // Only slashes were left: the walk ends at `pos` (e.g. "/" or a
@@ -275,10 +286,15 @@ pub(crate) fn drive<'p, W: Walker>(
         match name {
             b"." => continue,
             b".." => {
+                root_known = true;
                 match walker.parent(&pos)? {
                     Some(parent) => pos = parent,
                     None if scope.beneath => return Err(Errno::EXDEV.into()),
-                    None => {}
+                    None => {
+                        if let Some(top) = walker.onto_mounts(&pos)? {
+                            pos = top;
+                        }
+                    }
                 }
                 continue;
             }
@@ -297,9 +313,10 @@ pub(crate) fn drive<'p, W: Walker>(
                     return Err(Errno::EXDEV.into());
                 }
                 let root = walker.start(true);
-                if scope.no_xdev && !std::ptr::eq(walker.mount(&root), walker.mount(&pos)) {
+                if scope.no_xdev && (!root_known || !std::ptr::eq(walker.mount(&root), walker.mount(&pos))) {
                     return Err(Errno::EXDEV.into());
                 }
+                root_known = true;
                 pos = root;
             }
             cursor.push_link(target.into());
@@ -429,6 +446,11 @@ impl<'g> Walker for RcuWalker<'g> {
         self.cross(At { mount: at.mount, inode }).map(Some)
     }
 
+    fn onto_mounts(&mut self, pos: &At<'g>) -> Result<Option<At<'g>>, Stop> {
+        let top = self.cross(*pos)?;
+        Ok((!top.is(pos)).then_some(top))
+    }
+
     fn may_search(&mut self, pos: &At<'g>) -> Result<(), Stop> {
         Ok(pos.sb().may_search_rcu(pos.inode, self.cred).ok_or(Stop::Fallback)??)
     }
@@ -506,6 +528,13 @@ impl RefWalker<'_> {
     }
 }
 
+/// The mount on `inode` of `mount` in `ns`, counted, for a last component
+/// found outside a walk (`O_CREAT`'s), which crosses onto it as the walk
+/// would (Linux `step_into` and `handle_mounts`).
+pub(crate) fn mounted_on(ns: &MountNamespace, mount: &Mount, inode: &Inode) -> Option<MountRef> {
+    crossed(ns, mount, inode)
+}
+
 /// The mount on `inode` of `mount` in `ns`, counted and confirmed against
 /// the gate (Linux `lookup_mnt` with `legitimize_mnt`).
 fn crossed(ns: &MountNamespace, mount: &Mount, inode: &Inode) -> Option<MountRef> {
@@ -567,6 +596,15 @@ impl Walker for RefWalker<'_> {
         let parent = RefPos { inode: get_inode(parent), mount, _dentry: None };
         drop(guard);
         self.cross(parent).map(Some)
+    }
+
+    fn onto_mounts(&mut self, pos: &RefPos) -> Result<Option<RefPos>, Stop> {
+        if !pos.inode.has_mounts() {
+            return Ok(None);
+        }
+        let here = RefPos { mount: pos.mount.clone(), inode: get_inode(&pos.inode), _dentry: None };
+        let top = self.cross(here)?;
+        Ok((!Arc::ptr_eq(&top.inode, &pos.inode) || !std::ptr::eq(&*top.mount, &*pos.mount)).then_some(top))
     }
 
     fn may_search(&mut self, pos: &RefPos) -> Result<(), Stop> {

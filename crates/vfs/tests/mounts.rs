@@ -163,6 +163,213 @@ fn nodev_and_noexec_refuse_devices_and_programs() {
 }
 
 #[test]
+fn a_bind_reports_the_targets_errors_then_eperm_then_the_sources() {
+    let (_root, p) = namespace();
+    // path_mount walks to the target, checks the capability, and only then
+    // does do_loopback walk to the source.
+    assert_eq!(p.bind_mount("/missing", "/a/b/f/x", false), Err(Errno::ENOTDIR));
+    assert_eq!(p.bind_mount("/a/b/f/x", "/missing", true), Err(Errno::ENOENT));
+    let user = p.vfs().process_in(&namespace_of(&p), Credentials::user(1000, 1000, []));
+    assert_eq!(user.bind_mount("/missing", "/mnt", false), Err(Errno::EPERM));
+    assert_eq!(user.bind_mount("/a", "/missing", false), Err(Errno::ENOENT));
+}
+
+#[test]
+fn a_remount_read_only_is_ebusy_while_a_file_is_open_for_writing() {
+    let (_root, p) = namespace();
+    p.mkdir("/w", 0o755).unwrap();
+    p.bind_mount("/a", "/w", false).unwrap();
+    let reading = p.open("/w/b/f", OpenFlags::RDONLY, 0).unwrap();
+    let writing = p.open("/w/b/f", OpenFlags::WRONLY, 0).unwrap();
+    assert_eq!(p.remount("/w", MountFlags::RDONLY), Err(Errno::EBUSY), "mnt_make_readonly: a writer");
+    assert_eq!(p.statfs("/w").unwrap().flags, MountFlags::NONE, "nothing changed");
+    p.remount("/w", MountFlags::NOEXEC).unwrap();
+    // The writer counts on the mount it was opened through only.
+    p.remount("/", MountFlags::RDONLY).unwrap();
+    p.remount("/", MountFlags::NONE).unwrap();
+    let created = p.open("/w/new", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    p.close(writing).unwrap();
+    assert_eq!(p.remount("/w", MountFlags::RDONLY), Err(Errno::EBUSY), "a file created for writing");
+    p.close(created).unwrap();
+    p.remount("/w", MountFlags::RDONLY).unwrap();
+    assert_eq!(p.open("/w/b/f", OpenFlags::WRONLY, 0), Err(Errno::EROFS));
+    p.close(reading).unwrap();
+}
+
+#[test]
+fn an_open_with_o_creat_of_an_existing_name_crosses_the_mount_on_it() {
+    let (_root, p) = namespace();
+    p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();
+    write(&p, "/a/target", b"covered");
+    p.bind_mount("/mnt/hello", "/a/target", false).unwrap();
+    let fd = p.open("/a/target", OpenFlags::CREAT | OpenFlags::RDONLY, 0o644).unwrap();
+    let mut buf = [0; 16];
+    let n = p.read(fd, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"from other", "the file mounted on the name, not the one under it");
+    p.close(fd).unwrap();
+    // RESOLVE_NO_XDEV refuses the crossing before the type counts.
+    let how = OpenHow { flags: OpenFlags::CREAT | OpenFlags::WRONLY, mode: 0o644, resolve: ResolveFlags::NO_XDEV };
+    assert_eq!(p.openat2(AT_FDCWD, "/mnt", &how), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(AT_FDCWD, "/a/target", &how), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(AT_FDCWD, "/a/b", &how), Err(Errno::EISDIR));
+}
+
+#[test]
+fn a_recursive_bind_copies_the_mounts_depth_first() {
+    let (_root, p) = namespace();
+    p.mkdir("/plain", 0o755).unwrap();
+    p.mount(&other_fs(), "first", "/mnt", MountFlags::NONE).unwrap();
+    p.mount(&Vfs::default(), "third", "/a", MountFlags::NONE).unwrap();
+    p.mount(&Vfs::default(), "second", "/mnt/sub", MountFlags::NONE).unwrap();
+    p.bind_mount("/", "/plain", true).unwrap();
+    // Linux `copy_tree` walks with `next_mnt`: each mount's children, in
+    // the order they were mounted, right after it.
+    let info = p.mountinfo().unwrap();
+    let points: Vec<&str> = info.lines().map(|l| l.split(' ').nth(4).unwrap()).collect();
+    assert_eq!(points[4..], ["/plain", "/plain/mnt", "/plain/mnt/sub", "/plain/a"], "{info}");
+}
+
+#[test]
+fn an_o_creat_open_of_dotdot_checks_the_resolve_flags_before_eisdir() {
+    let (_root, p) = namespace();
+    p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();
+    let a = p.open("/a", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    let how = |resolve, excl| OpenHow {
+        flags: OpenFlags::CREAT | OpenFlags::WRONLY | if excl { OpenFlags::EXCL } else { OpenFlags(0) },
+        mode: 0o644,
+        resolve,
+    };
+    assert_eq!(p.openat2(a, "..", &how(ResolveFlags::BENEATH, false)), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(a, "..", &how(ResolveFlags::BENEATH, true)), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(a, "b/..", &how(ResolveFlags::BENEATH, false)), Err(Errno::EISDIR));
+    assert_eq!(p.openat2(AT_FDCWD, "/mnt/..", &how(ResolveFlags::NO_XDEV, false)), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(AT_FDCWD, "/mnt/..", &how(ResolveFlags::NONE, false)), Err(Errno::EISDIR));
+    assert_eq!(p.openat2(AT_FDCWD, "/mnt/..", &how(ResolveFlags::NONE, true)), Err(Errno::EEXIST));
+    p.close(a).unwrap();
+}
+
+#[test]
+fn mountinfo_shows_a_file_mount_stacked_on_a_file_mount() {
+    let (_root, p) = namespace();
+    p.bind_mount("/a/b/f", "/a/b/f", false).unwrap();
+    p.bind_mount("/a/b/f", "/a/b/f", false).unwrap();
+    let info = p.mountinfo().unwrap();
+    let points: Vec<&str> = info.lines().map(|l| l.split(' ').nth(4).unwrap()).collect();
+    assert_eq!(points, ["/", "/a/b/f", "/a/b/f"], "{info}");
+    // A bind of a file that is a mount's root shows that mount's root.
+    write(&p, "/g", b"g");
+    p.bind_mount("/a/b/f", "/g", false).unwrap();
+    p.bind_mount("/g", "/g", false).unwrap();
+    let info = p.mountinfo().unwrap();
+    let roots: Vec<&str> = info.lines().map(|l| l.split(' ').nth(3).unwrap()).collect();
+    assert_eq!(roots[3..], ["/a/b/f", "/a/b/f"], "{info}");
+    // A target named through a symlink is listed where the file is.
+    write(&p, "/h", b"h");
+    p.symlink("h", "/to-h").unwrap();
+    p.bind_mount("/a/b/f", "/to-h", false).unwrap();
+    let info = p.mountinfo().unwrap();
+    assert_eq!(info.lines().last().unwrap().split(' ').nth(4), Some("/h"), "{info}");
+}
+
+#[test]
+fn a_mount_on_a_detached_mount_is_enoent() {
+    let (_root, p) = namespace();
+    p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();
+    p.chdir("/mnt").unwrap();
+    p.umount2("/mnt", UmountFlags::DETACH).unwrap();
+    // Linux `lock_mount`: the target's mount is in no namespace.
+    assert_eq!(p.mount(&Vfs::default(), "tmpfs", "sub", MountFlags::NONE), Err(Errno::ENOENT));
+    assert_eq!(p.mount(&Vfs::default(), "tmpfs", "hello", MountFlags::NONE), Err(Errno::ENOENT), "before ENOTDIR");
+    assert_eq!(p.bind_mount("/a", ".", false), Err(Errno::ENOENT));
+    assert_eq!(p.bind_mount(".", "/a", false), Err(Errno::EINVAL), "a detached source");
+    assert_eq!(p.umount2(".", UmountFlags::NONE), Err(Errno::EINVAL));
+    assert_eq!(p.remount(".", MountFlags::RDONLY), Err(Errno::EINVAL));
+    p.chdir("/").unwrap();
+}
+
+#[test]
+fn umount_of_dot_reaches_a_mount_on_the_working_directory() {
+    let (_root, p) = namespace();
+    p.chdir("/a").unwrap();
+    p.bind_mount("/", ".", false).unwrap();
+    // The working directory is under the new mount, which `.` does not
+    // cross; umount's walk does (Linux `LOOKUP_MOUNTPOINT`).
+    assert_ne!(p.stat(".").unwrap().ino, p.stat("/").unwrap().ino);
+    assert_eq!(p.stat("/a").unwrap().ino, p.stat("/").unwrap().ino);
+    p.umount2(".", UmountFlags::NONE).unwrap();
+    assert_eq!(p.mountinfo().unwrap().lines().count(), 1);
+    p.chdir("/").unwrap();
+}
+
+#[test]
+fn mountinfo_shows_a_bind_mounts_root_where_it_is_now() {
+    let (_root, p) = namespace();
+    p.bind_mount("/a/b", "/mnt", false).unwrap();
+    write(&p, "/file", b"x");
+    p.bind_mount("/a/b/f", "/file", false).unwrap();
+    p.rename("/a/b", "/moved").unwrap();
+    let info = p.mountinfo().unwrap();
+    let roots: Vec<&str> = info.lines().map(|l| l.split(' ').nth(3).unwrap()).collect();
+    assert_eq!(roots, ["/", "/moved", "/moved/f"], "{info}");
+    p.link("/moved/f", "/moved/a").unwrap();
+    let info = p.mountinfo().unwrap();
+    assert_eq!(info.lines().last().unwrap().split(' ').nth(3), Some("/moved/f"), "the name it has, of its links");
+    p.unlink("/moved/a").unwrap();
+    p.rename("/moved/f", "/moved/g").unwrap();
+    let info = p.mountinfo().unwrap();
+    assert_eq!(info.lines().last().unwrap().split(' ').nth(3), Some("/moved/g"), "{info}");
+    p.rename("/moved/g", "/a/h").unwrap();
+    let info = p.mountinfo().unwrap();
+    assert_eq!(info.lines().last().unwrap().split(' ').nth(3), Some("/a/h"), "{info}");
+    // A removed root is shown as Linux `dentry_path` shows it.
+    p.mkdir("/gone", 0o755).unwrap();
+    p.bind_mount("/gone", "/a", false).unwrap();
+    p.rmdir("/gone").unwrap();
+    let info = p.mountinfo().unwrap();
+    assert_eq!(info.lines().last().unwrap().split(' ').nth(3), Some("/gone//deleted"), "{info}");
+}
+
+#[test]
+fn dotdot_at_a_covered_walk_root_goes_onto_the_mount() {
+    let (_root, p) = namespace();
+    let a = p.open("/a", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+    p.mount(&other_fs(), "tmpfs", "/a", MountFlags::NONE).unwrap();
+    let on_top = p.stat("/a").unwrap().ino;
+    let how = |resolve| OpenHow { flags: OpenFlags::RDONLY, mode: 0, resolve };
+    // `..` stays at the root (the covered directory), then steps onto what
+    // is mounted there, as Linux `follow_dotdot` and `step_into` do.
+    let fd = p.openat2(a, "..", &how(ResolveFlags::IN_ROOT)).unwrap();
+    assert_eq!(p.fstat(fd).unwrap().ino, on_top);
+    p.close(fd).unwrap();
+    let fd = p.openat2(a, "b/../..", &how(ResolveFlags::IN_ROOT)).unwrap();
+    assert_eq!(p.fstat(fd).unwrap().ino, on_top);
+    p.close(fd).unwrap();
+    let fd = p.openat2(a, ".", &how(ResolveFlags::IN_ROOT)).unwrap();
+    assert_ne!(p.fstat(fd).unwrap().ino, on_top, "`.` does not step onto it");
+    p.close(fd).unwrap();
+    assert_eq!(p.openat2(a, "..", &how(ResolveFlags::IN_ROOT | ResolveFlags::NO_XDEV)), Err(Errno::EXDEV));
+    assert_eq!(p.openat2(a, "..", &how(ResolveFlags::BENEATH)), Err(Errno::EXDEV));
+    p.close(a).unwrap();
+}
+
+#[test]
+fn no_xdev_refuses_an_absolute_symlink_until_the_walk_has_a_root() {
+    let (_root, p) = namespace();
+    p.symlink("/a", "/a/c").unwrap();
+    p.chdir("/a").unwrap();
+    let how = OpenHow { flags: OpenFlags::RDONLY, mode: 0, resolve: ResolveFlags::NO_XDEV };
+    // Linux `nd_jump_root`: a relative walk has no `nd->root` before its
+    // first `..`, and without one RESOLVE_NO_XDEV refuses the jump.
+    assert_eq!(p.openat2(AT_FDCWD, "c", &how), Err(Errno::EXDEV));
+    for path in ["../a/c", "/a/c", "b/../c"] {
+        let fd = p.openat2(AT_FDCWD, path, &how).unwrap();
+        assert_eq!(p.fstat(fd).unwrap().ino, p.stat("/a").unwrap().ino, "{path}");
+        p.close(fd).unwrap();
+    }
+    p.chdir("/").unwrap();
+}
+
+#[test]
 fn renames_and_links_across_mounts_are_exdev() {
     let (_root, p) = namespace();
     p.mount(&other_fs(), "tmpfs", "/mnt", MountFlags::NONE).unwrap();

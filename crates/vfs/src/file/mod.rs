@@ -70,6 +70,9 @@ pub struct OpenFile {
     flock_home: crate::locks::HomeShard,
     /// Where its inode's lease list keeps this description's lease.
     lease_home: crate::locks::HomeShard,
+    /// The mount's write access, held while a regular file is open for
+    /// writing (so a remount to read-only is EBUSY).
+    pub(crate) write_access: Option<crate::mount::WriteAccess>,
     _tail: LinePad,
 }
 
@@ -123,6 +126,7 @@ impl OpenFile {
         generator: Option<Arc<dyn Filesystem>>,
         generated: Option<Box<dyn FileOps>>,
         dir_locks: crate::dirlock::DirLocks,
+        write_access: Option<crate::mount::WriteAccess>,
     ) -> OpenFile {
         OpenFile {
             _head: LinePad::new(),
@@ -139,6 +143,7 @@ impl OpenFile {
             max_file_size,
             flock_home: crate::locks::HomeShard::default(),
             lease_home: crate::locks::HomeShard::default(),
+            write_access,
             _tail: LinePad::new(),
         }
     }

@@ -216,6 +216,7 @@ impl<'a> Context<'a> {
             cached: resolve.contains(ResolveFlags::CACHED),
             empty_path: false,
             no_xdev: resolve.contains(ResolveFlags::NO_XDEV),
+            rooted_at_start: beneath || resolve.contains(ResolveFlags::IN_ROOT),
         };
         let root = if beneath || resolve.contains(ResolveFlags::IN_ROOT) { self.names.cwd } else { self.names.root };
         let names = Ctx { root, scope, ..self.names };

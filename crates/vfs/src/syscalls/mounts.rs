@@ -13,13 +13,14 @@ use super::Context;
 use crate::cred::Capabilities;
 use crate::errno::{Errno, VfsResult};
 use crate::inode::Inode;
-use crate::mount::{Mount, MountFlags, MountNamespace, MountPoint, MountRef, MountTable};
+use crate::mount::{Mount, MountFlags, MountNamespace, MountPoint, MountRef, MountTable, RootPath};
 use crate::namei::{At, Intent};
 use crate::namespace::Dir;
 use crate::path::Last;
 use crate::{FsStats, Vfs};
 use std::ptr::NonNull;
 use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
 
 /// `umount2(2)`'s flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -84,15 +85,29 @@ impl<'a> Context<'a> {
             return Ok(Found { dir, place: None });
         }
         // A file: where its name is, for `mountinfo` (a file has no
-        // parent pointer). Through a final symlink, the name is unknown.
-        let place = match self.names.parent(path) {
-            Ok((parent, Last::Normal(name), _)) => {
-                let named = parent.dir()?.children.read().get(name).and_then(|d| d.inode.clone());
-                named.filter(|n| Arc::ptr_eq(n, &dir.inode)).map(|_| (parent.inode.into_arc(), Box::from(name)))
+        // parent pointer), following final symlinks as the walk did.
+        let mut path = path.to_vec();
+        let mut start: Option<Dir> = None;
+        for _ in 0..=crate::namei::MAX_SYMLINKS {
+            let cwd = start.as_ref().map_or(self.names.cwd, |d| At { mount: &d.mount, inode: &d.inode });
+            let here = crate::namespace::Ctx { cwd, ..self.names };
+            let Ok((parent, Last::Normal(name), _)) = here.parent(&path) else { break };
+            let named = parent.dir()?.children.read().get(name).and_then(|d| d.inode.clone());
+            let Some(named) = named else { break };
+            if Arc::ptr_eq(&named, &dir.inode) {
+                let place = Some((parent.inode.into_arc(), Box::from(name)));
+                return Ok(Found { dir, place });
             }
-            _ => None,
-        };
-        Ok(Found { dir, place })
+            match named.symlink_target() {
+                Some(target) if !nofollow => {
+                    let target = target.to_vec();
+                    path = target;
+                    start = Some(parent);
+                }
+                _ => break,
+            }
+        }
+        Ok(Found { dir, place: None })
     }
 
     /// `mount(2)` of the instance `fs` on the directory `target`, with
@@ -116,7 +131,8 @@ impl<'a> Context<'a> {
         let flags = flags.checked()?;
         let target = self.find(target.as_ref(), false)?;
         self.may_mount()?;
-        self.graft(ns, fs.new_mount(flags), target, b"/".as_slice().into(), source)
+        let root_path = RootPath { path: Box::from(&b"/"[..]), place: None };
+        self.graft(ns, fs.new_mount(flags), target, root_path, source)
     }
 
     /// A bind mount (`mount --bind`, `MS_BIND`, with `MS_REC` when
@@ -125,14 +141,26 @@ impl<'a> Context<'a> {
     /// mounts under `source` as well.
     pub fn bind(&self, source: impl AsRef<[u8]>, target: impl AsRef<[u8]>, recursive: bool) -> VfsResult<()> {
         let ns = self.namespace()?;
-        let source = self.find(source.as_ref(), false)?;
+        // Linux `path_mount` walks to the target and checks the
+        // capability before `do_loopback` walks to the source.
         let target = self.find(target.as_ref(), false)?;
         self.may_mount()?;
+        let source = self.find(source.as_ref(), false)?;
         let guard = crossbeam_epoch::pin();
         let table = ns.table(&guard);
         let from = &source.dir.mount;
+        // The target is locked and checked before the source (Linux
+        // `do_loopback`).
+        target_listed(table, &target.dir.mount)?;
         table.entry(from).ok_or(Errno::EINVAL)?;
-        let root_path = fs_path(from, &source.dir.inode, source.place.as_ref());
+        // A file that is its mount's root has no place of its own: its path
+        // is the one that mount shows.
+        let root_path = match table.entry(from) {
+            Some(m) if !source.dir.inode.is_dir() && Arc::ptr_eq(&source.dir.inode, from.root()) => m.root_path.clone(),
+            _ => {
+                RootPath { path: fs_path(from, &source.dir.inode, source.place.as_ref()), place: source.place.clone() }
+            }
+        };
         let name = table.entry(from).map_or(Box::from(""), |m| m.source.clone());
         let copy = MountRef::new(
             Arc::clone(&from.sb),
@@ -175,23 +203,26 @@ impl<'a> Context<'a> {
         ns: &MountNamespace,
         mount: MountRef,
         target: Found,
-        root_path: Box<[u8]>,
+        root_path: RootPath,
         source: &str,
     ) -> VfsResult<()> {
-        if target.dir.inode.is_dir() != mount.root().is_dir() {
-            return Err(Errno::ENOTDIR);
-        }
+        // Linux's order: `lock_mount` (ENOENT for a removed target or one
+        // in a detached mount), `do_add_mount` (EINVAL outside the
+        // caller's namespace), `graft_tree` (ENOTDIR).
         if target.dir.inode.dir().is_ok_and(|d| d.is_dead()) || target.dir.inode.attrs().nlink == 0 {
             return Err(Errno::ENOENT);
         }
         ns.change(|table, _| {
-            table.entry(&target.dir.mount).ok_or(Errno::EINVAL)?;
+            target_listed(table, &target.dir.mount)?;
             // Another mount may have landed on the target since the walk:
             // go on top of it (Linux `lock_mount`).
             let (mut on, mut inode) = (NonNull::from(&*target.dir.mount), Arc::clone(&target.dir.inode));
             // SAFETY: `on` is listed (checked above, or found in the table).
             while let Some(child) = table.child(unsafe { on.as_ref() }, &inode) {
                 (on, inode) = (NonNull::from(child), Arc::clone(child.root()));
+            }
+            if inode.is_dir() != mount.root().is_dir() {
+                return Err(Errno::ENOTDIR);
             }
             let place = if Arc::ptr_eq(&inode, &target.dir.inode) { target.place.clone() } else { None };
             table.attach(mount, MountPoint { parent: on, inode, place }, root_path, source);
@@ -223,10 +254,16 @@ impl<'a> Context<'a> {
             return Err(Errno::EINVAL);
         }
         let ns = self.namespace()?;
-        let target = self.names.locate(
+        let mut target = self.names.locate(
             target.as_ref(),
             if flags.contains(UmountFlags::NOFOLLOW) { Intent::NoFollow } else { Intent::Follow },
         )?;
+        // Onto the mounts on where the walk ended, as a walk's last `.`
+        // does not go (Linux `LOOKUP_MOUNTPOINT`, `handle_lookup_down`).
+        while target.inode.has_mounts() {
+            let Some(child) = crate::namei::mounted_on(ns, &target.mount, &target.inode) else { break };
+            target = Dir { inode: CountedArc::adopt(Arc::clone(child.root())), mount: child };
+        }
         self.may_mount()?;
         if !Arc::ptr_eq(&target.inode, target.mount.root()) {
             return Err(Errno::EINVAL);
@@ -258,6 +295,17 @@ impl<'a> Context<'a> {
             // SAFETY: as above.
             let parent_id = m.at.as_ref().map_or(mount.id(), |at| unsafe { at.parent.as_ref() }.id());
             let Some(point) = ns_path(table, mount, mount.root(), None, self.names.root) else { continue };
+            // The root's path in its filesystem as it is now (Linux
+            // prints the root dentry's path at each read, so a rename
+            // shows).
+            let root_path = if removed(mount.root()) {
+                // Linux `dentry_path` of an unhashed dentry.
+                [&m.root_path.path[..], b"//deleted"].concat().into()
+            } else if mount.root().is_dir() {
+                fs_path(mount, mount.root(), None)
+            } else {
+                file_root_path(mount, &m.root_path)
+            };
             let dev = mount.sb.dev();
             out.push_str(&format!(
                 "{} {} {}:{} {} {} {} - {} {} rw\n",
@@ -265,7 +313,7 @@ impl<'a> Context<'a> {
                 parent_id,
                 libc::major(dev),
                 libc::minor(dev),
-                escape(&m.root_path),
+                escape(&root_path),
                 escape(&point),
                 mount.flags().options(),
                 mount.fs_type(),
@@ -274,6 +322,76 @@ impl<'a> Context<'a> {
         }
         Ok(out)
     }
+}
+
+/// The target's mount is in `table`: ENOENT where it was unmounted
+/// (Linux `lock_mount`'s `is_mounted`), EINVAL where it is in another
+/// namespace (`check_mnt`).
+fn target_listed(table: &MountTable, mount: &Mount) -> VfsResult<()> {
+    match table.entry(mount) {
+        Some(_) => Ok(()),
+        None if mount.is_detached() => Err(Errno::ENOENT),
+        None => Err(Errno::EINVAL),
+    }
+}
+
+/// Whether `inode` was removed from its filesystem's tree (a directory
+/// by `rmdir` or a rename over it, a file's last link by `unlink`).
+fn removed(inode: &Inode) -> bool {
+    match inode.dir() {
+        Ok(dir) => dir.is_dead(),
+        Err(_) => inode.attrs().nlink == 0,
+    }
+}
+
+/// The path of a file root: its directory's path now and its name there;
+/// where it left that directory, wherever a search of its filesystem
+/// finds it; where it is nowhere, its path when mounted.
+fn file_root_path(mount: &Mount, root: &RootPath) -> Box<[u8]> {
+    let Some((dir, name)) = &root.place else { return root.path.clone() };
+    // The name it was found by, while that still names it (of its hard
+    // links, that is the one Linux's dentry is), else any other there.
+    let still = mount.sb.native
+        && dir.dir().is_ok_and(|d| {
+            d.children.read().get(name).and_then(|e| e.inode.as_ref()).is_some_and(|i| Arc::ptr_eq(i, mount.root()))
+        });
+    let found = if still { Some(name.clone()) } else { name_in(&mount.sb, dir, mount.root()) };
+    let Some(name) = found else {
+        return search(&mount.sb, mount.root()).unwrap_or_else(|| root.path.clone());
+    };
+    let mut path = fs_path(mount, dir, None).into_vec();
+    if path != b"/" {
+        path.push(b'/');
+    }
+    path.extend_from_slice(&name);
+    path.into()
+}
+
+/// The path of `file` in the native filesystem `sb`, by a search of its
+/// directories (a file has no parent pointer; only a file mount whose
+/// file was renamed into another directory needs this).
+fn search(sb: &crate::superblock::SuperBlock, file: &Arc<Inode>) -> Option<Box<[u8]>> {
+    if !sb.native {
+        return None;
+    }
+    let mut pending = vec![(Arc::clone(&sb.root), Vec::new())];
+    while let Some((dir, path)) = pending.pop() {
+        let Ok(d) = dir.dir() else { continue };
+        let children = d.children.read();
+        for (name, dentry) in children.iter() {
+            let Some(inode) = &dentry.inode else { continue };
+            let mut child_path = path.clone();
+            child_path.push(b'/');
+            child_path.extend_from_slice(name);
+            if Arc::ptr_eq(inode, file) {
+                return Some(child_path.into());
+            }
+            if inode.is_dir() {
+                pending.push((Arc::clone(inode), child_path));
+            }
+        }
+    }
+    None
 }
 
 /// `mountinfo`'s escapes (Linux `seq_path` with `" \t\n\\"`).
@@ -360,7 +478,10 @@ fn ns_path(
         if std::ptr::eq(mount, root.mount) && Arc::ptr_eq(&at, root.inode) {
             return Some(join(names));
         }
-        if place.is_none() && Arc::ptr_eq(&at, mount.root()) {
+        // At a mount's root, up to its mount point, even where a place
+        // is known: a place is where a file lies in the mount below, so a
+        // file mount stacked on a file mount climbs both.
+        if Arc::ptr_eq(&at, mount.root()) {
             let (parent, point) = table.parent(mount)?;
             place = table.entry(mount).and_then(|m| m.at.as_ref()).and_then(|p| p.place.clone());
             (mount, at) = (parent, Arc::clone(point));

@@ -64,6 +64,10 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     }
     let special = matches!(&inode.body, Body::Special(..));
     let max = sb.config.max_file_size;
+    let mut write_access = None;
+    if created && flags.may_write() {
+        write_access = Some(crate::mount::Mount::get_write_access(&mount)?);
+    }
     if !created {
         check_mount(&mount, &inode, flags)?;
         if !sb.native {
@@ -76,9 +80,10 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
         } else {
             inode.permission_fast(ctx.cred, wanted)?;
         }
-        // `do_dentry_open`: writing through a read-only mount.
+        // `do_dentry_open`: writing through a read-only mount; the file
+        // keeps the mount's write access until it closes.
         if flags.may_write() && !special {
-            mount.want_write()?;
+            write_access = Some(crate::mount::Mount::get_write_access(&mount)?);
         }
         if let (true, Body::Regular(data)) = (flags.trunc(), &inode.body) {
             crate::file::truncate_data(&inode, data, 0, max, ctx.cred)?;
@@ -96,7 +101,7 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     } else {
         (None, crate::dirlock::DirLocks::PerDirectory)
     };
-    let file = Arc::new(OpenFile::new(inode, mount, flags, max, lister, served, dir_locks));
+    let file = Arc::new(OpenFile::new(inode, mount, flags, max, lister, served, dir_locks, write_access));
     // Counted as open by now, so a racing F_SETLEASE sees this open.
     if !created {
         super::locks::break_lease(&file)?;
@@ -147,9 +152,14 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
         let (dir, last, trailing_slash) = here.parent(&path)?;
         let name = match last {
             Last::Normal(name) => name,
-            // ".", ".." or "/": an existing directory.
-            _ if flags.excl() => return Err(Errno::EEXIST),
-            _ => return Err(Errno::EISDIR),
+            // ".", ".." or "/": an existing directory, once the walk's own
+            // checks of it passed (Linux `handle_dots` before `do_open`:
+            // EXDEV for a `..` out of a RESOLVE_BENEATH or across a
+            // RESOLVE_NO_XDEV mount, say).
+            _ => {
+                here.walk(&path, Intent::Follow, |_| Ok(()))?;
+                return Err(if flags.excl() { Errno::EEXIST } else { Errno::EISDIR });
+            }
         };
         if trailing_slash {
             return Err(Errno::EISDIR);
@@ -171,6 +181,20 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
         if flags.excl() {
             return Err(Errno::EEXIST);
         }
+        // Onto whatever is mounted on the name, before its type counts.
+        let (mut on, mut existing) = (None::<MountRef>, existing);
+        if let Some(ns) = ctx.ns {
+            while existing.has_mounts() {
+                let Some(child) = crate::namei::mounted_on(ns, on.as_ref().unwrap_or(&dir.mount), &existing) else {
+                    break;
+                };
+                if ctx.scope.no_xdev {
+                    return Err(Errno::EXDEV);
+                }
+                existing = Arc::clone(child.root());
+                on = Some(child);
+            }
+        }
         match existing.symlink_target() {
             Some(target) if !flags.nofollow() => {
                 links_followed += 1;
@@ -180,7 +204,7 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
                 path = target.to_vec();
                 start = Some(dir);
             }
-            _ => return Ok((Dir { mount: dir.mount, inode: CountedArc::adopt(existing) }, false)),
+            _ => return Ok((Dir { mount: on.unwrap_or(dir.mount), inode: CountedArc::adopt(existing) }, false)),
         }
     }
 }
