@@ -410,7 +410,8 @@ fn umount_is_ebusy_while_used_and_detach_waits_for_the_users() {
     // directory inside keep working, and `..` stays at the detached root.
     let fd = p.open("/mnt/hello", OpenFlags::RDONLY, 0).unwrap();
     p.chdir("/mnt/sub").unwrap();
-    p.umount2("/mnt", UmountFlags::DETACH).unwrap();
+    // `umount -fl`: forced and lazy at once, as Linux allows.
+    p.umount2("/mnt", UmountFlags::FORCE | UmountFlags::DETACH).unwrap();
     assert_eq!(p.stat("/mnt/hello"), Err(Errno::ENOENT));
     let mut buf = [0; 10];
     assert_eq!(p.read(fd, &mut buf).unwrap(), 10);

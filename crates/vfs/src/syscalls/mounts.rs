@@ -247,10 +247,12 @@ impl<'a> Context<'a> {
     /// are open through it, a process's root or working directory is in
     /// it, or mounts sit under it — unless `flags` holds `MNT_DETACH`,
     /// which takes it and its submounts out of the namespace at once and
-    /// frees each when its last user goes.
+    /// frees each when its last user goes (with `MNT_FORCE` too, as
+    /// `umount -fl` asks). `MNT_EXPIRE` is left out: EINVAL, as any flag
+    /// not known.
     pub fn umount(&self, target: impl AsRef<[u8]>, flags: UmountFlags) -> VfsResult<()> {
         let known = UmountFlags::FORCE | UmountFlags::DETACH | UmountFlags::NOFOLLOW;
-        if flags.0 & !known.0 != 0 || (flags.contains(UmountFlags::FORCE) && flags.contains(UmountFlags::DETACH)) {
+        if flags.0 & !known.0 != 0 {
             return Err(Errno::EINVAL);
         }
         let ns = self.namespace()?;
