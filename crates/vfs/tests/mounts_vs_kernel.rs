@@ -36,7 +36,8 @@
 //! filesystem with `nosuid`, `nodev`, `noexec`; bind and recursive bind
 //! mounts of directories and files; remount (`MS_REMOUNT | MS_BIND` with
 //! `ro` or `rw` and the other per-mount flags, which is what vfscale's
-//! `remount` means); `umount2` plain and with `MNT_DETACH`; `rename` and
+//! `remount` means); `umount2` plain, with `MNT_DETACH`, `MNT_FORCE` and
+//! both; `rename` and
 //! `link` (within and across mounts, so EXDEV and its order against
 //! EROFS); `symlink` (relative, absolute, climbing); `stat` and `lstat`
 //! (which is how `..` at a mount root is compared: by the identity of the
@@ -77,7 +78,11 @@
 //! read-only mounts come from remounts here); `mount`, a bind onto, or
 //! `umount` of a path that reaches the root directory (Linux's `umount` of
 //! the caller's root remounts the whole superblock read-only, and a mount
-//! on the root is hidden from walks that start there); permission checks
+//! on the root is hidden from walks that start there); a bind onto a
+//! file that has other names, and a link of a file a mount sits on
+//! (vfscale finds a file mount by the inode under it, Linux by the name,
+//! so the other names of that inode show the mount in vfscale only:
+//! `Case::file_mount_differs`); permission checks
 //! (every call is made as root). Directory sizes, link counts, modes and
 //! times are not compared.
 //!
@@ -277,7 +282,8 @@ enum Op {
     },
     /// `MS_REMOUNT | MS_BIND` with these `MS_*` flags.
     Remount(String, u32),
-    Umount(String, bool),
+    /// `umount2` with these `MNT_*` flags.
+    Umount(String, i32),
     Rename(String, String),
     Link(String, String),
     Symlink(&'static str, String),
@@ -425,17 +431,7 @@ fn serve(cmd: &Cmd) -> Reply {
             CLOSE => plain(libc::close(cmd.a as i32).into()),
             WRITE => plain(libc::write(cmd.a as i32, b"x".as_ptr().cast(), 1) as i64),
             CHDIR => plain(libc::chdir(p1).into()),
-            MOUNT => {
-                let ret = libc::mount(c"vfsdiff".as_ptr(), p1, c"tmpfs".as_ptr(), cmd.a as _, null.cast());
-                let mut reply = plain(ret.into());
-                // The new filesystem's device, which an unmounted one may
-                // have had before.
-                let mut st: libc::stat = std::mem::zeroed();
-                if ret == 0 && libc::stat(p1, &mut st) == 0 {
-                    reply.dev = st.st_dev;
-                }
-                reply
-            }
+            MOUNT => plain(libc::mount(c"vfsdiff".as_ptr(), p1, c"tmpfs".as_ptr(), cmd.a as _, null.cast()).into()),
             BIND => {
                 let flags = libc::MS_BIND | if cmd.a != 0 { libc::MS_REC } else { 0 };
                 plain(libc::mount(p1, p2, null, flags, null.cast()).into())
@@ -783,6 +779,18 @@ struct Case<'f> {
     fds: Vec<(i32, i64)>,
     root_ino: u64,
     idents: Idents,
+    /// The inodes file mounts sit on (see [`Case::file_mount_differs`]).
+    file_mount_points: Vec<u64>,
+}
+
+/// The device (`st_dev`) of the one mount the `mountinfo` text `after`
+/// lists and `before` does not.
+fn new_mount_device(before: &str, after: &str) -> Option<u64> {
+    let id = |line: &str| line.split(' ').next().map(str::to_owned);
+    let known: Vec<String> = before.lines().filter_map(id).collect();
+    let line = after.lines().find(|line| id(line).is_some_and(|i| !known.contains(&i)))?;
+    let (major, minor) = line.split(' ').nth(2)?.split_once(':')?;
+    Some(libc::makedev(major.parse().ok()?, minor.parse().ok()?))
 }
 
 fn vfs_node(stat: vfscale::VfsResult<vfscale::Stat>) -> Res {
@@ -803,6 +811,7 @@ impl<'f> Case<'f> {
             mounted: Vec::new(),
             fds: Vec::new(),
             root_ino,
+            file_mount_points: Vec::new(),
             idents: Idents::default(),
         }
     }
@@ -810,6 +819,21 @@ impl<'f> Case<'f> {
     /// Whether `path` reaches the root directory on vfscale.
     fn reaches_root(&self, path: &str) -> bool {
         self.p.stat(path).is_ok_and(|s| s.ino == self.root_ino)
+    }
+
+    /// Whether a bind onto the non-directory `to`, or a link of `from`,
+    /// would show the one difference left between the two: vfscale finds
+    /// a file mount by the inode it sits on, Linux by the name (dentry),
+    /// so every hard link of a file a mount sits on shows the mount in
+    /// vfscale and only the mounted name does in Linux. Such calls are
+    /// not made: a bind onto a file with other names, and a link of a
+    /// file a mount sits on.
+    fn file_mount_differs(&self, op: &Op) -> bool {
+        match op {
+            Op::Bind { to, .. } => self.p.stat(to).is_ok_and(|s| s.mode & S_IFMT != libc::S_IFDIR && s.nlink > 1),
+            Op::Link(from, _) => self.p.lstat(from).is_ok_and(|s| self.file_mount_points.contains(&s.ino)),
+            _ => false,
+        }
     }
 
     fn kept(&self, k: usize) -> Option<(i32, i64)> {
@@ -866,17 +890,29 @@ impl<'f> Case<'f> {
                 let fs = Vfs::default();
                 let vfs = done(p.mount(&fs, "vfsdiff", path, MountFlags(*flags)));
                 self.mounted.push(fs);
+                let before = self.host.mountinfo();
                 let host = self.host.call(MOUNT, path, "", (i64::from(*flags), 0, 0));
+                // The new filesystem's device, which an unmounted one may
+                // have had before: that of the mount the worker's
+                // mountinfo did not list before the call (the target's
+                // path may not reach it: `b/c/..` onto `b` does not, once
+                // `b` shows the new, empty tree).
                 if host.ret == 0 {
-                    self.idents.forget_device(host.dev);
+                    if let Some(dev) = new_mount_device(&before, &self.host.mountinfo()) {
+                        self.idents.forget_device(dev);
+                    }
                 }
                 self.idents.same(reply_res(host), vfs)?;
             }
             Op::Bind { from, to, recursive } => {
-                if self.reaches_root(to) {
+                if self.reaches_root(to) || self.file_mount_differs(op) {
                     return Ok(false);
                 }
+                let under = p.stat(to).ok().filter(|s| s.mode & S_IFMT != libc::S_IFDIR).map(|s| s.ino);
                 let vfs = done(p.bind_mount(from, to, *recursive));
+                if let (Ok(_), Some(ino)) = (&vfs, under) {
+                    self.file_mount_points.push(ino);
+                }
                 let host = self.host.call(BIND, from, to, (i64::from(*recursive), 0, 0));
                 self.idents.same(reply_res(host), vfs)?;
             }
@@ -884,11 +920,11 @@ impl<'f> Case<'f> {
                 let vfs = done(p.remount(path, MountFlags(*flags)));
                 self.idents.same(reply_res(self.host.call(REMOUNT, path, "", (i64::from(*flags), 0, 0))), vfs)?;
             }
-            Op::Umount(path, detach) => {
+            Op::Umount(path, flags) => {
                 if self.reaches_root(path) {
                     return Ok(false);
                 }
-                let flags = if *detach { UmountFlags::DETACH } else { UmountFlags::NONE };
+                let flags = UmountFlags(*flags);
                 let vfs = done(p.umount2(path, flags));
                 self.idents.same(reply_res(self.host.call(UMOUNT, path, "", (flags.0.into(), 0, 0))), vfs)?;
             }
@@ -897,6 +933,9 @@ impl<'f> Case<'f> {
                 self.idents.same(reply_res(self.host.call(RENAME, from, to, none)), vfs)?;
             }
             Op::Link(from, to) => {
+                if self.file_mount_differs(op) {
+                    return Ok(false);
+                }
                 let vfs = done(p.link(from, to));
                 self.idents.same(reply_res(self.host.call(LINK, from, to, none)), vfs)?;
             }
@@ -1049,6 +1088,17 @@ fn remount_flags() -> impl Strategy<Value = u32> {
     (prop::bool::weighted(0.6), mount_flags()).prop_map(|(ro, f)| f | if ro { libc::MS_RDONLY as u32 } else { 0 })
 }
 
+/// `umount2`'s flags: plain most often, then lazy, forced (which tmpfs
+/// has no requests for, so it unmounts as plain), and both (`umount -fl`).
+fn umount_flags() -> impl Strategy<Value = i32> {
+    prop_oneof![
+        5 => Just(0),
+        3 => Just(libc::MNT_DETACH),
+        1 => Just(libc::MNT_FORCE),
+        1 => Just(libc::MNT_FORCE | libc::MNT_DETACH),
+    ]
+}
+
 fn resolve_flags() -> impl Strategy<Value = u64> {
     let bits = [
         (ResolveFlags::BENEATH, 0.3),
@@ -1083,7 +1133,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (path(), path(), prop::bool::weighted(0.5))
             .prop_map(|(from, to, recursive)| Op::Bind { from, to, recursive }),
         3 => (path(), remount_flags()).prop_map(|(p, f)| Op::Remount(p, f)),
-        4 => (path(), prop::bool::weighted(0.4)).prop_map(|(p, d)| Op::Umount(p, d)),
+        4 => (path(), umount_flags()).prop_map(|(p, f)| Op::Umount(p, f)),
         2 => (path(), path()).prop_map(|(a, b)| Op::Rename(a, b)),
         2 => (path(), path()).prop_map(|(a, b)| Op::Link(a, b)),
         2 => (target, path()).prop_map(|(t, p)| Op::Symlink(t, p)),
