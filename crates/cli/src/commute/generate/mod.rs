@@ -62,16 +62,22 @@ impl Object {
         }
     }
 
-    /// The name in its directory for instance `i`, or `None` for the
-    /// directory itself.
-    fn name(self, i: usize) -> Option<String> {
+    /// The name in its directory without the instance (`f1`), or `None`
+    /// for the directory itself.
+    fn stem(self) -> Option<String> {
         let letter = match self.kind {
             Kind::File => 'f',
             Kind::Dir => 's',
             Kind::Missing => 'n',
             Kind::Parent => return None,
         };
-        Some(format!("{letter}{}_{i}", self.slot))
+        Some(format!("{letter}{}", self.slot))
+    }
+
+    /// The name in its directory for instance `i`, or `None` for the
+    /// directory itself.
+    fn name(self, i: usize) -> Option<String> {
+        self.stem().map(|stem| format!("{stem}_{i}"))
     }
 
     /// The path relative to the world's root for instance `i`.
@@ -85,9 +91,9 @@ impl Object {
 
 impl fmt::Display for Object {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            Kind::Parent => write!(f, "{}", self.dir()),
-            _ => write!(f, "{}/{}", self.dir(), self.name(0).unwrap_or_default().trim_end_matches("_0")),
+        match self.stem() {
+            Some(stem) => write!(f, "{}/{stem}", self.dir()),
+            None => write!(f, "{}", self.dir()),
         }
     }
 }
@@ -271,9 +277,10 @@ impl Verb {
         }
     }
 
-    /// Whether the call changes the entries of the directory its object
-    /// is in (when it succeeds).
-    pub fn changes_entries(self) -> bool {
+    /// Whether the call uses its object up: it creates, removes or
+    /// renames a name of the object's directory (when it succeeds), so a
+    /// repeated run needs a fresh object.
+    fn consumes(self) -> bool {
         matches!(
             self,
             Verb::Create
@@ -286,12 +293,6 @@ impl Verb {
                 | Verb::Unlinkat
                 | Verb::Mkdirat
         )
-    }
-
-    /// Whether the call uses its object up (creates, removes or renames
-    /// it), so a repeated run needs a fresh one.
-    fn consumes(self) -> bool {
-        self.changes_entries()
     }
 }
 
