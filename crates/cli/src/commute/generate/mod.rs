@@ -19,6 +19,7 @@
 mod host;
 
 use super::audited;
+use super::pairs::make_file;
 use super::sys::{Call, Fd, Outcome, Owner, Syscalls};
 use super::world::Fs;
 use audited_sync::conflict::{self, Verdict, INSTANCES};
@@ -451,7 +452,8 @@ const XATTR_B: &std::ffi::CStr = c"user.b";
 
 impl Setup {
     /// Makes, in a fresh world seen by `p` and `q`: `d` and `e`, each with
-    /// files `f1_i`, `f2_i` (64 bytes of `x`, `user.a` = `1`) and empty
+    /// files `f1_i`, `f2_i` (as the pair table makes them: 64 bytes of `x`,
+    /// the access time ahead so reads update no time; `user.a` = `1`) and empty
     /// directories `s1_i`, `s2_i` per instance; then opens the
     /// descriptors.
     fn build(p: &dyn Syscalls, q: &dyn Syscalls, instances: usize) -> Result<Setup, String> {
@@ -461,10 +463,7 @@ impl Setup {
             for i in 0..instances {
                 for slot in [1, 2] {
                     let file = p.path(&format!("{dir}/f{slot}_{i}"));
-                    let fd = p.open(&file, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644)?;
-                    let written = p.pwrite(fd, &[b'x'; 64], 0);
-                    p.close(fd)?;
-                    written?;
+                    make_file(p, &file, 64)?;
                     call(p, Call::Setxattr(file, XATTR_A, b"1"))?;
                     p.mkdir(&p.path(&format!("{dir}/s{slot}_{i}")), 0o755)?;
                 }

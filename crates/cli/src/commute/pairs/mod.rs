@@ -109,7 +109,7 @@ impl Names {
 /// that `relatime` updates nothing when it is read (otherwise the first
 /// read of each clock tick would, and whether the checker's recorded
 /// instance met a new tick would decide its verdict).
-fn make_file(p: &dyn Syscalls, path: &CStr, size: usize) -> Result<(), String> {
+pub(super) fn make_file(p: &dyn Syscalls, path: &CStr, size: usize) -> Result<(), String> {
     let fd = p.open(path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644)?;
     let written = p.pwrite(fd, &vec![b'x'; size], 0);
     p.close(fd)?;
