@@ -1,0 +1,238 @@
+//! Per-CPU changes to an object's count and time that a reader folds into
+//! an exact value: a directory's link count and its latest change time
+//! beside the base attributes, so that creates and unlinks in one directory
+//! on different CPUs write no common line.
+//!
+//! Invariant: each CPU's record is a delta, a latest time and a version;
+//! the version is odd exactly while one writer (the only one, by the
+//! version's compare-and-swap) changes that record. A
+//! [`snapshot`](PercpuChanges::snapshot) reads every version, the records,
+//! then every version again, and accepts only when none was odd or moved:
+//! then no record changed in between, so the sum and the maximum it
+//! returns held together at one instant of that window.
+//!
+//! Cost: three per-CPU slots (`alloc_percpu`) per object; a change is one
+//! compare-and-swap and three stores on the caller's CPU's line; a
+//! snapshot reads three slots per CPU, twice.
+//!
+//! ```
+//! use vfscale_sync::percpu_changes::PercpuChanges;
+//!
+//! let dir = PercpuChanges::new();
+//! dir.record(1, 100);
+//! dir.record(-1, 250);
+//! let (delta, latest, base) = dir.snapshot(|| 2);
+//! assert_eq!((delta, latest, base), (0, Some(250), 2));
+//! dir.clear_times();
+//! assert_eq!(dir.snapshot(|| ()).1, None);
+//! ```
+
+use crate::percpu_alloc::Slots;
+use crate::shim::{fence, spin_wait, wake_spinners, Ordering};
+use std::fmt;
+
+/// Counts and times changed per CPU, folded by readers.
+pub struct PercpuChanges {
+    versions: Slots,
+    deltas: Slots,
+    /// Latest times, offset so that 0 (a fresh slot) is below every time.
+    latest: Slots,
+}
+
+impl fmt::Debug for PercpuChanges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (delta, latest, ()) = self.snapshot(|| ());
+        f.debug_struct("PercpuChanges").field("delta", &delta).field("latest", &latest).finish()
+    }
+}
+
+impl Default for PercpuChanges {
+    fn default() -> Self {
+        PercpuChanges::new()
+    }
+}
+
+/// A time in nanoseconds as its slot holds it: shifted so that the order
+/// of times is the order of the slots' unsigned values, and 0 is none.
+fn encode(time: i64) -> isize {
+    (time as u64 ^ (1 << 63)) as isize
+}
+
+fn decode(slot: isize) -> Option<i64> {
+    (slot != 0).then_some((slot as u64 ^ (1 << 63)) as i64)
+}
+
+impl PercpuChanges {
+    /// No change recorded.
+    pub fn new() -> PercpuChanges {
+        PercpuChanges { versions: Slots::new(), deltas: Slots::new(), latest: Slots::new() }
+    }
+
+    /// Adds `delta` and raises the latest time to `time` (nanoseconds) on
+    /// the caller's CPU.
+    pub fn record(&self, delta: isize, time: i64) {
+        self.record_on(crate::cpu::current_cpu(), delta, time);
+    }
+
+    /// [`record`](Self::record) on `cpu`'s record.
+    pub fn record_on(&self, cpu: usize, delta: isize, time: i64) {
+        let _write = self.write(cpu);
+        let (deltas, latest) = (self.deltas.get(cpu), self.latest.get(cpu));
+        deltas.store(deltas.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
+        let time = encode(time);
+        if time as usize > latest.load(Ordering::Relaxed) as usize {
+            latest.store(time, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets every CPU's latest time (an explicit time set on the object
+    /// replaces them); the deltas stay.
+    pub fn clear_times(&self) {
+        for cpu in 0..self.versions.len() {
+            let _write = self.write(cpu);
+            self.latest.get(cpu).store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The sum of the deltas, the latest time (none if no record has one)
+    /// and what `read_base` returned, all as they were at one instant.
+    /// `read_base` reads the state the deltas are relative to and may run
+    /// more than once.
+    pub fn snapshot<B>(&self, mut read_base: impl FnMut() -> B) -> (isize, Option<i64>, B) {
+        let cpus = self.versions.len();
+        let mut before = vec![0; cpus];
+        loop {
+            for (cpu, seen) in before.iter_mut().enumerate() {
+                *seen = self.stable_version(cpu);
+            }
+            let (mut delta, mut latest) = (0isize, 0isize);
+            for cpu in 0..cpus {
+                delta = delta.wrapping_add(self.deltas.get(cpu).load(Ordering::Relaxed));
+                let time = self.latest.get(cpu).load(Ordering::Relaxed);
+                if time as usize > latest as usize {
+                    latest = time;
+                }
+            }
+            let base = read_base();
+            fence(Ordering::Acquire);
+            if (0..cpus).all(|cpu| self.versions.get(cpu).load(Ordering::Relaxed) == before[cpu]) {
+                return (delta, decode(latest), base);
+            }
+        }
+    }
+
+    /// `cpu`'s version once no write to its record is in progress.
+    fn stable_version(&self, cpu: usize) -> isize {
+        let version = self.versions.get(cpu);
+        loop {
+            let seen = version.load(Ordering::Acquire);
+            if seen & 1 == 0 {
+                return seen;
+            }
+            spin_wait(version, seen);
+        }
+    }
+
+    /// Makes `cpu`'s version odd (waiting out another writer there) until
+    /// the returned guard drops.
+    fn write(&self, cpu: usize) -> WriteSection<'_> {
+        let version = self.versions.get(cpu);
+        loop {
+            let seen = version.load(Ordering::Relaxed);
+            if seen & 1 == 1 {
+                spin_wait(version, seen);
+            } else if version.compare_exchange(seen, seen + 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                // Acquire: the last writer's stores (its release of the
+                // version) are what this one reads and adds to.
+                // Orders the odd version before the record's stores.
+                fence(Ordering::Release);
+                return WriteSection { version, even: seen + 2 };
+            }
+        }
+    }
+}
+
+/// A write to one CPU's record: its version is odd until this drops.
+struct WriteSection<'a> {
+    version: &'a crate::shim::AtomicIsize,
+    even: isize,
+}
+
+impl Drop for WriteSection<'_> {
+    fn drop(&mut self) {
+        self.version.store(self.even, Ordering::Release);
+        wake_spinners(self.version);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_sum_and_times_take_the_latest_across_cpus() {
+        let changes = PercpuChanges::new();
+        let cpus = changes.versions.len();
+        changes.record_on(0, 3, -5);
+        changes.record_on(cpus - 1, -1, -7);
+        changes.record_on(0, 0, i64::MIN + 1);
+        assert_eq!(changes.snapshot(|| ()).0, 2);
+        assert_eq!(changes.snapshot(|| ()).1, Some(-5), "times before 1970 order as times");
+        changes.clear_times();
+        assert_eq!(changes.snapshot(|| 7), (2, None, 7));
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// One thread records +1 on CPU 0, then +2 on CPU 1: a snapshot sees
+    /// a state that existed (sum 0, 1 or 3, never CPU 1's change without
+    /// CPU 0's), and a later snapshot never an earlier time.
+    #[test]
+    fn a_snapshot_sees_one_instant() {
+        loom::model(|| {
+            let changes = Arc::new(PercpuChanges::new());
+            let writer = {
+                let changes = Arc::clone(&changes);
+                thread::spawn(move || {
+                    changes.record_on(0, 1, 10);
+                    changes.record_on(1, 2, 20);
+                })
+            };
+            let (first, first_time, ()) = changes.snapshot(|| ());
+            let (second, second_time, ()) = changes.snapshot(|| ());
+            for (sum, time) in [(first, first_time), (second, second_time)] {
+                let expected_time = match sum {
+                    0 => None,
+                    1 => Some(10),
+                    3 => Some(20),
+                    _ => panic!("sum {sum} never existed"),
+                };
+                assert_eq!(time, expected_time, "the time beside sum {sum}");
+            }
+            assert!(first <= second, "went back from {first} to {second}");
+            writer.join().unwrap();
+            assert_eq!(changes.snapshot(|| ()), (3, Some(20), ()));
+        });
+    }
+
+    /// Two writers share one CPU's record (a thread preempted there): the
+    /// version's compare-and-swap keeps both changes.
+    #[test]
+    fn writers_on_one_cpu_both_count() {
+        loom::model(|| {
+            let changes = Arc::new(PercpuChanges::new());
+            let other = {
+                let changes = Arc::clone(&changes);
+                thread::spawn(move || changes.record_on(0, 1, 5))
+            };
+            changes.record_on(0, 2, 3);
+            other.join().unwrap();
+            assert_eq!(changes.snapshot(|| ()), (3, Some(5), ()));
+        });
+    }
+}
