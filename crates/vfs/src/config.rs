@@ -18,6 +18,12 @@ pub enum WalkMode {
 /// How directory operations are serialized (seed 000).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DirLocking {
+    /// Names split by hash into buckets, each with its own lock on its own
+    /// line; lookups and listings take no lock, and a split directory's
+    /// link count and times change per CPU, folded at `stat` (sv6's and
+    /// ScaleFS's hashed directory): changes of different names in one
+    /// directory share no line.
+    Split,
     /// One `RwSem` per directory: changes take it for write, slow lookups
     /// for read (kernfs after 5.15, and the ordinary VFS `i_rwsem`).
     RwSem,
@@ -126,7 +132,7 @@ impl Default for VfsConfig {
     fn default() -> Self {
         Self {
             walk: WalkMode::Rcu,
-            dir_locking: DirLocking::RwSem,
+            dir_locking: DirLocking::Split,
             negative_dentries: NegativeDentries::Cached,
             inode_list: InodeListKind::PerCpu,
             max_negative_dentries: 64 * 1024,

@@ -140,8 +140,10 @@ impl Dcache {
 
     /// Hashes `dentry`, replacing the dentry with the same key if there is
     /// one (a negative, or a positive being renamed over); returns the
-    /// replaced one, now unhashed. The caller holds the parent's directory
-    /// lock for write, or for read when inserting a negative.
+    /// replaced one, now unhashed. A negative never replaces a positive:
+    /// it records a miss that a create of the name may have overtaken. The
+    /// caller holds the name's lock (its bucket, or its directory's for
+    /// write), except when inserting a negative.
     pub fn insert(&self, dentry: Arc<Dentry>, guard: &Guard) -> Option<Arc<Dentry>> {
         let negative = dentry.inode.is_none();
         let hash = dentry.hash;
@@ -164,6 +166,15 @@ impl Dcache {
             // SAFETY: under the stripe lock, chain nodes cannot be released.
             let d = unsafe { &*p };
             if d.hash == key.hash && d.parent_ino == key.parent_ino && d.name == key.name {
+                if negative && d.inode.is_some() {
+                    // A create won the race with the miss this negative
+                    // records: the name exists, and its dentry stays.
+                    drop(_locked);
+                    // SAFETY: `new` came from `Arc::into_raw` above and was
+                    // never linked.
+                    drop(unsafe { Arc::from_raw(new) });
+                    return None;
+                }
                 key.hash_next.store(d.hash_next.load(Ordering::Acquire), Ordering::Relaxed);
                 let old = self.unlink_locked(link, d, new, guard);
                 drop(_locked);

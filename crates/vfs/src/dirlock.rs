@@ -1,23 +1,34 @@
-//! Directory locking, in the two designs of seed 000: a lock per directory
-//! (an `RwSem`, as `i_rwsem` / the per-root `kernfs_rwsem`) or one
-//! superblock-wide mutex taken by every directory operation and by every
-//! ref-walk step (`kernfs_mutex` before Linux 5.15).
+//! Directory locking, in three designs: names split by hash, each bucket
+//! under its own lock, with lookups and listings that take none (sv6's
+//! hashed directory; the default); a lock per directory (an `RwSem`, as
+//! `i_rwsem` / the per-root `kernfs_rwsem`); or one superblock-wide mutex
+//! taken by every directory operation and by every ref-walk step
+//! (`kernfs_mutex` before Linux 5.15), over the per-directory locks.
 //!
-//! Invariant: a directory's children change only under its lock held for
-//! write; when two or more directories are locked, ancestors come before
-//! descendants, and unrelated directories in inode-number order, so lock
-//! orders never cross.
+//! Invariant: a name of a directory changes only under its lock (the
+//! bucket's, or the directory's held for write). Locks taken together
+//! follow one order: directories ancestors first, unrelated ones in inode
+//! number order; within one directory buckets in
+//! [`lock_order`](crate::dirents::split::lock_order). A directory locked
+//! whole (rmdir's emptiness check) comes after its parent's name.
 //!
-//! May import `config` and `inode`.
+//! May import `config`, `dentry`, `dirents`, `inode`, `reclaim` and `types`.
 
 use crate::config::DirLocking;
-use crate::inode::{Children, Directory};
+use crate::dentry::{name_hash, Dentry};
+use crate::dirents::split::{lock_order, AllBuckets, BucketGuard, SplitEntries};
+use crate::dirents::{next_cookie, Children, Design, Entries, Entry};
+use crate::inode::{Directory, Inode};
+use crate::reclaim::Reclaim;
+use crate::types::DirEntry;
 use std::fmt;
 use std::sync::Arc;
+use vfscale_sync::audited::CountedArc;
 use vfscale_sync::rwsem::{RwSem, RwSemReadGuard, RwSemWriteGuard, SpinPolicy};
 
 /// The directory-lock design of a superblock.
 pub(crate) enum DirLocks {
+    Split,
     PerDirectory,
     /// Shared with the superblock's open directories, which take it for
     /// readdir (only this "before" design counts the references).
@@ -27,43 +38,156 @@ pub(crate) enum DirLocks {
 impl fmt::Debug for DirLocks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            DirLocks::Split => "DirLocks::Split",
             DirLocks::PerDirectory => "DirLocks::PerDirectory",
             DirLocks::Global(_) => "DirLocks::Global",
         })
     }
 }
 
-/// A directory held for reading (slow lookup, readdir).
+/// One name of a directory held: its bucket, or the whole directory.
+pub(crate) struct NameLock<'a> {
+    held: Held<'a>,
+    _global: Option<RwSemWriteGuard<'a, ()>>,
+}
+
+enum Held<'a> {
+    Directory(RwSemWriteGuard<'a, Children>, &'a Directory),
+    Bucket(BucketGuard, &'a SplitEntries),
+}
+
+/// A directory held whole: for rmdir, and a rename over a directory.
+pub(crate) enum WholeDir<'a> {
+    Directory(RwSemWriteGuard<'a, Children>),
+    Buckets(AllBuckets<'a>),
+}
+
+impl WholeDir<'_> {
+    pub fn is_empty(&self) -> bool {
+        match self {
+            WholeDir::Directory(children) => children.is_empty(),
+            WholeDir::Buckets(buckets) => buckets.is_empty(),
+        }
+    }
+}
+
+/// The two names of a rename held: one lock when they share it.
+pub(crate) struct RenameLocks<'a> {
+    first: NameLock<'a>,
+    second: Option<NameLock<'a>>,
+    /// Whether the old name's lock is `second`.
+    old_second: bool,
+    _global: Option<RwSemWriteGuard<'a, ()>>,
+}
+
+impl<'a> RenameLocks<'a> {
+    /// The lock of the old name.
+    pub fn old(&mut self) -> &mut NameLock<'a> {
+        match (&mut self.second, self.old_second) {
+            (Some(second), true) => second,
+            _ => &mut self.first,
+        }
+    }
+
+    /// The lock of the new name.
+    pub fn new(&mut self) -> &mut NameLock<'a> {
+        match (&mut self.second, self.old_second) {
+            (Some(second), false) => second,
+            _ => &mut self.first,
+        }
+    }
+}
+
+/// A directory held for a filesystem's lookup or a listing: its rwsem for
+/// reading, nothing in the split design (the filesystem has its own).
 pub(crate) struct DirReadGuard<'a> {
-    pub children: RwSemReadGuard<'a, Children>,
+    _children: Option<RwSemReadGuard<'a, Children>>,
     _global: Option<RwSemWriteGuard<'a, ()>>,
 }
 
-/// A directory held for writing (create, unlink, rename).
-pub(crate) struct DirWriteGuard<'a> {
-    pub children: RwSemWriteGuard<'a, Children>,
-    _global: Option<RwSemWriteGuard<'a, ()>>,
-}
+impl NameLock<'_> {
+    pub fn get(&self, name: &[u8]) -> Option<&Arc<Dentry>> {
+        match &self.held {
+            Held::Directory(children, _) => children.get(name),
+            Held::Bucket(bucket, _) => bucket.get(name, name_hash(name)),
+        }
+    }
 
-/// Several directories held for writing, for rename and rmdir.
-pub(crate) struct MultiDirGuard<'a> {
-    pub children: Vec<RwSemWriteGuard<'a, Children>>,
-    _global: Option<RwSemWriteGuard<'a, ()>>,
+    pub fn contains(&self, name: &[u8]) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Adds the new name of `dentry`, with a new cookie.
+    pub fn insert(&mut self, dentry: Arc<Dentry>, reclaim: &Reclaim) {
+        let hash = name_hash(&dentry.name);
+        let entry = Entry { cookie: next_cookie(), dentry };
+        match &mut self.held {
+            Held::Directory(children, _) => {
+                children.insert(entry);
+            }
+            Held::Bucket(bucket, entries) => bucket.insert(entries, entry, hash, reclaim),
+        }
+    }
+
+    /// Puts `dentry` in the place (and listing cookie) of the entry of its
+    /// name, which it returns, or adds it if there is none.
+    pub fn insert_or_replace(&mut self, dentry: Arc<Dentry>, reclaim: &Reclaim) -> Option<Arc<Dentry>> {
+        let hash = name_hash(&dentry.name);
+        let entry = Entry { cookie: next_cookie(), dentry };
+        match &mut self.held {
+            Held::Directory(children, _) => children.insert(entry).map(|old| old.dentry),
+            Held::Bucket(bucket, entries) => {
+                if bucket.get(&entry.dentry.name, hash).is_some() {
+                    bucket.replace(entry, hash, reclaim).map(|old| old.dentry)
+                } else {
+                    bucket.insert(entries, entry, hash, reclaim);
+                    None
+                }
+            }
+        }
+    }
+
+    pub fn remove(&mut self, name: &[u8], reclaim: &Reclaim) -> Option<Arc<Dentry>> {
+        let removed = match &mut self.held {
+            Held::Directory(children, _) => children.remove(name),
+            Held::Bucket(bucket, _) => bucket.remove(name, name_hash(name), reclaim),
+        };
+        removed.map(|entry| entry.dentry)
+    }
+
+    /// Whether this lock also holds `name` of `dir`.
+    fn covers(&self, dir: &Directory, name: &[u8]) -> bool {
+        match &self.held {
+            Held::Directory(_, held) => std::ptr::eq(*held, dir),
+            Held::Bucket(bucket, entries) => {
+                matches!(&dir.entries, Entries::Split(e) if std::ptr::eq(*entries, e)) && bucket.covers(name_hash(name))
+            }
+        }
+    }
 }
 
 impl DirLocks {
     pub fn new(design: DirLocking) -> DirLocks {
         match design {
+            DirLocking::Split => DirLocks::Split,
             DirLocking::RwSem => DirLocks::PerDirectory,
             DirLocking::GlobalMutex => DirLocks::Global(Arc::new(RwSem::new((), SpinPolicy::Block))),
         }
     }
 
+    /// The design of the superblock's directories' entries.
+    pub fn dirents(&self) -> Design {
+        match self {
+            DirLocks::Split => Design::Split,
+            DirLocks::PerDirectory | DirLocks::Global(_) => Design::Locked,
+        }
+    }
+
     /// What an open directory keeps to lock itself for readdir as every
-    /// other reader of its children does: nothing per directory, the
-    /// global mutex in the "before" design.
+    /// other reader of its entries does.
     pub fn for_open_directory(&self) -> DirLocks {
         match self {
+            DirLocks::Split => DirLocks::Split,
             DirLocks::PerDirectory => DirLocks::PerDirectory,
             DirLocks::Global(mutex) => DirLocks::Global(Arc::clone(mutex)),
         }
@@ -74,32 +198,123 @@ impl DirLocks {
     /// takes around revalidation and permission.
     pub fn global(&self) -> Option<RwSemWriteGuard<'_, ()>> {
         match self {
-            DirLocks::PerDirectory => None,
+            DirLocks::Split | DirLocks::PerDirectory => None,
             DirLocks::Global(mutex) => Some(mutex.write()),
         }
     }
 
+    /// Holds `dir` for a filesystem's own lookup in it.
     pub fn read<'a>(&'a self, dir: &'a Directory) -> DirReadGuard<'a> {
         let global = self.global();
-        DirReadGuard { children: dir.children.read(), _global: global }
+        let children = match &dir.entries {
+            Entries::Locked(children) => Some(children.read()),
+            Entries::Split(_) => None,
+        };
+        DirReadGuard { _children: children, _global: global }
     }
 
-    pub fn write<'a>(&'a self, dir: &'a Directory) -> DirWriteGuard<'a> {
+    /// Locks `name` of `dir` for a change.
+    pub fn lock_name<'a>(&'a self, dir: &'a Directory, name: &[u8]) -> NameLock<'a> {
         let global = self.global();
-        DirWriteGuard { children: dir.children.write(), _global: global }
+        NameLock { _global: global, ..lock_one(dir, name) }
     }
 
-    /// Locks `dirs` for writing in the order given, which the caller has
-    /// put ancestors-first; a directory listed twice is locked once (the
-    /// returned guards follow the first occurrences).
-    pub fn write_many<'a>(&'a self, dirs: &[&'a Directory]) -> MultiDirGuard<'a> {
+    /// Locks all of `dir`, whose parent's name of it the caller holds.
+    pub fn lock_whole<'a>(&self, dir: &'a Directory) -> WholeDir<'a> {
+        match &dir.entries {
+            Entries::Locked(children) => WholeDir::Directory(children.write()),
+            Entries::Split(entries) => WholeDir::Buckets(entries.lock_all()),
+        }
+    }
+
+    /// Locks the two names of a rename; `new_first` puts the new name's
+    /// directory first (the caller orders two directories, ancestors
+    /// first); in one directory the order is the design's own.
+    pub fn lock_rename<'a>(
+        &'a self,
+        old: (&'a Directory, &[u8]),
+        new: (&'a Directory, &[u8]),
+        new_first: bool,
+    ) -> RenameLocks<'a> {
         let global = self.global();
-        let mut children = Vec::with_capacity(dirs.len());
-        for (i, dir) in dirs.iter().enumerate() {
-            if !dirs[..i].iter().any(|d| std::ptr::eq(*d, *dir)) {
-                children.push(dir.children.write());
+        let old_first = match &old.0.entries {
+            Entries::Split(_) if std::ptr::eq(old.0, new.0) => {
+                lock_order(name_hash(old.1)) <= lock_order(name_hash(new.1))
+            }
+            _ => !new_first,
+        };
+        let (a, b) = if old_first { (old, new) } else { (new, old) };
+        let first = lock_one(a.0, a.1);
+        let second = (!first.covers(b.0, b.1)).then(|| lock_one(b.0, b.1));
+        RenameLocks { first, second, old_second: !old_first, _global: global }
+    }
+
+    /// The inode `name` of `dir` names, if any, counted.
+    pub fn lookup(&self, dir: &Directory, name: &[u8]) -> Option<CountedArc<Inode>> {
+        self.with_entry(dir, name, |dentry| dentry.inode.as_ref().map(CountedArc::new))
+    }
+
+    /// The dentry of `name` in `dir`, if any, counted.
+    pub fn lookup_dentry(&self, dir: &Directory, name: &[u8]) -> Option<CountedArc<Dentry>> {
+        self.with_entry(dir, name, |dentry| Some(CountedArc::new(dentry)))
+    }
+
+    fn with_entry<R>(&self, dir: &Directory, name: &[u8], f: impl FnOnce(&Arc<Dentry>) -> Option<R>) -> Option<R> {
+        match &dir.entries {
+            Entries::Locked(children) => {
+                let _global = self.global();
+                children.read().get(name).and_then(f)
+            }
+            Entries::Split(entries) => {
+                let guard = crossbeam_epoch::pin();
+                entries.get(name, name_hash(name), &guard).and_then(f)
             }
         }
-        MultiDirGuard { children, _global: global }
     }
+
+    /// Every entry of `dir`, in name order (for the searches of
+    /// `mountinfo`, not for a hot path).
+    pub fn all_entries(&self, dir: &Directory) -> Vec<Arc<Dentry>> {
+        let mut all: Vec<Arc<Dentry>> = match &dir.entries {
+            Entries::Locked(children) => {
+                let _global = self.global();
+                children.read().after(0, usize::MAX).map(|(_, d)| Arc::clone(d)).collect()
+            }
+            Entries::Split(entries) => {
+                let guard = crossbeam_epoch::pin();
+                entries.after(0, usize::MAX, &guard).into_iter().map(|e| Arc::clone(&e.dentry)).collect()
+            }
+        };
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Up to `max` entries of `dir` past the cookie `after`, in cookie
+    /// order, each with its cookie; the split design locks and writes
+    /// nothing.
+    pub fn list_after(&self, dir: &Directory, after: u64, max: usize) -> Vec<(u64, DirEntry)> {
+        let listed = |cookie: u64, dentry: &Dentry| {
+            let inode = dentry.inode.as_ref().expect("entries are positive");
+            (cookie, DirEntry { name: dentry.name.to_vec(), ino: inode.ino(), file_type: inode.file_type() })
+        };
+        match &dir.entries {
+            Entries::Locked(children) => {
+                let _global = self.global();
+                children.read().after(after, max).map(|(cookie, dentry)| listed(cookie, dentry)).collect()
+            }
+            Entries::Split(entries) => {
+                let guard = crossbeam_epoch::pin();
+                entries.after(after, max, &guard).into_iter().map(|e| listed(e.cookie, &e.dentry)).collect()
+            }
+        }
+    }
+}
+
+/// Locks `name` of `dir`, without the global mutex.
+fn lock_one<'a>(dir: &'a Directory, name: &[u8]) -> NameLock<'a> {
+    let held = match &dir.entries {
+        Entries::Locked(children) => Held::Directory(children.write(), dir),
+        Entries::Split(entries) => Held::Bucket(entries.lock(name_hash(name)), entries),
+    };
+    NameLock { held, _global: None }
 }

@@ -7,9 +7,9 @@
 //! a lock or writing shared memory. Every live inode is on its superblock's
 //! inode list (a [`ConcurrentList`]) from creation until it is dropped.
 //!
-//! May import the base modules, `dentry` and `locks` (an inode holds its lock state).
+//! May import the base modules, `dentry`, `dirents` and `locks` (an inode holds its lock state).
 
-use crate::dentry::Dentry;
+use crate::dirents::{Design, Entries};
 use crate::errno::{Errno, VfsResult};
 use crate::pages::PageMap;
 use crate::reclaim::Reclaim;
@@ -20,7 +20,6 @@ use bytemuck::{Pod, Zeroable};
 use crossbeam_epoch::{Guard, Owned};
 use std::any::Any;
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Weak};
 use vfscale_sync::audited::EpochAtomic;
@@ -29,9 +28,8 @@ use vfscale_sync::audited::{Mutex, OnceLock};
 use vfscale_sync::dlock_list::{ConcurrentList, ListHandle};
 use vfscale_sync::pad::LinePad;
 use vfscale_sync::poison::unpoisoned;
-use vfscale_sync::rwsem::{RwSem, SpinPolicy};
 use vfscale_sync::seqcount::SeqLock;
-use vfscale_sync::PercpuRef;
+use vfscale_sync::{PercpuChanges, PercpuRef};
 
 /// The attributes `stat` reports, kept together in one [`SeqLock`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -47,10 +45,6 @@ pub(crate) struct Attrs {
     pub ctime: Timespec,
 }
 
-/// A directory's children by name: the authoritative contents, under the
-/// directory lock. The dcache holds the same dentries for lock-free lookup.
-pub(crate) type Children = BTreeMap<Box<[u8]>, Arc<Dentry>>;
-
 /// A directory's state beyond its attributes.
 ///
 /// What walks read (the parent, the dead flag) comes first, on the line of
@@ -65,8 +59,13 @@ pub(crate) struct Directory {
     /// Set by rmdir: nothing may be created in a removed directory.
     dead: AtomicBool,
     _written_below: LinePad,
-    /// The directory lock (`i_rwsem`) and the children it protects.
-    pub children: RwSem<Children>,
+    /// The names in the directory and their lock(s): the authoritative
+    /// contents, which the dcache mirrors for lock-free lookup.
+    pub entries: Entries,
+    /// Link count and time changes made per CPU by the split design's
+    /// creates and unlinks, which `stat` folds in; none in the rwsem
+    /// design, which changes the attributes themselves.
+    pub changes: Option<PercpuChanges>,
     /// Bumped by a filesystem whose names change behind the dcache's back
     /// (kernfs) whenever a directory's set of children changes; a negative
     /// dentry of such a tree is valid while this equals the revision it
@@ -100,13 +99,15 @@ pub(crate) struct InodeRegistry {
     list: Box<dyn ConcurrentList<Weak<Inode>>>,
     /// The capacity inodes, their attributes and file pages are charged to.
     pub space: Arc<Space>,
+    /// The design of its directories' entries.
+    pub dirents: Design,
     /// One reference per live inode, plus the superblock's initial one.
     users: PercpuRef,
     keep: Mutex<Option<Arc<InodeRegistry>>>,
 }
 
 impl InodeRegistry {
-    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>, space: Arc<Space>) -> Arc<Self> {
+    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>, space: Arc<Space>, dirents: Design) -> Arc<Self> {
         let registry = Arc::new_cyclic(|weak: &Weak<InodeRegistry>| {
             let weak = weak.clone();
             let users = PercpuRef::new(move || {
@@ -115,7 +116,7 @@ impl InodeRegistry {
                 // This runs inside the registry: free it after returning.
                 crossbeam_epoch::pin().defer(move || drop((registry, kept)));
             });
-            InodeRegistry { list, space, users, keep: Mutex::new(None) }
+            InodeRegistry { list, space, dirents, users, keep: Mutex::new(None) }
         });
         *unpoisoned(registry.keep.lock()) = Some(Arc::clone(&registry));
         registry
@@ -339,7 +340,8 @@ impl Inode {
                     parent,
                     dead: AtomicBool::new(false),
                     _written_below: LinePad::new(),
-                    children: RwSem::new(BTreeMap::new(), SpinPolicy::Adaptive),
+                    entries: Entries::new(registry.dirents),
+                    changes: (registry.dirents == Design::Split).then(PercpuChanges::new),
                     rev: AtomicU64::new(0),
                 };
                 (Body::Directory(dir), 2, 0)
@@ -446,9 +448,51 @@ impl Inode {
         self.mode.load(Ordering::Acquire)
     }
 
+    /// The attributes with a split directory's per-CPU link count and time
+    /// changes folded in, all as they were at one instant: what `stat`
+    /// reports. Other inodes' attributes are their own.
+    pub(crate) fn folded_attrs(&self) -> Attrs {
+        let Some(changes) = self.dir().ok().and_then(|d| d.changes.as_ref()) else {
+            return self.attrs();
+        };
+        let (delta, latest, mut a) = changes.snapshot(|| self.attrs.read());
+        a.nlink = (i64::from(a.nlink) + delta as i64) as u32;
+        if let Some(latest) = latest.map(Timespec::from_nanos) {
+            a.mtime = a.mtime.max(latest);
+            a.ctime = a.ctime.max(latest);
+        }
+        a
+    }
+
+    /// A directory's entries changed, by `nlink_delta` subdirectories: its
+    /// link count moves and its modification and change times are now. In
+    /// the split design on the calling CPU's record only, so changes on
+    /// two CPUs share no line.
+    pub(crate) fn entries_changed(&self, nlink_delta: i32) {
+        match self.dir().ok().and_then(|d| d.changes.as_ref()) {
+            Some(changes) => changes.record(nlink_delta as isize, Timespec::now().as_nanos()),
+            None => {
+                let now = Timespec::now();
+                self.update_attrs(|a| {
+                    a.nlink = a.nlink.checked_add_signed(nlink_delta).expect("nlink stays within u32");
+                    a.mtime = now;
+                    a.ctime = now;
+                });
+            }
+        }
+    }
+
+    /// Before an explicit modification time: a split directory forgets the
+    /// times of its per-CPU records, which would otherwise outweigh it.
+    pub(crate) fn forget_entry_times(&self) {
+        if let Some(changes) = self.dir().ok().and_then(|d| d.changes.as_ref()) {
+            changes.clear_times();
+        }
+    }
+
     /// The attributes as `stat` reports them (no lock, no shared write).
     pub fn stat(&self) -> Stat {
-        let a = self.attrs();
+        let a = self.folded_attrs();
         Stat {
             ino: self.ino,
             mode: a.mode,
@@ -572,8 +616,11 @@ impl Inode {
         before
     }
 
+    /// Sets the link count; for a split directory, whose records no
+    /// change may touch meanwhile (it is locked whole), net of them.
     pub(crate) fn set_nlink(&self, nlink: u32) {
-        self.update_attrs(|a| a.nlink = nlink);
+        let pending = self.dir().ok().and_then(|d| d.changes.as_ref()).map_or(0, |c| c.snapshot(|| ()).0);
+        self.update_attrs(|a| a.nlink = (i64::from(nlink) - pending as i64) as u32);
         self.nlink_changed(nlink);
     }
 

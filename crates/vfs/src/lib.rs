@@ -42,7 +42,7 @@
 //! | base | [`pages`], [`space`] | sparse file data, read lock-free; `size=` and `nr_inodes=` limits | `mm/shmem.c`, `lib/xarray.c` |
 //! | base | `reclaim`, `opens`, `xattr_store` | deferred releases; open counts; xattr storage | `call_rcu`, `i_writecount`, `simple_xattr` |
 //! | engine | [`locks`] | the lock engine: flock, POSIX and OFD record locks, leases, by owner id | `fs/locks.c` |
-//! | node types | [`inode`], `dentry`, `dcache` | inodes, dentries, the dentry hash and negative dentries | `fs/inode.c`, `fs/dcache.c` |
+//! | node types | [`inode`], `dentry`, `dcache`, `dirents` | inodes, dentries, the dentry hash and negative dentries, a directory's entries | `fs/inode.c`, `fs/dcache.c`, `fs/libfs.c` (stable offsets) |
 //! | filesystem | `dirlock`, [`fs`], `superblock` | directory locking; the filesystem interface; one instance | `include/linux/fs.h`, `fs/super.c` |
 //! | filesystem | [`file`](mod@file) | open file descriptions | `fs/read_write.c`, `fs/open.c` |
 //! | filesystem | [`mount`] | mounts, mount namespaces, per-mount references | `fs/namespace.c`, `fs/mount.h` |
@@ -54,7 +54,7 @@
 //! | process | [`process`] | a descriptor table, a cwd and credentials, whose methods wrap the calls | `fs/file.c` |
 //!
 //! "The base modules" in a module's doc are the modules of the base layer;
-//! "the node types" are `inode`, `dentry` and `dcache`. The filesystems
+//! "the node types" are `inode`, `dentry`, `dcache` and `dirents`. The filesystems
 //! are modules of their own under [`fs`], written against its interface,
 //! and the core (`dcache`, `namei`, `mount`, `namespace`, `syscalls`,
 //! `file`, `process`, `locks`) imports none of them; a filesystem outside
@@ -71,6 +71,7 @@ pub mod config;
 pub mod cred;
 mod dcache;
 mod dentry;
+mod dirents;
 mod dirlock;
 pub mod errno;
 mod fdtable;

@@ -646,9 +646,10 @@ impl RefWalker<'_> {
                 }
             };
         }
-        if let Some(dentry) = locked.children.get(name) {
-            let inode = get_inode(dentry.inode.as_ref().expect("children are positive"));
-            return Ok(Some(here(inode, DentryRef::try_get(CountedArc::new(dentry)))));
+        drop(locked);
+        if let Some(dentry) = sb.dir_locks.lookup_dentry(dir, name) {
+            let inode = get_inode(dentry.inode.as_ref().expect("entries are positive"));
+            return Ok(Some(here(inode, DentryRef::try_get(dentry))));
         }
         if !dir.is_dead() {
             sb.cache_negative(&pos.inode, name);

@@ -1,9 +1,8 @@
 //! Namespace operations — everything that adds, removes, renames or
 //! inspects names — with Linux's checks, in Linux's order.
 //!
-//! Invariant: each operation changes a directory's children only under that
-//! directory's lock held for write, updating the children map and the
-//! dcache together (a new name's dentry replaces its negative one in the
+//! Invariant: each operation changes a directory's names only under their
+//! locks (`dirlock`), updating the entries and the dcache together (a new name's dentry replaces its negative one in the
 //! hash), so rcu-walks and negative dentries see every change. A failed
 //! operation changes nothing.
 //!
@@ -13,7 +12,7 @@
 
 use crate::cred::{may_delete_in_sticky, Access, Capabilities};
 use crate::dentry::Dentry;
-use crate::dirlock::DirWriteGuard;
+use crate::dirlock::NameLock;
 use crate::errno::{Errno, VfsResult};
 use crate::inode::{Inode, NewInode};
 use crate::mode::{S_IALLUGO, S_IFDIR, S_IFMT, S_ISGID, S_ISVTX, S_IXGRP};
@@ -39,22 +38,66 @@ pub(crate) struct Ctx<'a> {
     pub scope: Scope,
 }
 
-/// A directory a walk ended at, held: its mount and its inode.
-pub(crate) struct Dir {
+/// A place a walk ended at, held: its mount and its inode (counted, or
+/// for the directory of a name, [`PinnedInode`]).
+pub(crate) struct Dir<I = CountedArc<Inode>> {
     pub mount: MountRef,
-    pub inode: CountedArc<Inode>,
+    pub inode: I,
 }
 
-impl std::ops::Deref for Dir {
+/// The directory a walk for a name's parent ended at.
+pub(crate) type ParentDir = Dir<PinnedInode>;
+
+impl<I: std::ops::Deref<Target = Arc<Inode>>> std::ops::Deref for Dir<I> {
     type Target = Arc<Inode>;
     fn deref(&self) -> &Arc<Inode> {
         &self.inode
     }
 }
 
-impl Dir {
+impl<I> Dir<I> {
     fn sb(&self) -> &SuperBlock {
         &self.mount.sb
+    }
+}
+
+/// An inode a walk ended at, kept by the epoch the walk ran in rather
+/// than by a count, so that changes of different names in one directory
+/// write no count on it (Linux holds the parent's dentry with a counted
+/// `d_lockref`, one line every such change writes).
+///
+/// Sound because the guard was pinned before the walk began and stays
+/// pinned (a nested pin keeps the thread's first epoch) until this drops:
+/// every inode a walk can end at is held by something released only
+/// through the epoch (a dentry's inode, a directory's parent pointer), by
+/// the walk's start (borrowed for the call), or by a mount root (its
+/// mount is counted in [`Dir::mount`]), so its `Arc` outlives the guard.
+pub(crate) struct PinnedInode {
+    arc: std::mem::ManuallyDrop<Arc<Inode>>,
+    _pin: crossbeam_epoch::Guard,
+}
+
+impl PinnedInode {
+    /// Holds `inode` under the current thread's pin, which the caller took
+    /// before the walk that found it.
+    fn new(inode: &Arc<Inode>) -> PinnedInode {
+        // SAFETY: the strong count of `inode` stays above zero until the
+        // pin below is dropped (see the type's doc); this `Arc` is never
+        // dropped, so it takes no count and gives none back.
+        let arc = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(Arc::as_ptr(inode)) });
+        PinnedInode { arc, _pin: crossbeam_epoch::pin() }
+    }
+
+    /// A counted reference, to keep beyond this one.
+    pub fn into_arc(self) -> Arc<Inode> {
+        CountedArc::new(&self.arc).into_arc()
+    }
+}
+
+impl std::ops::Deref for PinnedInode {
+    type Target = Arc<Inode>;
+    fn deref(&self) -> &Arc<Inode> {
+        &self.arc
     }
 }
 
@@ -100,10 +143,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// Resolves all but the last component of `path`.
-    pub fn parent<'p>(&self, path: &'p [u8]) -> VfsResult<(Dir, Last<'p>, bool)> {
+    pub fn parent<'p>(&self, path: &'p [u8]) -> VfsResult<(ParentDir, Last<'p>, bool)> {
+        // Pinned before the walk, for `PinnedInode`.
+        let _pin = crossbeam_epoch::pin();
         self.walk(path, Intent::Parent, |walked| match walked {
             Walked::Parent { dir, last, trailing_slash } => {
-                Ok((Dir { mount: keep_mount(&dir)?, inode: CountedArc::new(dir.inode) }, last, trailing_slash))
+                Ok((Dir { mount: keep_mount(&dir)?, inode: PinnedInode::new(dir.inode) }, last, trailing_slash))
             }
             Walked::Found(_) => unreachable!("a parent walk"),
         })
@@ -123,9 +168,9 @@ impl<'a> Ctx<'a> {
         inode.has_mounts() && self.ns.is_some_and(|ns| ns.table(&crossbeam_epoch::pin()).covers(inode))
     }
 
-    /// Locks `dir` for a change to its entries; a removed directory takes
-    /// no new entries (ENOENT, Linux `IS_DEADDIR`).
-    fn lock_dir<'d>(&self, dir: &'d Dir) -> VfsResult<DirWriteGuard<'d>> {
+    /// Locks `name` of `dir` for a change; a removed directory takes no
+    /// new entries (ENOENT, Linux `IS_DEADDIR`).
+    fn lock_name<'d>(&self, dir: &'d ParentDir, name: &[u8]) -> VfsResult<NameLock<'d>> {
         // Trees whose names a filesystem provides change only through its
         // own API: their directories have no `->mkdir`, `->unlink`, ...
         // (EPERM), and a read-only instance refuses first (EROFS).
@@ -133,7 +178,7 @@ impl<'a> Ctx<'a> {
             return Err(if dir.sb().read_only { Errno::EROFS } else { Errno::EPERM });
         }
         let directory = dir.dir()?;
-        let locked = dir.sb().dir_locks.write(directory);
+        let locked = dir.sb().dir_locks.lock_name(directory, name);
         if directory.is_dead() {
             return Err(Errno::ENOENT);
         }
@@ -161,7 +206,7 @@ impl<'a> Ctx<'a> {
     /// Creates `name` in `dir` as a new inode of `file_type`.
     pub fn create(
         &self,
-        dir: &Dir,
+        dir: &ParentDir,
         name: &[u8],
         file_type: FileType,
         perm: u32,
@@ -176,8 +221,8 @@ impl<'a> Ctx<'a> {
         if !dir.sb().native && file_type == FileType::Regular {
             return Err(if dir.sb().read_only { Errno::EROFS } else { Errno::EACCES });
         }
-        let mut locked = self.lock_dir(dir)?;
-        if locked.children.contains_key(name) {
+        let mut locked = self.lock_name(dir, name)?;
+        if locked.contains(name) {
             return Err(Errno::EEXIST);
         }
         // `filename_create` reports a read-only mount after EEXIST.
@@ -209,25 +254,25 @@ impl<'a> Ctx<'a> {
                 perm,
                 uid: self.cred.uid(),
                 gid: if inherit_gid { dir_attrs.gid } else { self.cred.gid() },
-                parent: (file_type == FileType::Directory).then(|| Arc::clone(&dir.inode)),
+                // `..`: a count on the parent, as Linux's `d_parent`.
+                parent: (file_type == FileType::Directory).then(|| CountedArc::new(&dir.inode).into_arc()),
                 symlink_target,
                 rdev,
                 ..NewInode::of(file_type, perm)
             },
         )?;
-        self.add_entry(dir, &mut locked, name, Arc::clone(&inode));
-        if file_type == FileType::Directory {
-            dir.change_nlink(1);
-        }
+        let subdirs = i32::from(file_type == FileType::Directory);
+        self.add_entry(dir, &mut locked, name, Arc::clone(&inode), subdirs);
         Ok(inode)
     }
 
-    /// Links `inode` as `name` in `dir` (locked for write).
-    fn add_entry(&self, dir: &Dir, locked: &mut DirWriteGuard<'_>, name: &[u8], inode: Arc<Inode>) {
+    /// Links `inode` as `name` in `dir` (whose name is locked), which gains
+    /// `subdirs` links.
+    fn add_entry(&self, dir: &ParentDir, locked: &mut NameLock<'_>, name: &[u8], inode: Arc<Inode>, subdirs: i32) {
         let dentry = Dentry::new(dir.ino(), name, Some(inode), 0);
-        locked.children.insert(name.into(), Arc::clone(&dentry));
+        locked.insert(Arc::clone(&dentry), &dir.sb().reclaim);
         dir.sb().dcache.insert(dentry, &crossbeam_epoch::pin());
-        dir.touch(true, true);
+        dir.entries_changed(subdirs);
     }
 
     /// Drops one link of a non-directory; a link beyond its last gives its
@@ -241,12 +286,13 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Removes the entry `name` (whose dentry is `dentry`) from `dir`.
-    fn remove_entry(&self, dir: &Dir, children: &mut crate::inode::Children, name: &[u8]) {
-        if let Some(dentry) = children.remove(name) {
+    /// Removes the entry `name` from `dir` (whose name is locked), which
+    /// loses `subdirs` links.
+    fn remove_entry(&self, dir: &ParentDir, locked: &mut NameLock<'_>, name: &[u8], subdirs: i32) {
+        if let Some(dentry) = locked.remove(name, &dir.sb().reclaim) {
             dir.sb().dcache.remove(&dentry, &crossbeam_epoch::pin());
         }
-        dir.touch(true, true);
+        dir.entries_changed(-subdirs);
     }
 
     pub fn mkdir(&self, path: &[u8], perm: u32) -> VfsResult<()> {
@@ -289,7 +335,7 @@ impl<'a> Ctx<'a> {
     /// provides (kernfs, procfs, hostfs), asking the filesystem: a name
     /// there need not be in the dcache. Always false in a tree whose
     /// names live in the dcache, which its callers look in themselves.
-    fn provided_name_exists(&self, dir: &Dir, name: &[u8]) -> VfsResult<bool> {
+    fn provided_name_exists(&self, dir: &ParentDir, name: &[u8]) -> VfsResult<bool> {
         if dir.sb().native {
             return Ok(false);
         }
@@ -298,8 +344,8 @@ impl<'a> Ctx<'a> {
 
     /// Linux `filename_create` for a non-directory whose new name has a
     /// trailing slash: EEXIST if the name exists, else ENOENT.
-    fn trailing_slash_on_create(&self, dir: &Dir, name: &[u8]) -> Errno {
-        let exists = dir.dir().is_ok_and(|d| dir.sb().dir_locks.read(d).children.contains_key(name))
+    fn trailing_slash_on_create(&self, dir: &ParentDir, name: &[u8]) -> Errno {
+        let exists = dir.dir().is_ok_and(|d| dir.sb().dir_locks.lookup(d, name).is_some())
             || self.provided_name_exists(dir, name).unwrap_or(false);
         if exists {
             Errno::EEXIST
@@ -321,8 +367,8 @@ impl<'a> Ctx<'a> {
         if self.provided_name_exists(&dir, name)? {
             return Err(Errno::EEXIST);
         }
-        let mut locked = self.lock_dir(&dir)?;
-        if locked.children.contains_key(name) {
+        let mut locked = self.lock_name(&dir, name)?;
+        if locked.contains(name) {
             return Err(Errno::EEXIST);
         }
         // `do_linkat`'s order: the new name, a read-only mount, then one
@@ -341,7 +387,7 @@ impl<'a> Ctx<'a> {
         // shmem_link: each extra link takes an inode from the limit.
         dir.sb().inodes.space.reserve_inode()?;
         inode.change_nlink(1);
-        self.add_entry(&dir, &mut locked, name, inode.into_arc());
+        self.add_entry(&dir, &mut locked, name, inode.into_arc(), 0);
         Ok(())
     }
 
@@ -349,8 +395,8 @@ impl<'a> Ctx<'a> {
         let (dir, last, trailing_slash) = self.parent(path)?;
         let name = last.require_normal(DirOp::Unlink)?;
         dir.mount.want_write()?;
-        let mut locked = self.lock_dir(&dir)?;
-        let victim = Arc::clone(child_inode(&locked.children, name)?);
+        let mut locked = self.lock_name(&dir, name)?;
+        let victim = Arc::clone(child_inode(locked.get(name))?);
         if trailing_slash {
             return Err(if victim.is_dir() { Errno::EISDIR } else { Errno::ENOTDIR });
         }
@@ -358,7 +404,7 @@ impl<'a> Ctx<'a> {
         if self.is_mountpoint(&victim) {
             return Err(Errno::EBUSY);
         }
-        self.remove_entry(&dir, &mut locked.children, name);
+        self.remove_entry(&dir, &mut locked, name, 0);
         self.unlink_nondir(dir.sb(), &victim);
         Ok(())
     }
@@ -367,23 +413,23 @@ impl<'a> Ctx<'a> {
         let (dir, last, _) = self.parent(path)?;
         let name = last.require_normal(DirOp::Rmdir)?;
         dir.mount.want_write()?;
-        let mut locked = self.lock_dir(&dir)?;
-        let victim = Arc::clone(child_inode(&locked.children, name)?);
+        let mut locked = self.lock_name(&dir, name)?;
+        let victim = Arc::clone(child_inode(locked.get(name))?);
         self.may_delete(&dir, &victim, true)?;
         if self.is_mountpoint(&victim) {
             return Err(Errno::EBUSY);
         }
         let victim_dir = victim.dir()?;
-        // Parent before child: the ancestor-first lock order.
-        let victim_children = victim_dir.children.write();
-        if !victim_children.is_empty() {
+        // Parent before child: the ancestor-first lock order. Every create
+        // in the victim rechecks its dead flag under its own lock.
+        let whole = dir.sb().dir_locks.lock_whole(victim_dir);
+        if !whole.is_empty() {
             return Err(Errno::ENOTEMPTY);
         }
         victim_dir.mark_dead();
-        drop(victim_children);
-        self.remove_entry(&dir, &mut locked.children, name);
         victim.set_nlink(0);
-        dir.change_nlink(-1);
+        drop(whole);
+        self.remove_entry(&dir, &mut locked, name, 1);
         Ok(())
     }
 
@@ -438,18 +484,13 @@ impl<'a> Ctx<'a> {
         let new_dir_first = !same_dir
             && !is_ancestor(&old_dir, &new_dir)
             && (is_ancestor(&new_dir, &old_dir) || new_dir.ino() < old_dir.ino());
-        let (first, second) = if new_dir_first { (&new_dir, &old_dir) } else { (&old_dir, &new_dir) };
-        let mut locked = sb.dir_locks.write_many(&[first.dir()?, second.dir()?]);
+        let mut locked =
+            sb.dir_locks.lock_rename((old_dir.dir()?, old_name), (new_dir.dir()?, new_name), new_dir_first);
         if old_dir.dir()?.is_dead() || new_dir.dir()?.is_dead() {
             return Err(Errno::ENOENT);
         }
-        let (old_index, new_index) = match (same_dir, new_dir_first) {
-            (true, _) => (0, 0),
-            (false, false) => (0, 1),
-            (false, true) => (1, 0),
-        };
-        let source = Arc::clone(child_inode(&locked.children[old_index], old_name)?);
-        let target = locked.children[new_index].get(new_name).and_then(|d| d.inode.clone());
+        let source = Arc::clone(child_inode(locked.old().get(old_name))?);
+        let target = locked.new().get(new_name).and_then(|d| d.inode.clone());
         if flags.noreplace && target.is_some() {
             return Err(Errno::EEXIST);
         }
@@ -482,38 +523,40 @@ impl<'a> Ctx<'a> {
         }
         let victim_guard = match target.as_ref().map(|t| t.dir()) {
             Some(Ok(target_dir)) => {
-                let children = target_dir.children.write();
-                if !children.is_empty() {
+                let whole = sb.dir_locks.lock_whole(target_dir);
+                if !whole.is_empty() {
                     return Err(Errno::ENOTEMPTY);
                 }
-                Some(children)
+                Some(whole)
             }
             _ => None,
         };
 
         let guard = crossbeam_epoch::pin();
         let moving = (!same_dir).then(|| sb.rename_seq.write_begin());
-        let old_dentry = locked.children[old_index].remove(old_name).expect("checked above");
+        let old_dentry = locked.old().remove(old_name, &sb.reclaim).expect("checked above");
         let new_dentry = Dentry::new(new_dir.ino(), new_name, Some(Arc::clone(&source)), 0);
-        locked.children[new_index].insert(new_name.into(), Arc::clone(&new_dentry));
+        locked.new().insert_or_replace(Arc::clone(&new_dentry), &sb.reclaim);
         sb.dcache.remove(&old_dentry, &guard);
         sb.dcache.insert(new_dentry, &guard);
         if let Some(target) = &target {
             if let Ok(target_dir) = target.dir() {
                 target_dir.mark_dead();
                 target.set_nlink(0);
-                new_dir.change_nlink(-1);
             } else {
                 self.unlink_nondir(sb, target);
             }
         }
-        if source.is_dir() && !same_dir {
+        let moved_dir = i32::from(source.is_dir() && !same_dir);
+        let replaced_dir = i32::from(target.as_ref().is_some_and(|t| t.is_dir()));
+        if moved_dir == 1 {
             source.dir()?.set_parent(Arc::clone(&new_dir), &sb.reclaim, &guard);
-            old_dir.change_nlink(-1);
-            new_dir.change_nlink(1);
         }
-        for dir in [&old_dir, &new_dir] {
-            dir.touch(true, true);
+        if same_dir {
+            new_dir.entries_changed(-replaced_dir);
+        } else {
+            old_dir.entries_changed(-moved_dir);
+            new_dir.entries_changed(moved_dir - replaced_dir);
         }
         source.touch(false, true);
         drop(moving);
@@ -522,9 +565,9 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// The inode of child `name`, or ENOENT.
-fn child_inode<'c>(children: &'c crate::inode::Children, name: &[u8]) -> VfsResult<&'c Arc<Inode>> {
-    children.get(name).and_then(|d| d.inode.as_ref()).ok_or(Errno::ENOENT)
+/// The inode of a looked-up child, or ENOENT.
+fn child_inode(found: Option<&Arc<Dentry>>) -> VfsResult<&Arc<Inode>> {
+    found.and_then(|d| d.inode.as_ref()).ok_or(Errno::ENOENT)
 }
 
 /// Whether `ancestor` is a proper ancestor of `dir`. Stable while the

@@ -48,6 +48,9 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
     if owner_mode.is_none() && mode.is_none() && !times {
         return Ok(());
     }
+    if times && attr.mtime != SetTime::Omit {
+        inode.forget_entry_times();
+    }
     let now = Timespec::now();
     let resolve = |t: SetTime, old: Timespec| match t {
         SetTime::Now => now,

@@ -85,8 +85,9 @@ impl SuperBlock {
             InodeListKind::PerCpu => Box::new(PerCpuList::<Weak<Inode>, TasLock>::new()),
             InodeListKind::Global => Box::new(GlobalList::<Weak<Inode>, TasLock>::new()),
         };
-        let inodes =
-            InodeRegistry::new(list, Arc::new(crate::space::Space::new(config.size_limit, config.inode_limit)));
+        let dir_locks = DirLocks::new(config.dir_locking);
+        let space = Arc::new(crate::space::Space::new(config.size_limit, config.inode_limit));
+        let inodes = InodeRegistry::new(list, space, dir_locks.dirents());
         let root = Inode::new(&inodes, NewInode::of(FileType::Directory, 0o755));
         let fs = make_fs(&Instance::new(Arc::clone(&inodes), Arc::clone(&root)));
         let native = fs.names_in_dcache();
@@ -99,7 +100,7 @@ impl SuperBlock {
             root,
             rename_seq: SeqCount::new(),
             rename_lock: RwSem::new((), SpinPolicy::Block),
-            dir_locks: DirLocks::new(config.dir_locking),
+            dir_locks,
             fs,
             native,
             read_only,

@@ -24,4 +24,16 @@ impl Timespec {
         unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
         Timespec { sec: ts.tv_sec, nsec: ts.tv_nsec }
     }
+
+    /// Nanoseconds since the epoch, saturating past the 292 years an
+    /// `i64` spans each way.
+    pub fn as_nanos(self) -> i64 {
+        let nanos = i128::from(self.sec) * 1_000_000_000 + i128::from(self.nsec);
+        nanos.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+    }
+
+    /// The time `nanos` nanoseconds after the epoch (before it if negative).
+    pub fn from_nanos(nanos: i64) -> Timespec {
+        Timespec { sec: nanos.div_euclid(1_000_000_000), nsec: nanos.rem_euclid(1_000_000_000) }
+    }
 }

@@ -328,3 +328,36 @@ fn the_global_directory_mutex_serializes_readdir_against_a_create() {
     let per_directory = listing_beside_a_create(DirLocking::RwSem);
     assert!(per_directory.conflict_free(), "{:#?}", per_directory.conflicts);
 }
+
+/// The split directory design: creates and unlinks of different names in
+/// one directory write no common line, with every process its own (as
+/// the checker runs two processes); mkdirs and rmdirs only the count a
+/// new directory's `..` holds on its parent (Linux's `d_parent`). The
+/// rwsem design's directory lock is caught.
+#[test]
+fn changes_of_different_names_in_one_split_directory_share_no_line() {
+    use vfscale::config::DirLocking;
+    let in_one_directory = |dir_locking: DirLocking, change: fn(&Process, &str)| {
+        let (vfs, p) = tree(VfsConfig { dir_locking, ..VfsConfig::default() });
+        p.mkdir("/shared", 0o755).unwrap();
+        let q = vfs.process(Credentials::root());
+        verdict(|| change(&p, "/shared/a"), || change(&q, "/shared/b"))
+    };
+    let files = |who: &Process, name: &str| {
+        let made = who.open(name, OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        who.close(made).unwrap();
+        who.unlink(name).unwrap();
+    };
+    let dirs = |who: &Process, name: &str| {
+        who.mkdir(name, 0o755).unwrap();
+        who.rmdir(name).unwrap();
+    };
+    let split = in_one_directory(DirLocking::Split, files);
+    assert!(split.conflict_free(), "{:#?}", split.conflicts);
+    let split = in_one_directory(DirLocking::Split, dirs);
+    let sites: Vec<&String> = split.conflicts.iter().flat_map(|c| &c.sites).collect();
+    assert!(split.conflicts.len() == 1 && sites.iter().all(|s| s.contains("namespace.rs")), "{sites:#?}");
+    let rwsem = in_one_directory(DirLocking::RwSem, files);
+    let sites: Vec<&String> = rwsem.conflicts.iter().flat_map(|c| &c.sites).collect();
+    assert!(sites.iter().any(|s| s.contains("rwsem")), "the directory's rwsem: {sites:#?}");
+}

@@ -1,8 +1,8 @@
 //! The crate's layering, checked against its source: every top-level
 //! module of `src`, and every filesystem under `src/fs` (`fs::kernfs`,
 //! ...), imports only the modules its doc's "May import" sentence names;
-//! the only import circle is the one among the node types (`inode` and
-//! `dentry`: the tree is recursive); and the core imports no filesystem.
+//! the only import circle is the one among the node types (`inode`,
+//! `dentry` and a directory's `dirents`: the tree is recursive); and the core imports no filesystem.
 //!
 //! Imports are read from the source text: every `crate::name` and
 //! `crate::{a, b}` outside comments and `#[cfg(test)]` modules, with the
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 const BASE: &[&str] =
     &["errno", "mode", "time", "path", "cred", "types", "config", "pages", "space", "reclaim", "opens", "xattr_store"];
 /// "The node types" of a module doc.
-const NODE_TYPES: &[&str] = &["inode", "dentry", "dcache"];
+const NODE_TYPES: &[&str] = &["inode", "dentry", "dcache", "dirents"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -245,7 +245,7 @@ fn every_module_imports_only_what_its_doc_allows() {
 fn the_only_import_circle_is_among_the_node_types() {
     let (graph, _) = import_graph();
     let circle = in_a_circle(&graph);
-    let expected: BTreeSet<String> = ["inode", "dentry"].map(String::from).into();
+    let expected: BTreeSet<String> = ["inode", "dentry", "dirents"].map(String::from).into();
     assert_eq!(circle, expected, "modules on an import circle");
 }
 

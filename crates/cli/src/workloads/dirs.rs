@@ -30,9 +30,10 @@ pub(super) const UNLINK: Workload = Workload {
     build: |variant, _| build(variant, Op::Unlink),
 };
 
-/// The directory designs: one rwsem per directory (Linux's `i_rwsem`),
-/// then one mutex for every directory (kernfs before 5.15).
-const VARIANTS: &[&str] = &["rwsem", "global"];
+/// The directory designs: names split by hash with a lock per bucket
+/// (sv6's hashed directory), one rwsem per directory (Linux's
+/// `i_rwsem`), then one mutex for every directory (kernfs before 5.15).
+const VARIANTS: &[&str] = &["split", "rwsem", "global"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -46,6 +47,7 @@ fn build(variant: &str, op: Op) -> Box<dyn Subject> {
 
 fn one_dir(variant: &str, op: Op) -> OneDir {
     let dir_locking = match variant {
+        "split" => DirLocking::Split,
         "rwsem" => DirLocking::RwSem,
         "global" => DirLocking::GlobalMutex,
         other => unreachable!("variant {other} validated by the caller"),

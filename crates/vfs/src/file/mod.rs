@@ -36,8 +36,34 @@ use vfscale_sync::poison::unpoisoned;
 enum DirPos {
     Dot,
     DotDot,
-    /// After this child name (children are listed in name order).
+    /// After the entry with this cookie, in a directory whose entries the
+    /// VFS keeps (2: after `..`, before every entry).
+    Cookie(u64),
+    /// After this name, in a directory its filesystem lists (in name
+    /// order).
     After(Option<Box<[u8]>>),
+}
+
+impl DirPos {
+    /// The position as `telldir` and `lseek` give it: 0 and 1 before and
+    /// after `.`, then the cookie of the last entry read; none for a
+    /// directory its filesystem lists.
+    fn offset(&self) -> Option<u64> {
+        match self {
+            DirPos::Dot => Some(0),
+            DirPos::DotDot => Some(1),
+            DirPos::Cookie(cookie) => Some(*cookie),
+            DirPos::After(_) => None,
+        }
+    }
+
+    fn at_offset(offset: u64) -> DirPos {
+        match offset {
+            0 => DirPos::Dot,
+            1 => DirPos::DotDot,
+            cookie => DirPos::Cookie(cookie),
+        }
+    }
 }
 
 /// An open file description.
@@ -267,15 +293,23 @@ impl OpenFile {
         Ok((n, start + n as u64))
     }
 
-    /// `lseek`: moves the offset; EINVAL if it would become negative.
-    /// On a directory only a rewind (`Set` to 0) is supported.
+    /// `lseek`: moves the offset; EINVAL if it would become negative. On
+    /// a directory the offset is a listing position (`telldir`,
+    /// `seekdir`): a cookie that stays valid while entries come and go;
+    /// a directory its filesystem lists supports only a rewind.
     pub fn lseek(&self, offset: i64, whence: Whence) -> VfsResult<u64> {
         if self.inode.is_dir() {
-            if (whence, offset) != (Whence::Set, 0) {
-                return Err(Errno::EINVAL);
-            }
-            *lock(&self.dir_pos) = DirPos::Dot;
-            return Ok(0);
+            let mut pos = lock(&self.dir_pos);
+            let new = match (whence, pos.offset()) {
+                (Whence::Set, _) if offset == 0 => 0,
+                (_, _) if self.generator.is_some() => return Err(Errno::EINVAL),
+                (Whence::Set, _) => offset,
+                (Whence::Cur, Some(at)) => (at as i64).checked_add(offset).ok_or(Errno::EOVERFLOW)?,
+                _ => return Err(Errno::EINVAL),
+            };
+            let new = u64::try_from(new).map_err(|_| Errno::EINVAL)?;
+            *pos = DirPos::at_offset(new);
+            return Ok(new);
         }
         let mut current = lock(&self.offset);
         let new = match whence {
@@ -393,7 +427,7 @@ impl OpenFile {
                     let guard = crossbeam_epoch::pin();
                     let parent = dir.parent(&guard).map_or(self.inode.ino(), |p| p.ino());
                     out.push(DirEntry { name: b"..".to_vec(), ino: parent, file_type: FileType::Directory });
-                    *pos = DirPos::After(None);
+                    *pos = if self.generator.is_some() { DirPos::After(None) } else { DirPos::Cookie(2) };
                 }
                 DirPos::After(last) if self.generator.is_some() => {
                     let generator = self.generator.as_ref().expect("matched above");
@@ -409,26 +443,14 @@ impl OpenFile {
                     }
                     out.extend(batch);
                 }
-                DirPos::After(last) => {
-                    let locked = self.dir_locks.read(dir);
-                    let children = &locked.children;
-                    let range = match last {
-                        None => children.range::<[u8], _>(..),
-                        Some(last) => {
-                            children.range::<[u8], _>((std::ops::Bound::Excluded(&**last), std::ops::Bound::Unbounded))
-                        }
-                    };
-                    let mut next = None;
-                    for (name, dentry) in range.take(max - out.len()) {
-                        let inode = dentry.inode.as_ref().expect("children are positive");
-                        out.push(DirEntry { name: name.to_vec(), ino: inode.ino(), file_type: inode.file_type() });
-                        next = Some(name.clone());
-                    }
-                    drop(locked);
-                    match next {
-                        Some(name) => *pos = DirPos::After(Some(name)),
+                DirPos::After(_) => unreachable!("only a listed directory reads by name"),
+                DirPos::Cookie(after) => {
+                    let batch = self.dir_locks.list_after(dir, *after, max - out.len());
+                    match batch.last() {
+                        Some((cookie, _)) => *pos = DirPos::Cookie(*cookie),
                         None => break,
                     }
+                    out.extend(batch.into_iter().map(|(_, entry)| entry));
                 }
             }
         }

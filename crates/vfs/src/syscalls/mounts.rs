@@ -87,12 +87,12 @@ impl<'a> Context<'a> {
         // A file: where its name is, for `mountinfo` (a file has no
         // parent pointer), following final symlinks as the walk did.
         let mut path = path.to_vec();
-        let mut start: Option<Dir> = None;
+        let mut start: Option<crate::namespace::ParentDir> = None;
         for _ in 0..=crate::namei::MAX_SYMLINKS {
             let cwd = start.as_ref().map_or(self.names.cwd, |d| At { mount: &d.mount, inode: &d.inode });
             let here = crate::namespace::Ctx { cwd, ..self.names };
             let Ok((parent, Last::Normal(name), _)) = here.parent(&path) else { break };
-            let named = parent.dir()?.children.read().get(name).and_then(|d| d.inode.clone());
+            let named = parent.mount.sb.dir_locks.lookup(parent.dir()?, name).map(CountedArc::into_arc);
             let Some(named) = named else { break };
             if Arc::ptr_eq(&named, &dir.inode) {
                 let place = Some((parent.inode.into_arc(), Box::from(name)));
@@ -354,9 +354,7 @@ fn file_root_path(mount: &Mount, root: &RootPath) -> Box<[u8]> {
     // The name it was found by, while that still names it (of its hard
     // links, that is the one Linux's dentry is), else any other there.
     let still = mount.sb.native
-        && dir.dir().is_ok_and(|d| {
-            d.children.read().get(name).and_then(|e| e.inode.as_ref()).is_some_and(|i| Arc::ptr_eq(i, mount.root()))
-        });
+        && dir.dir().is_ok_and(|d| mount.sb.dir_locks.lookup(d, name).is_some_and(|i| Arc::ptr_eq(&i, mount.root())));
     let found = if still { Some(name.clone()) } else { name_in(&mount.sb, dir, mount.root()) };
     let Some(name) = found else {
         return search(&mount.sb, mount.root()).unwrap_or_else(|| root.path.clone());
@@ -379,12 +377,11 @@ fn search(sb: &crate::superblock::SuperBlock, file: &Arc<Inode>) -> Option<Box<[
     let mut pending = vec![(Arc::clone(&sb.root), Vec::new())];
     while let Some((dir, path)) = pending.pop() {
         let Ok(d) = dir.dir() else { continue };
-        let children = d.children.read();
-        for (name, dentry) in children.iter() {
+        for dentry in sb.dir_locks.all_entries(d) {
             let Some(inode) = &dentry.inode else { continue };
             let mut child_path = path.clone();
             child_path.push(b'/');
-            child_path.extend_from_slice(name);
+            child_path.extend_from_slice(&dentry.name);
             if Arc::ptr_eq(inode, file) {
                 return Some(child_path.into());
             }
@@ -418,8 +415,8 @@ fn name_in(sb: &crate::superblock::SuperBlock, parent: &Arc<Inode>, inode: &Arc<
             .map(|e| e.name.into());
     }
     let dir = parent.dir().ok()?;
-    let children = dir.children.read();
-    children.iter().find(|(_, d)| d.inode.as_ref().is_some_and(|i| Arc::ptr_eq(i, inode))).map(|(name, _)| name.clone())
+    let entries = sb.dir_locks.all_entries(dir);
+    entries.into_iter().find(|d| d.inode.as_ref().is_some_and(|i| Arc::ptr_eq(i, inode))).map(|d| d.name.clone())
 }
 
 /// One step up within a filesystem: the parent directory and the name, or

@@ -144,7 +144,7 @@ fn open_special(file_type: FileType, flags: OpenFlags) -> VfsResult<()> {
 /// creates its target, as Linux does.
 fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<(Dir, bool)> {
     let mut path = path.to_vec();
-    let mut start: Option<Dir> = None;
+    let mut start: Option<crate::namespace::ParentDir> = None;
     let mut links_followed = 0;
     loop {
         let cwd = start.as_ref().map_or(ctx.cwd, |dir| At { mount: &dir.mount, inode: &dir.inode });
@@ -164,10 +164,7 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
         if trailing_slash {
             return Err(Errno::EISDIR);
         }
-        let existing = {
-            let locked = dir.mount.sb.dir_locks.read(dir.dir()?);
-            locked.children.get(name).and_then(|d| d.inode.clone())
-        };
+        let existing = dir.mount.sb.dir_locks.lookup(dir.dir()?, name).map(CountedArc::into_arc);
         let Some(existing) = existing else {
             match here.create(&dir, name, FileType::Regular, perm, Box::default(), 0) {
                 // Lost a race with another creator: look again.

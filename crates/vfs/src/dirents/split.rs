@@ -1,0 +1,373 @@
+//! A directory's entries split by name hash, each bucket under its own
+//! lock on its own line (sv6's and ScaleFS's hashed directory), in an
+//! extendible hash table that grows one bucket at a time.
+//!
+//! Invariant: a bucket holds the entries whose name hashes agree with its
+//! slot on the low `depth` bits; its list changes only under its lock and
+//! only while it is in the current table (`replaced` is false). A split
+//! publishes a table naming the bucket's two halves before it marks the
+//! bucket replaced, so a writer that finds its bucket replaced under the
+//! lock finds the halves in the table it loads next. Readers take no lock:
+//! list links change by single stores, a removed node keeps its `next`,
+//! and nodes, buckets and tables are freed through the epoch.
+//!
+//! A directory's first entry makes its table: [`INITIAL_DEPTH`] bits, 64
+//! buckets, so names in small directories rarely share a bucket (4.5 KiB,
+//! the price of a line per bucket). Past [`SPLIT_AT`] entries a bucket
+//! splits, doubling the table's slots if its depth was the table's: only
+//! that bucket's writers wait for it, and every other bucket's writers go
+//! on in the old table or the new one, which share the bucket.
+
+use super::{cookie_order, Entry};
+use crate::dentry::Dentry;
+use crate::reclaim::Reclaim;
+use crossbeam_epoch::{Guard, Owned, Shared};
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+use vfscale_sync::audited::{AtomicBool, EpochAtomic, Mutex, Ordering};
+use vfscale_sync::poison::unpoisoned;
+use vfscale_sync::spin::{RawSpinLock, TasLock};
+
+/// Depth of a directory's first table: 64 buckets.
+pub(crate) const INITIAL_DEPTH: u32 = 6;
+/// Entries a bucket takes before it splits.
+pub(crate) const SPLIT_AT: usize = 8;
+/// No bucket splits past this depth (names whose hashes agree on this
+/// many bits share a bucket however many there are).
+const MAX_DEPTH: u32 = 40;
+
+struct Node {
+    entry: Entry,
+    hash: u64,
+    next: EpochAtomic<Node>,
+}
+
+/// One bucket: its lock, its list and how many low hash bits its entries
+/// share, on a line of their own.
+#[repr(align(64))]
+struct Bucket {
+    lock: TasLock,
+    replaced: AtomicBool,
+    depth: u32,
+    /// The low `depth` bits every hash in the bucket has.
+    bits: u64,
+    head: EpochAtomic<Node>,
+}
+
+impl Bucket {
+    fn new(depth: u32, bits: u64) -> Arc<Bucket> {
+        let replaced = AtomicBool::new(false);
+        Arc::new(Bucket { lock: TasLock::default(), replaced, depth, bits, head: EpochAtomic::null() })
+    }
+
+    fn nodes<'g>(&self, guard: &'g Guard) -> impl Iterator<Item = &'g Node> {
+        // SAFETY: nodes are freed through the epoch after they are unlinked,
+        // and `guard` is pinned, so every node reachable now stays readable.
+        let mut at = unsafe { self.head.load(Ordering::Acquire, guard).as_ref() };
+        std::iter::from_fn(move || {
+            let node = at?;
+            // SAFETY: as above.
+            at = unsafe { node.next.load(Ordering::Acquire, guard).as_ref() };
+            Some(node)
+        })
+    }
+}
+
+impl Drop for Bucket {
+    fn drop(&mut self) {
+        // SAFETY: the last reference to the bucket is going, after every
+        // table naming it was released through the epoch: no reader is left.
+        unsafe {
+            let guard = crossbeam_epoch::unprotected();
+            let mut at = self.head.load(Ordering::Relaxed, guard);
+            while !at.is_null() {
+                let next = at.deref().next.load(Ordering::Relaxed, guard);
+                drop(at.into_owned());
+                at = next;
+            }
+        }
+    }
+}
+
+/// The slots of the extendible hash: `1 << depth` of them, slot `i`
+/// naming the bucket of the hashes whose low bits are `i`.
+struct Table {
+    depth: u32,
+    slots: Box<[Arc<Bucket>]>,
+}
+
+impl Table {
+    fn bucket(&self, hash: u64) -> &Arc<Bucket> {
+        &self.slots[(hash & ((1u64 << self.depth) - 1)) as usize]
+    }
+}
+
+/// The entries of one directory, split by hash.
+pub(crate) struct SplitEntries {
+    /// Null until the first entry.
+    table: EpochAtomic<Table>,
+    /// Taken by whoever replaces the table (a split, the first entry),
+    /// never by a plain create or unlink.
+    resize: Mutex<()>,
+}
+
+/// A bucket held locked.
+pub(crate) struct BucketGuard {
+    bucket: Arc<Bucket>,
+    guard: Guard,
+}
+
+impl Drop for BucketGuard {
+    fn drop(&mut self) {
+        // SAFETY: this guard took the lock and releases it once.
+        unsafe { self.bucket.lock.unlock() };
+    }
+}
+
+impl SplitEntries {
+    pub fn new() -> SplitEntries {
+        SplitEntries { table: EpochAtomic::null(), resize: Mutex::new(()) }
+    }
+
+    /// The entry named `name` (whose hash is `hash`), locking nothing.
+    pub fn get<'g>(&self, name: &[u8], hash: u64, guard: &'g Guard) -> Option<&'g Arc<Dentry>> {
+        // SAFETY: tables are released through the epoch; `guard` is pinned.
+        let table = unsafe { self.table.load(Ordering::Acquire, guard).as_ref()? };
+        find(table.bucket(hash), name, hash, guard).map(|node| &node.entry.dentry)
+    }
+
+    /// Locks the bucket of `hash`, making the table if there is none.
+    /// Buckets locked together are locked in [`lock_order`].
+    pub fn lock(&self, hash: u64) -> BucketGuard {
+        let guard = crossbeam_epoch::pin();
+        loop {
+            let table = self.table.load(Ordering::Acquire, &guard);
+            // SAFETY: as in `get`.
+            let Some(table) = (unsafe { table.as_ref() }) else {
+                self.make_table(&guard);
+                continue;
+            };
+            let bucket = Arc::clone(table.bucket(hash));
+            bucket.lock.lock();
+            if !bucket.replaced.load(Ordering::Acquire) {
+                return BucketGuard { bucket, guard };
+            }
+            // SAFETY: locked just above.
+            unsafe { bucket.lock.unlock() };
+        }
+    }
+
+    fn make_table(&self, guard: &Guard) {
+        let _resize = unpoisoned(self.resize.lock());
+        if self.table.load(Ordering::Acquire, guard).is_null() {
+            let slots = (0..1 << INITIAL_DEPTH).map(|bits| Bucket::new(INITIAL_DEPTH, bits)).collect();
+            self.table.store(Owned::new(Table { depth: INITIAL_DEPTH, slots }), Ordering::Release);
+        }
+    }
+
+    /// Locks every bucket (for rmdir), in lock order, in a table no
+    /// split has replaced; `None` while the directory has no table, with
+    /// the resize lock held so that none is made until it drops.
+    pub fn lock_all(&self) -> AllBuckets<'_> {
+        let guard = crossbeam_epoch::pin();
+        loop {
+            let resize = unpoisoned(self.resize.lock());
+            // SAFETY: as in `get`.
+            let Some(table) = (unsafe { self.table.load(Ordering::Acquire, &guard).as_ref() }) else {
+                return AllBuckets::NoTable { _resize: resize };
+            };
+            drop(resize);
+            let mut buckets: Vec<(u64, Arc<Bucket>)> =
+                distinct(table).map(|(slot, b)| (lock_order(slot as u64), Arc::clone(b))).collect();
+            buckets.sort_by_key(|(order, _)| *order);
+            let mut held = Vec::with_capacity(buckets.len());
+            for (_, bucket) in buckets {
+                bucket.lock.lock();
+                let replaced = bucket.replaced.load(Ordering::Acquire);
+                held.push(BucketGuard { bucket, guard: crossbeam_epoch::pin() });
+                if replaced {
+                    break;
+                }
+            }
+            if held.iter().all(|g| !g.bucket.replaced.load(Ordering::Acquire)) {
+                return AllBuckets::Locked(held);
+            }
+        }
+    }
+
+    /// Up to `max` entries whose cookies follow `after`, in cookie order,
+    /// locking nothing.
+    pub fn after<'g>(&self, after: u64, max: usize, guard: &'g Guard) -> Vec<&'g Entry> {
+        // SAFETY: as in `get`.
+        let Some(table) = (unsafe { self.table.load(Ordering::Acquire, guard).as_ref() }) else {
+            return Vec::new();
+        };
+        let mut smallest = BinaryHeap::with_capacity(max.min(256) + 1);
+        for (_, bucket) in distinct(table) {
+            for node in bucket.nodes(guard) {
+                if node.entry.cookie > after {
+                    smallest.push(cookie_order(&node.entry));
+                    if smallest.len() > max {
+                        smallest.pop();
+                    }
+                }
+            }
+        }
+        smallest.into_sorted_vec().into_iter().map(|e| e.0).collect()
+    }
+}
+
+impl Drop for SplitEntries {
+    fn drop(&mut self) {
+        // SAFETY: the directory is going; no reader can reach its table.
+        unsafe {
+            let table = self.table.load(Ordering::Relaxed, crossbeam_epoch::unprotected());
+            if !table.is_null() {
+                drop(table.into_owned());
+            }
+        }
+    }
+}
+
+/// Each bucket of `table` once (a bucket of depth `d` fills every slot
+/// whose low `d` bits are its own; the first of them is below `1 << d`).
+fn distinct(table: &Table) -> impl Iterator<Item = (usize, &Arc<Bucket>)> {
+    table.slots.iter().enumerate().filter(|(i, b)| *i < 1 << b.depth)
+}
+
+/// Where the bucket of `hash` (or of the slot `hash` names) comes in the
+/// order in which buckets are locked together: the hash's bits reversed.
+/// A bucket holds the hashes that share its low bits, a range of this
+/// order, so two buckets' ranges never interleave, and a split's halves
+/// keep the place of the bucket they split.
+pub(crate) fn lock_order(hash: u64) -> u64 {
+    hash.reverse_bits()
+}
+
+fn find<'g>(bucket: &Bucket, name: &[u8], hash: u64, guard: &'g Guard) -> Option<&'g Node> {
+    bucket.nodes(guard).find(|node| node.hash == hash && *node.entry.dentry.name == *name)
+}
+
+/// Every bucket of a directory, locked (or, with no table yet, the lock
+/// that keeps one from being made).
+pub(crate) enum AllBuckets<'a> {
+    NoTable { _resize: vfscale_sync::audited::MutexGuard<'a, ()> },
+    Locked(Vec<BucketGuard>),
+}
+
+impl AllBuckets<'_> {
+    pub fn is_empty(&self) -> bool {
+        match self {
+            AllBuckets::NoTable { .. } => true,
+            AllBuckets::Locked(held) => held.iter().all(|g| g.bucket.head.load(Ordering::Acquire, &g.guard).is_null()),
+        }
+    }
+}
+
+impl BucketGuard {
+    /// Whether this bucket holds the name of `hash` too.
+    pub fn covers(&self, hash: u64) -> bool {
+        hash & ((1u64 << self.bucket.depth) - 1) == self.bucket.bits
+    }
+
+    pub fn get(&self, name: &[u8], hash: u64) -> Option<&Arc<Dentry>> {
+        find(&self.bucket, name, hash, &self.guard).map(|node| &node.entry.dentry)
+    }
+
+    /// The link (the head or a node's `next`) that points at the node of
+    /// `name`, and that node.
+    fn link_to(&self, name: &[u8], hash: u64) -> Option<(&EpochAtomic<Node>, Shared<'_, Node>)> {
+        let mut link = &self.bucket.head;
+        loop {
+            let at = link.load(Ordering::Acquire, &self.guard);
+            // SAFETY: the bucket is locked, so no node of it is unlinked,
+            // let alone freed, while this guard lives.
+            let node = unsafe { at.as_ref()? };
+            if node.hash == hash && *node.entry.dentry.name == *name {
+                return Some((link, at));
+            }
+            link = &node.next;
+        }
+    }
+
+    /// Adds `entry`, whose name (hashing to `hash`) is not in the bucket;
+    /// splits the bucket if that takes it past [`SPLIT_AT`].
+    pub fn insert(&mut self, dir: &SplitEntries, entry: Entry, hash: u64, reclaim: &Reclaim) {
+        let head = self.bucket.head.load(Ordering::Relaxed, &self.guard);
+        let node = Owned::new(Node { entry, hash, next: EpochAtomic::null() });
+        node.next.store(head, Ordering::Relaxed);
+        self.bucket.head.store(node, Ordering::Release);
+        if self.bucket.nodes(&self.guard).count() > SPLIT_AT {
+            dir.split(&self.bucket, &self.guard, reclaim);
+        }
+    }
+
+    /// Puts `entry` in the place of the entry of the same name, in one
+    /// store (a reader sees one or the other); returns the old one.
+    pub fn replace(&mut self, entry: Entry, hash: u64, reclaim: &Reclaim) -> Option<Entry> {
+        let (link, old) = self.link_to(&entry.dentry.name, hash)?;
+        // SAFETY: `old` is in the locked bucket (see `link_to`).
+        let old_node = unsafe { old.deref() };
+        let entry = Entry { cookie: old_node.entry.cookie, ..entry };
+        let node = Owned::new(Node { entry, hash, next: EpochAtomic::null() });
+        node.next.store(old_node.next.load(Ordering::Relaxed, &self.guard), Ordering::Relaxed);
+        link.store(node, Ordering::Release);
+        let replaced = old_node.entry.clone();
+        // SAFETY: unlinked just above, so no new reader finds it; readers
+        // already on it are pinned and outlive nothing of the deferral.
+        reclaim.defer(&self.guard, unsafe { old.into_owned() });
+        Some(replaced)
+    }
+
+    /// Takes the entry of `name` out of the bucket.
+    pub fn remove(&mut self, name: &[u8], hash: u64, reclaim: &Reclaim) -> Option<Entry> {
+        let (link, old) = self.link_to(name, hash)?;
+        // SAFETY: as in `replace`.
+        let old_node = unsafe { old.deref() };
+        link.store(old_node.next.load(Ordering::Relaxed, &self.guard), Ordering::Release);
+        let removed = old_node.entry.clone();
+        // SAFETY: as in `replace`.
+        reclaim.defer(&self.guard, unsafe { old.into_owned() });
+        Some(removed)
+    }
+}
+
+impl SplitEntries {
+    /// Replaces `bucket` (locked by the caller, in the current table) by
+    /// its two halves on the next hash bit, unless it is as deep as
+    /// buckets go.
+    fn split(&self, bucket: &Arc<Bucket>, guard: &Guard, reclaim: &Reclaim) {
+        if bucket.depth >= MAX_DEPTH {
+            return;
+        }
+        let _resize = unpoisoned(self.resize.lock());
+        let old = self.table.load(Ordering::Acquire, guard);
+        // SAFETY: a bucket in a table exists only once the table does; the
+        // resize lock keeps it current, and it is freed through the epoch.
+        let table = unsafe { old.deref() };
+        let depth = bucket.depth;
+        let halves = [Bucket::new(depth + 1, bucket.bits), Bucket::new(depth + 1, bucket.bits | 1 << depth)];
+        for node in bucket.nodes(guard) {
+            let half = &halves[(node.hash >> depth) as usize & 1];
+            let copy = Owned::new(Node { entry: node.entry.clone(), hash: node.hash, next: EpochAtomic::null() });
+            copy.next.store(half.head.load(Ordering::Relaxed, guard), Ordering::Relaxed);
+            half.head.store(copy, Ordering::Relaxed);
+        }
+        let new_depth = table.depth.max(depth + 1);
+        let slots = (0..1usize << new_depth)
+            .map(|i| {
+                let at = &table.slots[i & ((1 << table.depth) - 1)];
+                if Arc::ptr_eq(at, bucket) {
+                    Arc::clone(&halves[(i >> depth) & 1])
+                } else {
+                    Arc::clone(at)
+                }
+            })
+            .collect();
+        self.table.store(Owned::new(Table { depth: new_depth, slots }), Ordering::Release);
+        bucket.replaced.store(true, Ordering::Release);
+        // SAFETY: the table was just replaced; walkers pinned before hold
+        // off its release.
+        reclaim.defer(guard, unsafe { old.into_owned() });
+    }
+}
