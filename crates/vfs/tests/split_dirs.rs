@@ -1,0 +1,227 @@
+//! The split directory design (`DirLocking::Split`) against sequential
+//! models: a directory's link count and times at `stat` while other CPUs
+//! change it, rmdir racing creates, rename over a name racing lookups,
+//! listing cookies across changes, and a directory that outgrows its first
+//! table. Every wait is on state, never on time; iteration counts come
+//! from `VFSCALE_STRESS_ITERS`.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use vfscale::config::DirLocking;
+use vfscale::{Credentials, Errno, OpenFlags, SetTime, Timespec, Vfs, VfsConfig, Whence};
+use vfscale_sync::cpu::with_virtual_cpu;
+
+fn split() -> Vfs {
+    Vfs::new(VfsConfig { dir_locking: DirLocking::Split, ..VfsConfig::default() })
+}
+
+fn iterations(default: usize) -> usize {
+    std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Sequentially, on alternating CPUs: after every mkdir, rmdir, create,
+/// unlink and rename, the directory's link count is the model's exactly,
+/// and its times never go back; an explicit mtime replaces the per-CPU
+/// times, older or not.
+#[test]
+fn link_count_and_times_follow_the_model_across_cpus() {
+    let vfs = split();
+    let p = vfs.process(Credentials::root());
+    p.mkdir("/d", 0o755).unwrap();
+    let (mut subdirs, mut files) = (BTreeSet::new(), BTreeSet::new());
+    let mut last = p.stat("/d").unwrap();
+    let mut seed = 0x9e37_79b9u64;
+    for step in 0..iterations(2000) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let n = seed % 16;
+        with_virtual_cpu(step % 2, || match seed % 5 {
+            0 => {
+                let made = p.mkdir(format!("/d/s{n}"), 0o755);
+                assert_eq!(made.is_ok(), subdirs.insert(n), "mkdir s{n}");
+            }
+            1 => {
+                let removed = p.rmdir(format!("/d/s{n}"));
+                assert_eq!(removed.is_ok(), subdirs.remove(&n), "rmdir s{n}");
+            }
+            2 => match p.open(format!("/d/f{n}"), OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY, 0o644) {
+                Ok(fd) => {
+                    assert!(files.insert(n));
+                    p.close(fd).unwrap();
+                }
+                Err(e) => assert_eq!((e, files.contains(&n)), (Errno::EEXIST, true)),
+            },
+            3 => {
+                let removed = p.unlink(format!("/d/f{n}"));
+                assert_eq!(removed.is_ok(), files.remove(&n), "unlink f{n}");
+            }
+            _ => {
+                // A subdirectory renamed over another (or to a new name).
+                let to = (n + 1) % 16;
+                let renamed = p.rename(format!("/d/s{n}"), format!("/d/s{to}"));
+                if subdirs.contains(&n) {
+                    renamed.unwrap();
+                    subdirs.remove(&n);
+                    subdirs.insert(to);
+                } else {
+                    assert_eq!(renamed, Err(Errno::ENOENT));
+                }
+            }
+        });
+        let now = p.stat("/d").unwrap();
+        assert_eq!(now.nlink as usize, 2 + subdirs.len(), "step {step}");
+        assert!(now.mtime >= last.mtime && now.ctime >= last.ctime, "step {step}: times went back");
+        last = now;
+    }
+    let past = Timespec { sec: 1_000_000, nsec: 5 };
+    p.utimens("/d", SetTime::Omit, SetTime::At(past)).unwrap();
+    assert_eq!(p.stat("/d").unwrap().mtime, past, "an explicit time outweighs the per-CPU ones");
+    with_virtual_cpu(1, || p.mkdir("/d/later", 0o755)).unwrap();
+    assert!(p.stat("/d").unwrap().mtime > past);
+}
+
+/// While threads mkdir names of their own in one directory, every `stat`
+/// of it sees a link count between the mkdirs done before it began and
+/// those begun before it ended, and never fewer than the last one saw.
+#[test]
+fn stat_under_concurrent_mkdirs_is_exact() {
+    let vfs = split();
+    let p = vfs.process(Credentials::root());
+    p.mkdir("/d", 0o755).unwrap();
+    let per_thread = iterations(600);
+    let (begun, done) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let writers: Vec<_> = (0..3)
+        .map(|t| {
+            let (vfs, begun, done) = (vfs.clone(), Arc::clone(&begun), Arc::clone(&done));
+            thread::spawn(move || {
+                let q = vfs.process(Credentials::root());
+                for i in 0..per_thread {
+                    begun.fetch_add(1, Ordering::SeqCst);
+                    q.mkdir(format!("/d/t{t}-{i}"), 0o755).unwrap();
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    let mut seen = 0;
+    while done.load(Ordering::SeqCst) < 3 * per_thread {
+        let low = done.load(Ordering::SeqCst);
+        let links = p.stat("/d").unwrap().nlink as usize - 2;
+        let high = begun.load(Ordering::SeqCst);
+        assert!((low..=high).contains(&links), "{links} subdirectories, {low} made, {high} begun");
+        assert!(links >= seen, "went back from {seen} to {links}");
+        seen = links;
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert_eq!(p.stat("/d").unwrap().nlink as usize, 2 + 3 * per_thread);
+}
+
+/// rmdir racing creates in the directory it removes: it fails with
+/// ENOTEMPTY or removes an empty directory, and a create after a
+/// successful rmdir fails with ENOENT; a directory is never removed with
+/// an entry in it.
+#[test]
+fn rmdir_never_removes_a_directory_a_create_got_into() {
+    let vfs = split();
+    let p = vfs.process(Credentials::root());
+    for round in 0..iterations(300) {
+        let dir = format!("/r{round}");
+        p.mkdir(&dir, 0o755).unwrap();
+        let start = Arc::new(AtomicBool::new(false));
+        let creator = {
+            let (vfs, start, dir) = (vfs.clone(), Arc::clone(&start), dir.clone());
+            thread::spawn(move || {
+                let q = vfs.process(Credentials::root());
+                while !start.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                let made = q.open(format!("{dir}/f{}", round % 7), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644);
+                made.map(|fd| q.close(fd).unwrap())
+            })
+        };
+        start.store(true, Ordering::Release);
+        let removed = p.rmdir(&dir);
+        let created = creator.join().unwrap();
+        match (removed, created) {
+            (Ok(()), Err(Errno::ENOENT)) => assert_eq!(p.stat(&dir), Err(Errno::ENOENT)),
+            (Err(Errno::ENOTEMPTY), Ok(())) => assert_eq!(p.list_dir(&dir).unwrap().len(), 3),
+            other => panic!("round {round}: rmdir and create gave {other:?}"),
+        }
+    }
+}
+
+/// A rename over an existing name replaces it in one step: a thread
+/// looking the name up meanwhile always finds it (the old file or the new).
+#[test]
+fn rename_over_a_name_never_leaves_it_missing() {
+    let vfs = split();
+    let p = vfs.process(Credentials::root());
+    p.mkdir("/d", 0o755).unwrap();
+    let fd = p.open("/d/target", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+    p.close(fd).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let looker = {
+        let (vfs, done) = (vfs.clone(), Arc::clone(&done));
+        thread::spawn(move || {
+            let q = vfs.process(Credentials::root());
+            let mut looks = 0;
+            while !done.load(Ordering::Acquire) || looks == 0 {
+                q.stat("/d/target").expect("the target is always there");
+                assert!(q.list_dir("/d").unwrap().iter().any(|e| e.name == b"target"), "listed");
+                looks += 1;
+            }
+        })
+    };
+    for i in 0..iterations(600) {
+        let name = format!("/d/new{}", i % 5);
+        let fd = p.open(&name, OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        p.close(fd).unwrap();
+        p.rename(&name, "/d/target").unwrap();
+    }
+    done.store(true, Ordering::Release);
+    looker.join().unwrap();
+}
+
+/// `telldir` cookies stay valid across creates and unlinks: resuming at
+/// one returns exactly the entries after it that are still there, and a
+/// directory grown far past its first table lists every name once.
+#[test]
+fn cookies_survive_changes_and_growth() {
+    let vfs = split();
+    let p = vfs.process(Credentials::root());
+    p.mkdir("/d", 0o755).unwrap();
+    let names: Vec<String> = (0..5000).map(|i| format!("n{i}")).collect();
+    for name in &names {
+        let fd = p.open(format!("/d/{name}"), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        p.close(fd).unwrap();
+    }
+    let fd = p.open("/d", OpenFlags::DIRECTORY, 0).unwrap();
+    let first = p.readdir(fd, 1002).unwrap();
+    let cookie = p.lseek(fd, 0, Whence::Cur).unwrap();
+    let rest_before: Vec<Vec<u8>> = p.readdir(fd, usize::MAX).unwrap().into_iter().map(|e| e.name).collect();
+    // Remove every third name after the cookie and one before it, add new ones.
+    for name in rest_before.iter().step_by(3) {
+        p.unlink(format!("/d/{}", String::from_utf8_lossy(name))).unwrap();
+    }
+    p.unlink(format!("/d/{}", String::from_utf8_lossy(&first[500].name))).unwrap();
+    for i in 0..100 {
+        let made = p.open(format!("/d/late{i}"), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        p.close(made).unwrap();
+    }
+    assert_eq!(p.lseek(fd, cookie as i64, Whence::Set).unwrap(), cookie);
+    let rest_after: BTreeSet<Vec<u8>> = p.readdir(fd, usize::MAX).unwrap().into_iter().map(|e| e.name).collect();
+    let kept: BTreeSet<Vec<u8>> = rest_before.iter().skip(1).step_by(3).cloned().collect();
+    assert!(kept.is_subset(&rest_after), "every surviving entry after the cookie comes back");
+    assert!(rest_after.iter().all(|n| kept.contains(n) || n.starts_with(b"late") || rest_before.contains(n)));
+    assert!(!rest_after.iter().any(|n| first.iter().any(|e| e.name == *n)), "nothing before the cookie again");
+    p.close(fd).unwrap();
+    let listed = p.list_dir("/d").unwrap();
+    let unique: BTreeSet<&[u8]> = listed.iter().map(|e| &e.name[..]).collect();
+    assert_eq!(unique.len(), listed.len(), "each name once");
+    assert_eq!(p.stat("/d").unwrap().nlink, 2);
+}
