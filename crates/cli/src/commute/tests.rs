@@ -153,7 +153,7 @@ fn summary_counts_verdicts_scaling_and_goals() {
     let results = vec![
         result("stat-same-file", true, Some((1.9, 2.0, Some(1.0)))),
         result("stat-diff-files", true, Some((1.7, 2.0, Some(1.9)))),
-        result("create-one-dir", false, Some((1.0, 2.0, Some(1.0)))),
+        result("mkdir-one-dir", false, Some((1.0, 2.0, Some(1.0)))),
         result("kernfs-read-same", true, Some((2.0, 2.0, None))),
     ];
     let s = Summary::of(&results, KNOWN_CONFLICTS, conditions(true));
@@ -161,7 +161,7 @@ fn summary_counts_verdicts_scaling_and_goals() {
     // 1.7 < 0.9 x 2.0: the checker's promise failed for stat-diff-files.
     assert_eq!(s.checker_exceptions, ["stat-diff-files"]);
     assert_eq!(s.host_skipped.get("kernfs-read-same").map(String::as_str), Some("no sysfs here"));
-    assert_eq!(s.known_conflicts.keys().copied().collect::<Vec<_>>(), ["create-one-dir"]);
+    assert_eq!(s.known_conflicts.keys().copied().collect::<Vec<_>>(), ["mkdir-one-dir"]);
     let met: Vec<bool> = s.goals.iter().map(|g| g.met).collect();
     assert!(s.goals.iter().all(|g| g.met == (g.judgement == Judgement::Met)));
     // Too few pairs; 1 exception in 3 conflict-free pairs is more than 1 in
@@ -182,7 +182,7 @@ fn summary_counts_verdicts_scaling_and_goals() {
 fn two_pair_run() -> Commute {
     let pairs = vec![
         result("stat-same-file", true, Some((1.9, 2.0, Some(1.0)))),
-        result("create-one-dir", false, Some((1.0, 2.0, None))),
+        result("mkdir-one-dir", false, Some((1.0, 2.0, None))),
     ];
     let summary = Summary::of(&pairs, KNOWN_CONFLICTS, conditions(true));
     Commute { pairs, summary, generated: None }
@@ -224,14 +224,14 @@ fn json_has_the_issues_shape_and_the_table_one_line_per_pair() {
     assert!(table
         .lines()
         .any(|l| l.starts_with("stat-same-file") && l.contains("conflict-free") && l.contains("1.00*")));
-    assert!(table.lines().any(|l| l.starts_with("create-one-dir") && l.contains("1 lines")));
+    assert!(table.lines().any(|l| l.starts_with("mkdir-one-dir") && l.contains("1 lines")));
     let header = table.lines().next().unwrap();
     assert!(header.contains("vfscale") && header.contains("rounds") && header.contains("private"), "{header}");
     assert!(table.lines().any(|l| l.starts_with("stat-same-file") && l.contains(" 0.95 ")), "1.9 / 2.0 by round");
     assert!(
-        table.contains("known: both change one directory") && table.contains("line: crates/vfs/src/x.rs:1 (write)")
+        table.contains("counts a reference on the parent") && table.contains("line: crates/vfs/src/x.rs:1 (write)")
     );
-    assert!(table.contains("host skipped create-one-dir: no sysfs here"));
+    assert!(table.contains("host skipped mkdir-one-dir: no sysfs here"));
     assert!(table.contains(&run.summary.line) && table.contains("goal not met: at least 30 pairs"));
 }
 
@@ -276,7 +276,7 @@ fn report_draws_the_matrix() {
     assert!(page.contains("<td class=\"num yes\">1.90</td>"), "vfscale scales: green");
     assert!(page.contains("<td class=\"num no\">1.00</td>"), "the host does not: red");
     assert!(page.contains("skipped: no sysfs here") && page.contains("crates/vfs/src/x.rs:1 (write)"));
-    assert!(page.contains("known: both change one directory") && page.contains("load average 0.10 0.20 0.30"));
+    assert!(page.contains("counts a reference on the parent") && page.contains("load average 0.10 0.20 0.30"));
     let svg = std::fs::read_to_string(dir.path().join("commute-s2.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("stat-same-file") && svg.contains("host"));
 }

@@ -565,10 +565,10 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
     (
         "inode-attributes",
         &["crates/vfs/src/inode.rs"],
-        "a change of an inode (the times every write, truncate and change of a directory's entries sets, its size, \
-         mode and link count) is a write section of the inode's attribute seqlock, which every stat, permission \
-         check and open of it reads; nlink, size and the times are not yet kept per CPU (Linux: the inode's fields, \
-         i_lock and i_rwsem)",
+        "a change of an inode (the times every write and truncate sets, its size, mode and link count) is a write \
+         section of the inode's attribute seqlock, which every stat, permission check and open of it reads; a \
+         split directory's link count and times are per CPU, which a stat of it reads (Linux: the inode's \
+         fields, i_lock and i_rwsem)",
     ),
     (
         "file-pages",
@@ -581,23 +581,25 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
         "directory-entries",
         &[
             "crates/vfs/src/dirlock.rs",
+            "crates/vfs/src/dirents/split.rs",
             "crates/vfs/src/namespace.rs",
             "crates/vfs/src/namei.rs",
             "crates/vfs/src/dentry.rs",
             "crates/vfs/src/dcache.rs",
             "crates/vfs/src/syscalls/open.rs",
         ],
-        "a change of a directory's entries counts a reference on the directory and takes its lock for writing, \
-         even when it fails on a missing name, and a look-up that misses the dcache or races that change leaves \
-         rcu-walk for ref-walk, counting references on the dentries it passes and taking the lock for reading \
-         (Linux: d_lockref, i_rwsem, d_alloc_parallel)",
+        "a change of a name takes the lock of its bucket, which a change of another name in the same bucket \
+         takes too, a new directory's `..` counts a reference on its parent, and a look-up that misses the \
+         dcache or races a change of its name leaves rcu-walk for ref-walk, counting references on the dentries \
+         it passes (Linux: d_lockref, i_rwsem, d_alloc_parallel)",
     ),
     (
         "descriptor-table",
-        &["crates/vfs/src/fdtable.rs", "crates/vfs/src/process/mod.rs"],
+        &["crates/vfs/src/fdtable.rs", "crates/vfs/src/process/mod.rs", "crates/vfs/src/process/paths.rs"],
         "an open or close installs into or clears a slot of the process's one descriptor table and synchronizes \
-         its SRCU, whose reader count every descriptor call of that process writes (Linux: files_struct's \
-         file_lock and the lowest-free-descriptor bitmap)",
+         its SRCU, whose reader count every descriptor call of that process writes, and an `*at` call counts a \
+         reference on the description of its directory descriptor (Linux: files_struct's file_lock, the \
+         lowest-free-descriptor bitmap and fdget's f_count)",
     ),
     (
         "lock-lists",
