@@ -68,7 +68,7 @@ mod list;
 pub(crate) mod range;
 mod wait;
 
-pub use crate::config::LockListKind;
+pub use crate::config::{LockListKind, RecordLocks};
 pub use wait::{CancelToken, Interrupt};
 
 use crate::errno::VfsResult;
@@ -235,6 +235,7 @@ impl Global {
 /// under its own lock (`blocked_lock_lock`), and the lease-break time.
 pub struct LockManager {
     kind: LockListKind,
+    records: RecordLocks,
     /// `None` in the global design, where the list is inside `global`.
     list: Option<Box<dyn LockList>>,
     global: SpinLock<TasLock, Global>,
@@ -246,14 +247,16 @@ impl fmt::Debug for LockManager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockManager")
             .field("kind", &self.kind)
+            .field("records", &self.records)
             .field("lease_break_time", &self.lease_break_time())
             .finish_non_exhaustive()
     }
 }
 
 impl LockManager {
-    /// A manager with an empty list of design `kind`.
-    pub fn new(kind: LockListKind) -> LockManager {
+    /// A manager with an empty list of design `kind`, whose files keep
+    /// their record locks as `records` says.
+    pub fn new(kind: LockListKind, records: RecordLocks) -> LockManager {
         let list: Option<Box<dyn LockList>> = match kind {
             LockListKind::PerCpuRwSem => Some(Box::new(RwSemLockList::new())),
             LockListKind::LgLockTas => Some(Box::new(LgLockList::<TasLock>::new())),
@@ -262,6 +265,7 @@ impl LockManager {
         };
         LockManager {
             kind,
+            records,
             list,
             global: SpinLock::new(Global::default()),
             lease_break_ms: AtomicU64::new(DEFAULT_LEASE_BREAK_TIME.as_millis() as u64),
@@ -277,6 +281,11 @@ impl LockManager {
     /// The list design.
     pub fn kind(&self) -> LockListKind {
         self.kind
+    }
+
+    /// How each file keeps its record locks.
+    pub fn records(&self) -> RecordLocks {
+        self.records
     }
 
     /// How long a lease holder has to give a broken lease up before it is
