@@ -11,13 +11,8 @@ pub const KNOWN_CONFLICTS: &[(&str, &str)] = &[
     ("create-one-dir", ONE_DIRECTORY),
     ("unlink-one-dir", ONE_DIRECTORY),
     ("mkdir-one-dir", ONE_DIRECTORY),
-    ("posix-disjoint-ranges", ONE_RECORD_LIST),
-    ("ofd-disjoint-ranges", ONE_RECORD_LIST),
 ];
 
 const ONE_DIRECTORY: &str = "both change one directory: each holds a counted reference on it, takes its lock for \
                              writing and updates its times (and link count) in its attribute seqlock (Linux: \
                              d_lockref, i_rwsem and the inode's times)";
-
-const ONE_RECORD_LIST: &str = "the file's record locks are one list under one spinlock, which both sides take \
-                                though their ranges never meet (Linux: flc_lock, one for all three kinds of lock)";
