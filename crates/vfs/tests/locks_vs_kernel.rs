@@ -19,8 +19,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::ffi::CString;
 use std::time::{Duration, Instant};
-use vfscale::locks::{Flock, Interrupt, F_RDLCK, F_UNLCK, F_WRLCK, LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN};
 use vfscale::config::RecordLocks;
+use vfscale::locks::{Flock, Interrupt, F_RDLCK, F_UNLCK, F_WRLCK, LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN};
 use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs, VfsConfig};
 
 const WORKERS: usize = 3;

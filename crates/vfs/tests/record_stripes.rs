@@ -70,7 +70,10 @@ fn owners_in_different_stripes_do_not_meet() {
             let next = (k + 1) % owners.len();
             assert_eq!(lock(p, fd, F_RDLCK, 4 * next as i64, 1), Err(Errno::EAGAIN), "{design:?}");
             assert_eq!(lock(p, fd, F_RDLCK, 256 + 4 * next as i64 + 2, 1), Err(Errno::EAGAIN), "{design:?}");
-            assert_eq!(getlk(p, fd, F_RDLCK, 4 * next as i64 + 1, 1), (F_WRLCK, 4 * next as i64, 3, owners[next].pid()));
+            assert_eq!(
+                getlk(p, fd, F_RDLCK, 4 * next as i64 + 1, 1),
+                (F_WRLCK, 4 * next as i64, 3, owners[next].pid())
+            );
         }
         assert_eq!(vfs.locks().list().len(), 8);
         // A close drops its process's locks and no other's.

@@ -7,11 +7,8 @@
 /// `commutative_pairs_are_conflict_free` asserts that exactly these
 /// conflict: remove a line when its conflict is fixed, add one (with the
 /// reason) when a conflict is accepted.
-pub const KNOWN_CONFLICTS: &[(&str, &str)] = &[
-    ("create-one-dir", ONE_DIRECTORY),
-    ("unlink-one-dir", ONE_DIRECTORY),
-    ("mkdir-one-dir", ONE_DIRECTORY),
-];
+pub const KNOWN_CONFLICTS: &[(&str, &str)] =
+    &[("create-one-dir", ONE_DIRECTORY), ("unlink-one-dir", ONE_DIRECTORY), ("mkdir-one-dir", ONE_DIRECTORY)];
 
 const ONE_DIRECTORY: &str = "both change one directory: each holds a counted reference on it, takes its lock for \
                              writing and updates its times (and link count) in its attribute seqlock (Linux: \

@@ -14,8 +14,19 @@
 //! open file description (dropped when its last reference goes); a POSIX
 //! lock belongs to the process and is dropped when the process closes
 //! *any* descriptor of the file; a lease belongs to the description and
-//! breaks when another open conflicts with it. POSIX and OFD locks share
-//! one list and conflict with each other; flock locks are separate.
+//! breaks when another open conflicts with it. POSIX and OFD locks are
+//! kept together and conflict with each other; flock locks are separate.
+//!
+//! A file's record locks are kept in one of two designs
+//! ([`RecordLocks`], chosen by [`VfsConfig`](crate::VfsConfig)): one list
+//! under one lock (Linux's `flc_posix` under `flc_lock`), or striped by
+//! byte offset (the default): one list until locks within one stripe have
+//! been taken in two stripes, then a lock per stripe slot plus a lane for
+//! locks across stripes, so owners locking disjoint ranges in different
+//! stripes share no written line. Adjacent ranges of one owner merge, so
+//! they never are conflict-free. Each owner's locks carry a stamp of when
+//! its group appeared on the file, so `F_GETLK` still reports the
+//! conflict Linux's list order puts first (see `context::striped`).
 //!
 //! Lock order: the global lock (only in [`LockListKind::GlobalLock`], the
 //! "before" design, where it covers everything), then an inode's list lock

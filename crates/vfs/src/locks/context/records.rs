@@ -10,11 +10,11 @@
 //! is made under the list's lock in one step, never through "unlocked".
 
 use super::striped::{Shards, Striped};
-use crate::locks::wait::{Interrupt, Waiter};
 use super::{locked, BlockedEntry, FileLockContext, KindList, Locked, Owner, RecordEntry};
 use crate::config::RecordLocks;
 use crate::errno::{Errno, VfsResult};
 use crate::locks::range::{self, Piece, OFFSET_MAX};
+use crate::locks::wait::{Interrupt, Waiter};
 use crate::locks::{LockKind, Shared};
 use std::sync::Arc;
 use vfscale_sync::spin::{SpinLock, TasLock};
@@ -242,7 +242,7 @@ impl FileLockContext {
         let at = list.iter().position(|r| r.owner == owner).unwrap_or(list.len());
         let count = list[at..].iter().take_while(|r| r.owner == owner).count();
         let old: Vec<Piece> = list[at..at + count].iter().map(|r| r.piece).collect();
-        let new = range::apply(&old, req.write, req.start, req.end);
+        let new = range::apply(old.iter(), req.write, req.start, req.end);
         if new == old {
             return;
         }

@@ -29,10 +29,10 @@
 //! that another owner's request makes.
 
 use super::records::{conflicts, holder_pid, Request};
-use crate::locks::wait::{Interrupt, Waiter};
 use super::{locked, FileLockContext, KindList, Locked, Owner, RecordEntry};
 use crate::errno::{Errno, VfsResult};
 use crate::locks::range::{self, Piece, OFFSET_MAX};
+use crate::locks::wait::{Interrupt, Waiter};
 use crate::locks::Shared;
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -284,12 +284,7 @@ impl FileLockContext {
 
     /// `F_SETLK`/`F_SETLKW` on a sharded file, sleeping between tries on
     /// the lane that holds the conflicting lock.
-    pub(super) fn set_sharded(
-        &self,
-        shards: &Shards,
-        req: Request,
-        wait: Option<&Interrupt<'_>>,
-    ) -> VfsResult<()> {
+    pub(super) fn set_sharded(&self, shards: &Shards, req: Request, wait: Option<&Interrupt<'_>>) -> VfsResult<()> {
         let intr = wait.copied().unwrap_or_default();
         loop {
             let parked = self.attempt_sharded(&mut self.mgr.enter(), shards, req, wait.is_some())?;
@@ -411,8 +406,7 @@ impl FileLockContext {
             }
         }
         old.sort_by_key(|(_, r)| r.piece.start);
-        let pieces: Vec<Piece> = old.iter().map(|(_, r)| r.piece).collect();
-        for piece in range::apply(&pieces, req.write, start, end) {
+        for piece in range::apply(old.iter().map(|(_, r)| &r.piece), req.write, start, end) {
             if let Some(i) = old.iter().position(|(_, r)| r.piece == piece) {
                 let (at, r) = old.swap_remove(i);
                 lanes[at].1.locks.entries.push(r);
