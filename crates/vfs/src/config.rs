@@ -69,6 +69,33 @@ pub enum LockListKind {
     GlobalLock,
 }
 
+/// How one file's POSIX and OFD record locks are kept (issue 29).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordLocks {
+    /// Striped by byte offset: a file's record locks stay one list under
+    /// one lock until locks fitting in one stripe have been taken in two
+    /// stripes; from then on a lock within one stripe lives in that
+    /// stripe's slot (one of 64, each its own spinlock on its own line,
+    /// made on first use; stripes `k` and `k + 64` share a slot) and a lock
+    /// across stripes in a separate wide lane, so owners locking disjoint,
+    /// non-touching ranges in different slots share no written line.
+    /// Adjacent ranges of one owner merge, as in Linux, so they are never
+    /// conflict-free. `stripe_shift` is log2 of the stripe size in bytes
+    /// (12: 4 KiB; tests use 0-2 so small ranges cross stripes).
+    Striped {
+        /// log2 of the stripe size in bytes, at most 62.
+        stripe_shift: u8,
+    },
+    /// One list under one spinlock per file, each owner's locks together
+    /// (Linux's `flc_posix` under `flc_lock`).
+    List,
+}
+
+impl RecordLocks {
+    /// Striped by 4 KiB.
+    pub const STRIPED: RecordLocks = RecordLocks::Striped { stripe_shift: 12 };
+}
+
 /// Every design choice and limit of a VFS instance.
 ///
 /// ```
@@ -101,6 +128,8 @@ pub struct VfsConfig {
     pub max_file_size: u64,
     /// File-lock list design.
     pub lock_list: LockListKind,
+    /// How a file's record locks are kept.
+    pub record_locks: RecordLocks,
     /// Most bytes of file data (rounded up to pages), as tmpfs's `size=`;
     /// past it writes and `fallocate` fail with ENOSPC. 0: no limit.
     pub size_limit: u64,
@@ -112,8 +141,8 @@ pub struct VfsConfig {
 
 impl VfsConfig {
     /// Every "before" design at once: ref-walk only, one global directory
-    /// mutex, no negative dentries, one global inode list and one global
-    /// file-lock lock.
+    /// mutex, no negative dentries, one global inode list, one global
+    /// file-lock lock and one record-lock list per file.
     pub fn before() -> VfsConfig {
         VfsConfig {
             walk: WalkMode::RefOnly,
@@ -121,6 +150,7 @@ impl VfsConfig {
             negative_dentries: NegativeDentries::Uncached,
             inode_list: InodeListKind::Global,
             lock_list: LockListKind::GlobalLock,
+            record_locks: RecordLocks::List,
             ..VfsConfig::default()
         }
     }
@@ -128,7 +158,7 @@ impl VfsConfig {
 
 impl Default for VfsConfig {
     /// The scalable design: RCU walk, per-directory rwsems, cached negative
-    /// dentries, per-CPU inode list.
+    /// dentries, per-CPU inode list, record locks striped by 4 KiB.
     fn default() -> Self {
         Self {
             walk: WalkMode::Rcu,
@@ -139,6 +169,7 @@ impl Default for VfsConfig {
             dcache_buckets: 1 << 18,
             max_file_size: crate::pages::MAX_LFS_FILESIZE,
             lock_list: LockListKind::PerCpuRwSem,
+            record_locks: RecordLocks::STRIPED,
             size_limit: 0,
             inode_limit: 0,
         }

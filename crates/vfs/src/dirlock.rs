@@ -82,7 +82,7 @@ pub(crate) struct RenameLocks<'a> {
 
 impl<'a> RenameLocks<'a> {
     /// The lock of the old name.
-    pub fn old(&mut self) -> &mut NameLock<'a> {
+    pub fn old_name(&mut self) -> &mut NameLock<'a> {
         match (&mut self.second, self.old_second) {
             (Some(second), true) => second,
             _ => &mut self.first,
@@ -90,7 +90,7 @@ impl<'a> RenameLocks<'a> {
     }
 
     /// The lock of the new name.
-    pub fn new(&mut self) -> &mut NameLock<'a> {
+    pub fn new_name(&mut self) -> &mut NameLock<'a> {
         match (&mut self.second, self.old_second) {
             (Some(second), false) => second,
             _ => &mut self.first,

@@ -503,8 +503,8 @@ impl<'a> Ctx<'a> {
         if old_dir.dir()?.is_dead() || new_dir.dir()?.is_dead() {
             return Err(Errno::ENOENT);
         }
-        let source = Arc::clone(child_inode(locked.old().get(old_name))?);
-        let target = locked.new().get(new_name).and_then(|d| d.inode.clone());
+        let source = Arc::clone(child_inode(locked.old_name().get(old_name))?);
+        let target = locked.new_name().get(new_name).and_then(|d| d.inode.clone());
         if flags.noreplace && target.is_some() {
             return Err(Errno::EEXIST);
         }
@@ -548,9 +548,9 @@ impl<'a> Ctx<'a> {
 
         let guard = crossbeam_epoch::pin();
         let moving = (!same_dir).then(|| sb.rename_seq.write_begin());
-        let old_dentry = locked.old().remove(old_name, &sb.reclaim).expect("checked above");
+        let old_dentry = locked.old_name().remove(old_name, &sb.reclaim).expect("checked above");
         let new_dentry = Dentry::new(new_dir.ino(), new_name, Some(Arc::clone(&source)), 0);
-        locked.new().insert_or_replace(Arc::clone(&new_dentry), &sb.reclaim);
+        locked.new_name().insert_or_replace(Arc::clone(&new_dentry), &sb.reclaim);
         sb.dcache.remove(&old_dentry, &guard);
         sb.dcache.insert(new_dentry, &guard);
         if let Some(target) = &target {

@@ -56,7 +56,7 @@ pub struct FsStats {
 impl Vfs {
     fn of(sb: SuperBlock) -> Vfs {
         let sb = Arc::new(sb);
-        let locks = Arc::new(locks::LockManager::new(sb.config.lock_list));
+        let locks = Arc::new(locks::LockManager::new(sb.config.lock_list, sb.config.record_locks));
         let mount = MountRef::new(Arc::clone(&sb), Arc::clone(&locks), Arc::clone(&sb.root), MountFlags::NONE);
         Vfs { sb, locks, mount: Arc::new(InternalMount(mount)) }
     }

@@ -1,11 +1,14 @@
 //! File-lock semantics on vfscale alone: flock, POSIX and OFD record locks,
 //! deadlock detection, blocking waits, leases and the lock list, in every
-//! lock-list design. `locks_vs_kernel` compares the same calls with Linux.
+//! lock-list design and every record-lock design (one list; stripes of 2
+//! bytes, so small ranges cross them; 4 KiB stripes). `locks_vs_kernel`
+//! compares the same calls with Linux; `record_stripes` tests what the
+//! striped design adds.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
-use vfscale::config::LockListKind;
+use vfscale::config::{LockListKind, RecordLocks};
 use vfscale::locks::*;
 use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs, VfsConfig};
 
@@ -15,9 +18,13 @@ const KINDS: [LockListKind; 4] =
 /// A lease break time no phase that expects an answer can run out.
 const LONG_BREAK: Duration = Duration::from_secs(60);
 
+const RECORDS: [RecordLocks; 3] = [RecordLocks::List, RecordLocks::Striped { stripe_shift: 1 }, RecordLocks::STRIPED];
+
 fn each_kind(test: impl Fn(&Vfs)) {
     for kind in KINDS {
-        test(&Vfs::new(VfsConfig { lock_list: kind, ..VfsConfig::default() }));
+        for record_locks in RECORDS {
+            test(&Vfs::new(VfsConfig { lock_list: kind, record_locks, ..VfsConfig::default() }));
+        }
     }
 }
 

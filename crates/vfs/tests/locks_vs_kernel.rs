@@ -9,13 +9,19 @@
 //! worker opens each of two files twice, so flock and OFD locks of one
 //! process on several descriptions, and POSIX locks taken through one
 //! descriptor and dropped by closing another, are all exercised.
+//!
+//! Every vfscale design of a file's record locks runs each sequence: one
+//! list, and stripes of 1 and 4 bytes (so the small ranges here cross
+//! stripes, merge and split across them, and shard the file), and the
+//! default 4 KiB stripes.
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::ffi::CString;
 use std::time::{Duration, Instant};
+use vfscale::config::RecordLocks;
 use vfscale::locks::{Flock, Interrupt, F_RDLCK, F_UNLCK, F_WRLCK, LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN};
-use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs};
+use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs, VfsConfig};
 
 const WORKERS: usize = 3;
 const FILES: usize = 2;
@@ -26,6 +32,13 @@ const FDS: usize = FILES * DUPS;
 /// a call that does not block answers in microseconds, and a slow, busy
 /// machine delays it by milliseconds at worst.
 const ANSWER: Duration = Duration::from_secs(30);
+/// The record-lock designs each case runs on.
+const DESIGNS: [RecordLocks; 4] = [
+    RecordLocks::List,
+    RecordLocks::Striped { stripe_shift: 0 },
+    RecordLocks::Striped { stripe_shift: 2 },
+    RecordLocks::STRIPED,
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(i32)]
@@ -271,8 +284,8 @@ struct Model {
 }
 
 impl Model {
-    fn new() -> Model {
-        let vfs = Vfs::default();
+    fn new(record_locks: RecordLocks) -> Model {
+        let vfs = Vfs::new(VfsConfig { record_locks, ..VfsConfig::default() });
         let root = vfs.process(Credentials::root());
         for f in 0..FILES {
             root.close(root.open(format!("/f{f}"), OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap()).unwrap();
@@ -342,13 +355,15 @@ fn random_sequences_match_the_kernel() {
     runner
         .run(&proptest::collection::vec(arb_step(), 1..40), |steps| {
             let host = Host::new();
-            let mut model = Model::new();
+            let mut models = DESIGNS.map(Model::new);
             for (i, (w, cmd)) in steps.iter().enumerate() {
                 // SEEK_CUR/SEEK_END are relative to offset 0 and size 0 on
                 // both sides: no data is ever written.
                 let want = host.run(*w, *cmd, ANSWER).expect("non-blocking op blocked");
-                let got = model.run(*w, *cmd, &Interrupt::never());
-                prop_assert_eq!(got, want, "step {} of {:?}", i, steps);
+                for (design, model) in DESIGNS.iter().zip(&mut models) {
+                    let got = model.run(*w, *cmd, &Interrupt::never());
+                    prop_assert_eq!(got, want, "{:?}: step {} of {:?}", design, i, steps);
+                }
             }
             drop(host.paths);
             Ok(())
@@ -364,8 +379,14 @@ fn setlk(op: Op, fd: usize, t: i16, start: i64, len: i64) -> Cmd {
 
 #[test]
 fn deadlock_cycles_match_the_kernel() {
+    for design in DESIGNS {
+        deadlock_cycle(design);
+    }
+}
+
+fn deadlock_cycle(design: RecordLocks) {
     let host = Host::new();
-    let mut model = Model::new();
+    let mut model = Model::new(design);
     // Each worker takes byte w, then waits for byte w+1; the last closes
     // the cycle and gets EDEADLK on both.
     for w in 0..WORKERS {
@@ -407,7 +428,7 @@ fn deadlock_cycles_match_the_kernel() {
 #[test]
 fn lease_cases_match_the_kernel() {
     let host = Host::new();
-    let mut model = Model::new();
+    let mut model = Model::new(RecordLocks::STRIPED);
     let mut both = |w: usize, c: Cmd| {
         let want = host.run(w, c, ANSWER).expect("lease ops do not block here");
         let got = model.run(w, c, &Interrupt::never());
@@ -428,7 +449,7 @@ fn lease_cases_match_the_kernel() {
 #[test]
 fn bad_input_matches_the_kernel() {
     let host = Host::new();
-    let mut model = Model::new();
+    let mut models = DESIGNS.map(Model::new);
     let raw = |l_type, l_whence, l_start, l_len, l_pid| RawFlock { l_type, l_whence, l_start, l_len, l_pid };
     let cases = [
         cmd(Op::SetLk, 0, 0, raw(F_RDLCK, 3, 0, 0, 0)),
@@ -446,6 +467,8 @@ fn bad_input_matches_the_kernel() {
     ];
     for c in cases {
         let want = host.run(1, c, ANSWER).expect("does not block");
-        assert_eq!(model.run(1, c, &Interrupt::never()), want, "{c:?}");
+        for (design, model) in DESIGNS.iter().zip(&mut models) {
+            assert_eq!(model.run(1, c, &Interrupt::never()), want, "{design:?}: {c:?}");
+        }
     }
 }

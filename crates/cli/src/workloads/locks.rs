@@ -7,19 +7,24 @@
 //! and wait for the next one's, so deadlock detection runs (one of a ring
 //! gets EDEADLK); `lease01`/`lease02` = set and remove a read lease on a
 //! private/shared file. Reported like the seed: per-run time, plus S2.
+//! `posix05` (issue 29) = each thread locks its own 64 bytes of one shared
+//! file, a 4 KiB stripe apart, in the record-lock designs: `striped`,
+//! `striped-spread` (the file's locks already spread over two stripes, so
+//! even one thread runs sharded) and `list`.
 
 use super::{Subject, Workload};
 use std::sync::RwLock;
-use vfscale::config::LockListKind;
+use vfscale::config::{LockListKind, RecordLocks};
 use vfscale::locks::{Flock, Interrupt, F_RDLCK, F_UNLCK, F_WRLCK, LOCK_EX, LOCK_UN};
 use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs, VfsConfig};
 use vfscale_sync::poison::unpoisoned;
 
 const VARIANTS: &[&str] = &["percpu-rwsem", "lglock-tas", "lglock-queued", "global-lock"];
+const RECORD_VARIANTS: &[&str] = &["striped", "striped-spread", "list"];
 
 /// Names of the workloads here, whose table shows per-run time.
-pub(crate) const NAMES: [&str; 8] =
-    ["flock01", "flock02", "posix01", "posix02", "posix03", "posix04", "lease01", "lease02"];
+pub(crate) const NAMES: [&str; 9] =
+    ["flock01", "flock02", "posix01", "posix02", "posix03", "posix04", "posix05", "lease01", "lease02"];
 
 macro_rules! workload {
     ($const:ident, $name:literal, $about:literal, $iters:expr) => {
@@ -40,6 +45,22 @@ workload!(POSIX01, "posix01", "F_SETLKW write lock + unlock of one shared file",
 workload!(POSIX02, "posix02", "F_SETLKW write lock + unlock of this thread's own file", 50_000);
 workload!(POSIX03, "posix03", "F_SETLKW + unlock of a 2-byte range overlapping the neighbours' in one file", 10_000);
 workload!(POSIX04, "posix04", "hold own byte, F_SETLKW the next thread's byte (rings of 4: deadlock checks)", 5_000);
+pub(super) const POSIX05: Workload = Workload {
+    name: "posix05",
+    about: "F_SETLKW write lock + unlock of this thread's own 64 bytes, 4 KiB apart, of one shared file",
+    variants: RECORD_VARIANTS,
+    default_iterations: |_| 50_000,
+    takes_hold: false,
+    build: |variant, _| {
+        let record_locks = if variant == "list" { RecordLocks::List } else { RecordLocks::STRIPED };
+        Box::new(LockSubject {
+            name: "posix05",
+            vfs: Vfs::new(VfsConfig { record_locks, ..VfsConfig::default() }),
+            spread: variant == "striped-spread",
+            tasks: RwLock::default(),
+        })
+    },
+};
 workload!(LEASE01, "lease01", "F_SETLEASE read + F_UNLCK on this thread's own file", 50_000);
 workload!(LEASE02, "lease02", "F_SETLEASE read + F_UNLCK on one shared file", 50_000);
 
@@ -54,6 +75,7 @@ fn build(name: &'static str, variant: &str) -> Box<dyn Subject> {
     Box::new(LockSubject {
         name,
         vfs: Vfs::new(VfsConfig { lock_list: kind, ..VfsConfig::default() }),
+        spread: false,
         tasks: RwLock::default(),
     })
 }
@@ -67,6 +89,8 @@ struct Task {
 struct LockSubject {
     name: &'static str,
     vfs: Vfs,
+    /// `posix05`: spread the shared file's locks over two stripes first.
+    spread: bool,
     /// Written by `prepare_run` only; each thread reads its own task.
     tasks: RwLock<Vec<Task>>,
 }
@@ -74,6 +98,9 @@ struct LockSubject {
 /// Threads per `posix04` ring: well under the deadlock detector's chain
 /// limit, so every cycle is found.
 const RING: usize = 4;
+
+/// The default record-lock stripe: `posix05`'s threads lock this far apart.
+const STRIPE: i64 = 4096;
 
 impl Subject for LockSubject {
     fn prepare_run(&self, threads: usize) {
@@ -88,6 +115,13 @@ impl Subject for LockSubject {
             let process = self.vfs.process(Credentials::root());
             let fd = process.open(&path, flags, 0).expect("open");
             tasks.push(Task { process, fd });
+        }
+        if self.spread {
+            let fd = root.open("/shared", OpenFlags::RDWR, 0).expect("open");
+            for start in [0, STRIPE] {
+                root.fcntl_setlk(fd, &Flock::new(F_WRLCK, start, 1)).expect("spread");
+            }
+            root.close(fd).expect("close");
         }
     }
 
@@ -105,6 +139,11 @@ impl Subject for LockSubject {
                 "posix01" | "posix02" => {
                     p.fcntl_setlkw(fd, &whole(F_WRLCK), &never).expect("setlkw");
                     p.fcntl_setlk(fd, &whole(F_UNLCK)).expect("unlock");
+                }
+                "posix05" => {
+                    let own = |t| Flock::new(t, thread as i64 * STRIPE, 64);
+                    p.fcntl_setlkw(fd, &own(F_WRLCK), &never).expect("setlkw");
+                    p.fcntl_setlk(fd, &own(F_UNLCK)).expect("unlock");
                 }
                 "posix03" => {
                     let start = ((thread as u64 + i) % (tasks.len() as u64 + 1)) as i64;

@@ -86,7 +86,7 @@ impl Workload {
 
 /// All workloads, in the order `bench --list` shows them.
 pub fn all() -> &'static [Workload] {
-    static ALL: [Workload; 20] = [
+    static ALL: [Workload; 21] = [
         prim_list::WORKLOAD,
         prim_read::WORKLOAD,
         prim_mprotect::WORKLOAD,
@@ -105,6 +105,7 @@ pub fn all() -> &'static [Workload] {
         locks::POSIX02,
         locks::POSIX03,
         locks::POSIX04,
+        locks::POSIX05,
         locks::LEASE01,
         locks::LEASE02,
     ];

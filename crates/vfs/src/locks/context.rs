@@ -26,10 +26,13 @@
 //! `F_GETLK` reports the same first conflict.
 
 mod lease;
+mod records;
+mod striped;
 
 use lease::Leases;
+use records::Records;
 
-use super::range::{self, Piece, OFFSET_MAX};
+use super::range::{Piece, OFFSET_MAX};
 use super::wait::{Interrupt, Waiter};
 use super::{BlockedEntry, EntryId, FileId, LockInfo, LockKind, LockManager, Shared};
 use crate::errno::{Errno, VfsResult};
@@ -60,6 +63,9 @@ struct RecordEntry {
     owner: Owner,
     piece: Piece,
     slot: EntryId,
+    /// Where the owner's locks stand in Linux's `flc_posix` order (see
+    /// [`striped`]); 0 in one list, where the position says it.
+    stamp: u128,
 }
 
 #[derive(Debug)]
@@ -94,6 +100,15 @@ impl<E> KindList<E> {
     fn unqueue(&mut self, id: u64) -> bool {
         let at = self.queue.iter().position(|q| q.id == id);
         at.map(|at| self.queue.remove(at)).is_some()
+    }
+
+    /// Wakes, in queue order, everyone queued here.
+    fn wake_all(&mut self, sys: &mut Shared<'_>) {
+        let woken = std::mem::take(&mut self.queue);
+        sys.blocked(|g| g.blocked.retain(|b| !woken.iter().any(|q| q.id == b.id)));
+        for q in woken {
+            q.waiter.wake();
+        }
     }
 
     /// Wakes, in queue order, everyone waiting on `owner`'s locks here.
@@ -184,17 +199,6 @@ enum Taken {
     },
 }
 
-/// What one attempt at a request under the locks concluded.
-enum Attempt {
-    Done(VfsResult<()>),
-    /// Sleep on `blocker`'s locks; `posix` is the waiting POSIX owner's pid
-    /// (checked for deadlock and put on the wait-for graph).
-    Wait {
-        blocker: Owner,
-        posix: Option<i32>,
-    },
-}
-
 pub(crate) struct FileLockContext {
     mgr: Arc<LockManager>,
     ino: u64,
@@ -207,7 +211,7 @@ pub(crate) struct FileLockContext {
     /// flocks are exclusive, or shared by one description, pays one lock
     /// per call.
     flocks_sharded: AtomicBool,
-    records: Locked<RecordEntry>,
+    records: Records,
     leases: CachePadded<Leases>,
 }
 
@@ -220,11 +224,11 @@ impl fmt::Debug for FileLockContext {
 impl FileLockContext {
     pub(crate) fn new(mgr: Arc<LockManager>, ino: u64) -> Self {
         FileLockContext {
+            records: Records::new(mgr.records()),
             mgr,
             ino,
             flocks: OnceLock::new(),
             flocks_sharded: AtomicBool::new(false),
-            records: locked(),
             leases: CachePadded::default(),
         }
     }
@@ -236,60 +240,6 @@ impl FileLockContext {
     fn info(&self, kind: LockKind, write: bool, pid: i32, piece: Option<Piece>) -> LockInfo {
         let (start, end) = piece.map_or((0, None), |p| (p.start as u64, (p.end != OFFSET_MAX).then_some(p.end as u64)));
         LockInfo { kind, write, pid, ino: self.ino, start, end }
-    }
-
-    /// Runs `attempt` under `kind`'s lock until it is done, sleeping
-    /// between tries on the lock it reports; EINTR if `intr` fires first.
-    fn retry<E>(
-        &self,
-        kind: &SpinLock<TasLock, KindList<E>>,
-        intr: &Interrupt<'_>,
-        mut attempt: impl FnMut(&mut Shared<'_>, &mut KindList<E>) -> Attempt,
-    ) -> VfsResult<()> {
-        loop {
-            let outcome = {
-                let mut sys = self.mgr.enter();
-                let mut lists = kind.lock();
-                match attempt(&mut sys, &mut lists) {
-                    Attempt::Done(result) => Err(result),
-                    Attempt::Wait { blocker, posix } => {
-                        let id = self.mgr.next_waiter_id();
-                        let deadlock = posix.is_some_and(|pid| {
-                            sys.blocked(|g| {
-                                let cycle = g.would_deadlock(pid, blocker);
-                                if !cycle {
-                                    g.blocked.push(BlockedEntry { id, pid, blocker });
-                                }
-                                cycle
-                            })
-                        });
-                        if deadlock {
-                            Err(Err(Errno::EDEADLK))
-                        } else {
-                            Ok((id, lists.park(id, blocker)))
-                        }
-                    }
-                }
-            };
-            let (id, waiter) = match outcome {
-                Ok(wait) => wait,
-                Err(result) => return result,
-            };
-            intr.sleep(&waiter, None);
-            self.unqueue(kind, id);
-            if intr.fired() {
-                return Err(Errno::EINTR);
-            }
-        }
-    }
-
-    /// Takes waiter `id` off the queue and the wait-for graph, unless a
-    /// waker already did.
-    fn unqueue<E>(&self, kind: &SpinLock<TasLock, KindList<E>>, id: u64) {
-        let mut sys = self.mgr.enter();
-        if kind.lock().unqueue(id) {
-            sys.blocked(|g| g.unblock(id));
-        }
     }
 
     /// `flock` by description `file` (whose shard `home` names): `write`
@@ -466,108 +416,6 @@ impl FileLockContext {
         Taken::Parked { shard, id, waiter: locks.park(id, Owner::File(holder)) }
     }
 
-    /// The first lock of another owner that conflicts with the request
-    /// (`posix_test_lock`), and its holder's pid (-1 for OFD locks); for
-    /// `write` `None` (OFD `F_UNLCK`), the owner's own first lock there.
-    pub(crate) fn test_record(&self, owner: Owner, write: Option<bool>, start: i64, end: i64) -> Option<(Piece, i32)> {
-        let _sys = self.mgr.enter();
-        let records = self.records.lock();
-        let matches = |r: &&RecordEntry| match write {
-            Some(write) => conflicts(r, owner, write, start, end),
-            None => r.owner == owner && r.piece.overlaps(start, end),
-        };
-        records.entries.iter().find(matches).map(|r| {
-            let pid = match r.owner {
-                Owner::Pid(pid) => pid,
-                Owner::File(_) => -1,
-            };
-            (r.piece, pid)
-        })
-    }
-
-    /// `F_SETLK`/`F_SETLKW` and the OFD variants: `write` `None` unlocks;
-    /// `wait` `None` fails with EAGAIN on a conflict.
-    pub(crate) fn set_record(
-        &self,
-        owner: Owner,
-        pid: i32,
-        write: Option<bool>,
-        start: i64,
-        end: i64,
-        wait: Option<&Interrupt<'_>>,
-    ) -> VfsResult<()> {
-        let intr = wait.copied().unwrap_or_default();
-        self.retry(&self.records, &intr, |sys, records| {
-            if let Some(write) = write {
-                if let Some(held) = records.entries.iter().find(|r| conflicts(r, owner, write, start, end)) {
-                    if wait.is_none() {
-                        return Attempt::Done(Err(Errno::EAGAIN));
-                    }
-                    let posix = match owner {
-                        Owner::Pid(pid) => Some(pid),
-                        Owner::File(_) => None,
-                    };
-                    return Attempt::Wait { blocker: held.owner, posix };
-                }
-            }
-            self.apply_record(sys, records, owner, pid, write, start, end);
-            Attempt::Done(Ok(()))
-        })
-    }
-
-    /// Replaces `owner`'s locks by their merge/split with the request,
-    /// keeping the list entries of pieces that did not change.
-    #[allow(clippy::too_many_arguments)]
-    fn apply_record(
-        &self,
-        sys: &mut Shared<'_>,
-        records: &mut KindList<RecordEntry>,
-        owner: Owner,
-        pid: i32,
-        write: Option<bool>,
-        start: i64,
-        end: i64,
-    ) {
-        let list = &mut records.entries;
-        let at = list.iter().position(|r| r.owner == owner).unwrap_or(list.len());
-        let count = list[at..].iter().take_while(|r| r.owner == owner).count();
-        let old: Vec<Piece> = list[at..at + count].iter().map(|r| r.piece).collect();
-        let new = range::apply(&old, write, start, end);
-        if new == old {
-            return;
-        }
-        let kind = if matches!(owner, Owner::File(_)) { LockKind::Ofd } else { LockKind::Posix };
-        let mut removed: Vec<RecordEntry> = list.drain(at..at + count).collect();
-        let mut changed = false;
-        let entries: Vec<RecordEntry> = new
-            .into_iter()
-            .map(|piece| match removed.iter().position(|r| r.piece == piece) {
-                Some(i) => removed.swap_remove(i),
-                None => RecordEntry { owner, piece, slot: sys.insert(self.info(kind, piece.write, pid, Some(piece))) },
-            })
-            .collect();
-        for gone in removed {
-            sys.remove(gone.slot);
-            changed = true;
-        }
-        list.splice(at..at, entries);
-        if changed {
-            records.wake(sys, owner);
-        }
-    }
-
-    /// Drops every POSIX/OFD lock of `owner` here.
-    pub(crate) fn remove_owner(&self, owner: Owner) {
-        self.remove_owner_locked(&mut self.mgr.enter(), owner);
-    }
-
-    fn remove_owner_locked(&self, sys: &mut Shared<'_>, owner: Owner) {
-        let mut records = self.records.lock();
-        if records.entries.iter().any(|r| r.owner == owner) {
-            self.apply_record(sys, &mut records, owner, 0, None, 0, OFFSET_MAX);
-        }
-    }
-
     /// The last reference to description `file` went: its flock and OFD
     /// locks and its lease go.
     pub(crate) fn release_file(&self, file: FileId, home: &HomeShard, lease_home: &HomeShard) {
@@ -577,8 +425,4 @@ impl FileLockContext {
         self.remove_owner_locked(&mut sys, owner);
         self.release_lease(&mut sys, file, lease_home);
     }
-}
-
-fn conflicts(r: &RecordEntry, owner: Owner, write: bool, start: i64, end: i64) -> bool {
-    r.owner != owner && r.piece.overlaps(start, end) && (write || r.piece.write)
 }

@@ -14,8 +14,19 @@
 //! open file description (dropped when its last reference goes); a POSIX
 //! lock belongs to the process and is dropped when the process closes
 //! *any* descriptor of the file; a lease belongs to the description and
-//! breaks when another open conflicts with it. POSIX and OFD locks share
-//! one list and conflict with each other; flock locks are separate.
+//! breaks when another open conflicts with it. POSIX and OFD locks are
+//! kept together and conflict with each other; flock locks are separate.
+//!
+//! A file's record locks are kept in one of two designs
+//! ([`RecordLocks`], chosen by [`VfsConfig`](crate::VfsConfig)): one list
+//! under one lock (Linux's `flc_posix` under `flc_lock`), or striped by
+//! byte offset (the default): one list until locks within one stripe have
+//! been taken in two stripes, then a lock per stripe slot plus a lane for
+//! locks across stripes, so owners locking disjoint ranges in different
+//! stripes share no written line. Adjacent ranges of one owner merge, so
+//! they never are conflict-free. Each owner's locks carry a stamp of when
+//! its group appeared on the file, so `F_GETLK` still reports the
+//! conflict Linux's list order puts first (see `context::striped`).
 //!
 //! Lock order: the global lock (only in [`LockListKind::GlobalLock`], the
 //! "before" design, where it covers everything), then an inode's list lock
@@ -68,7 +79,7 @@ mod list;
 pub(crate) mod range;
 mod wait;
 
-pub use crate::config::LockListKind;
+pub use crate::config::{LockListKind, RecordLocks};
 pub use wait::{CancelToken, Interrupt};
 
 use crate::errno::VfsResult;
@@ -235,6 +246,7 @@ impl Global {
 /// under its own lock (`blocked_lock_lock`), and the lease-break time.
 pub struct LockManager {
     kind: LockListKind,
+    records: RecordLocks,
     /// `None` in the global design, where the list is inside `global`.
     list: Option<Box<dyn LockList>>,
     global: SpinLock<TasLock, Global>,
@@ -246,14 +258,16 @@ impl fmt::Debug for LockManager {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockManager")
             .field("kind", &self.kind)
+            .field("records", &self.records)
             .field("lease_break_time", &self.lease_break_time())
             .finish_non_exhaustive()
     }
 }
 
 impl LockManager {
-    /// A manager with an empty list of design `kind`.
-    pub fn new(kind: LockListKind) -> LockManager {
+    /// A manager with an empty list of design `kind`, whose files keep
+    /// their record locks as `records` says.
+    pub fn new(kind: LockListKind, records: RecordLocks) -> LockManager {
         let list: Option<Box<dyn LockList>> = match kind {
             LockListKind::PerCpuRwSem => Some(Box::new(RwSemLockList::new())),
             LockListKind::LgLockTas => Some(Box::new(LgLockList::<TasLock>::new())),
@@ -262,6 +276,7 @@ impl LockManager {
         };
         LockManager {
             kind,
+            records,
             list,
             global: SpinLock::new(Global::default()),
             lease_break_ms: AtomicU64::new(DEFAULT_LEASE_BREAK_TIME.as_millis() as u64),
@@ -277,6 +292,11 @@ impl LockManager {
     /// The list design.
     pub fn kind(&self) -> LockListKind {
         self.kind
+    }
+
+    /// How each file keeps its record locks.
+    pub fn records(&self) -> RecordLocks {
+        self.records
     }
 
     /// How long a lease holder has to give a broken lease up before it is

@@ -71,7 +71,12 @@ pub(crate) fn to_start_len(start: i64, end: i64) -> (i64, i64) {
 /// `write`, or unlocking it when `write` is `None`: same-type locks that
 /// overlap or touch the new one merge into it, other locks lose the part
 /// the request covers (a lock around it splits in two).
-pub(crate) fn apply(own: &[Piece], write: Option<bool>, start: i64, end: i64) -> Vec<Piece> {
+pub(crate) fn apply<'a>(
+    own: impl ExactSizeIterator<Item = &'a Piece>,
+    write: Option<bool>,
+    start: i64,
+    end: i64,
+) -> Vec<Piece> {
     let mut out = Vec::with_capacity(own.len() + 2);
     let mut merged = Piece { write: write.unwrap_or(false), start, end };
     for piece in own {
@@ -127,18 +132,18 @@ mod tests {
     #[test]
     fn same_type_merges_touching_and_overlapping() {
         let own = [p(false, 0, 4), p(false, 10, 14)];
-        assert_eq!(apply(&own, Some(false), 5, 9), [p(false, 0, 14)]);
-        assert_eq!(apply(&own, Some(false), 3, 11), [p(false, 0, 14)]);
-        assert_eq!(apply(&own, Some(false), 6, 8), [p(false, 0, 4), p(false, 6, 8), p(false, 10, 14)]);
+        assert_eq!(apply(own.iter(), Some(false), 5, 9), [p(false, 0, 14)]);
+        assert_eq!(apply(own.iter(), Some(false), 3, 11), [p(false, 0, 14)]);
+        assert_eq!(apply(own.iter(), Some(false), 6, 8), [p(false, 0, 4), p(false, 6, 8), p(false, 10, 14)]);
     }
 
     #[test]
     fn other_type_and_unlock_split() {
         let own = [p(false, 0, 99)];
-        assert_eq!(apply(&own, Some(true), 10, 19), [p(false, 0, 9), p(true, 10, 19), p(false, 20, 99)]);
-        assert_eq!(apply(&own, None, 10, 19), [p(false, 0, 9), p(false, 20, 99)]);
-        assert_eq!(apply(&own, None, 0, OFFSET_MAX), []);
-        assert_eq!(apply(&[p(true, 0, OFFSET_MAX)], Some(true), 5, 5), [p(true, 0, OFFSET_MAX)]);
-        assert_eq!(apply(&[p(true, 5, OFFSET_MAX)], None, 0, 9), [p(true, 10, OFFSET_MAX)]);
+        assert_eq!(apply(own.iter(), Some(true), 10, 19), [p(false, 0, 9), p(true, 10, 19), p(false, 20, 99)]);
+        assert_eq!(apply(own.iter(), None, 10, 19), [p(false, 0, 9), p(false, 20, 99)]);
+        assert_eq!(apply(own.iter(), None, 0, OFFSET_MAX), []);
+        assert_eq!(apply([p(true, 0, OFFSET_MAX)].iter(), Some(true), 5, 5), [p(true, 0, OFFSET_MAX)]);
+        assert_eq!(apply([p(true, 5, OFFSET_MAX)].iter(), None, 0, 9), [p(true, 10, OFFSET_MAX)]);
     }
 }

@@ -603,11 +603,17 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
     ),
     (
         "lock-lists",
-        &["crates/vfs/src/locks/mod.rs", "crates/vfs/src/locks/context.rs"],
-        "a file's record locks are one list under one spinlock that every lock and unlock takes, however far \
-         apart the ranges, and every close takes to drop the closing process's POSIX locks once the file has \
-         any; a file's first lock makes its lock context, which every close then reads (Linux: flc_lock and \
-         locks_remove_posix)",
+        &[
+            "crates/vfs/src/locks/mod.rs",
+            "crates/vfs/src/locks/context.rs",
+            "crates/vfs/src/locks/context/records.rs",
+            "crates/vfs/src/locks/context/striped.rs",
+        ],
+        "a file's record locks are one list under one spinlock until locks within one stripe (4 KiB) have been \
+         taken in two stripes: until then every lock and unlock takes it, however far apart the ranges, and every \
+         close takes it to drop the closing process's POSIX locks; after, locks in one stripe share its lock; a \
+         file's first lock makes its lock context and names its home stripe, which every close and lock then reads \
+         (Linux: flc_lock and locks_remove_posix)",
     ),
     (
         "open-descriptions",

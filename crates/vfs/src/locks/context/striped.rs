@@ -1,0 +1,457 @@
+//! Record locks striped by byte offset ([`RecordLocks::Striped`](crate::config::RecordLocks)):
+//! owners locking disjoint, non-touching ranges of one file in different
+//! stripes share no written line.
+//!
+//! Invariant: before the file shards, every record lock is on one list
+//! (`one`, as [`super::records`] keeps it). From the moment a lock within
+//! one stripe is asked for in a second stripe, `one` stays empty and a
+//! lock lies either in the slot of its stripe (stripe `k` in slot
+//! `k % SLOTS`), if it is within that stripe, or in the wide lane; a slot
+//! whose stripes a wide-lane lock covers has `wide` set, set while its lock
+//! is held, so whoever holds a slot's lock knows whether the wide lane
+//! matters to it. An owner's group (which slots hold its locks, whether the
+//! wide lane does, and its stamp) changes only under its owner shard's
+//! lock, which each of its requests takes first.
+//!
+//! Lock order: an owner shard, then slots in increasing order, then the
+//! wide lane. A request locks the slots of its range (an unlock: only those
+//! the owner has locks in), the slots just outside it only where the owner
+//! has locks there (they may merge), and the wide lane only if its range
+//! spans stripes, may merge across them, or a locked slot says a wide lock
+//! covers it. So a file whose locks sit in one stripe pays one lock per
+//! call before sharding, and one owner shard and one slot after.
+//!
+//! `F_GETLK` must report the conflict Linux's `flc_posix` order puts
+//! first: owners in the order their groups appeared on the file, each
+//! owner's locks by start. Each lock carries its group's stamp, taken from
+//! the monotonic clock when the group appears (when sharding: the groups of
+//! `one`, in list order, before any later one), so the order needs no write
+//! that another owner's request makes.
+
+use super::records::{conflicts, holder_pid, Request};
+use super::{locked, FileLockContext, KindList, Locked, Owner, RecordEntry};
+use crate::errno::{Errno, VfsResult};
+use crate::locks::range::{self, Piece, OFFSET_MAX};
+use crate::locks::wait::{Interrupt, Waiter};
+use crate::locks::Shared;
+use crossbeam_utils::CachePadded;
+use std::fmt;
+use std::sync::Arc;
+use vfscale_sync::audited::{AtomicU64, OnceLock, Ordering};
+use vfscale_sync::spin::{SpinLock, SpinLockGuard, TasLock};
+
+/// Slots per file; stripes `k` and `k + SLOTS` share one.
+const SLOTS: usize = 64;
+/// The wide lane's index among the lanes a request locks.
+const WIDE: usize = SLOTS;
+/// Owner shards per file: owners whose hashes differ here share no line.
+const OWNER_SHARDS: usize = 64;
+
+/// A file's record locks: one list, then stripes.
+pub(super) struct Striped {
+    shift: u32,
+    /// Every record lock of the file until it shards; empty after.
+    pub(super) one: Locked<RecordEntry>,
+    /// 1 + the stripe of the first lock within one stripe (0: none yet);
+    /// written once, under `one`'s lock.
+    home: AtomicU64,
+    shards: OnceLock<Box<Shards>>,
+}
+
+impl fmt::Debug for Striped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Striped").field("stripe_shift", &self.shift).field("sharded", &self.shards().is_some()).finish()
+    }
+}
+
+impl Striped {
+    /// Stripes of `1 << stripe_shift` bytes (at most 2^62).
+    pub(super) fn new(stripe_shift: u8) -> Striped {
+        let shift = u32::from(stripe_shift.min(62));
+        Striped { shift, one: locked(), home: AtomicU64::new(0), shards: OnceLock::new() }
+    }
+
+    /// The stripes, once the file has sharded.
+    pub(super) fn shards(&self) -> Option<&Shards> {
+        self.shards.get().map(|shards| &**shards)
+    }
+
+    /// Under `one`'s lock: whether `req` locks a range within one stripe
+    /// other than the home stripe (the file then shards). The first such
+    /// request names the home stripe; wide ones never shard the file.
+    pub(super) fn spreads(&self, req: Request) -> bool {
+        let stripe = stripe(self.shift, req.start);
+        if req.write.is_none() || stripe != self.stripe(req.end) {
+            return false;
+        }
+        match self.home.load(Ordering::Relaxed) {
+            0 => {
+                self.home.store(stripe + 1, Ordering::Relaxed);
+                false
+            }
+            home => home != stripe + 1,
+        }
+    }
+
+    fn stripe(&self, offset: i64) -> u64 {
+        stripe(self.shift, offset)
+    }
+}
+
+fn stripe(shift: u32, offset: i64) -> u64 {
+    offset.max(0).unsigned_abs() >> shift
+}
+
+/// The slot of stripe `k`.
+fn slot_of(k: u64) -> usize {
+    (k % SLOTS as u64) as usize
+}
+
+/// The slot of stripe `k`, as a bit.
+fn bit(k: u64) -> u64 {
+    1 << slot_of(k)
+}
+
+/// The slots of stripes `a..=b`.
+fn span(a: u64, b: u64) -> u64 {
+    if b - a >= SLOTS as u64 - 1 {
+        return u64::MAX;
+    }
+    let (x, y) = (a % SLOTS as u64, b % SLOTS as u64);
+    let upto = |y: u64| u64::MAX >> (SLOTS as u64 - 1 - y);
+    if x <= y {
+        upto(y) & (u64::MAX << x)
+    } else {
+        upto(y) | (u64::MAX << x)
+    }
+}
+
+/// The slots named by `mask`, in increasing order.
+fn slots(mut mask: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        let k = mask.trailing_zeros() as usize;
+        mask &= mask.wrapping_sub(1);
+        (k < SLOTS).then_some(k)
+    })
+}
+
+/// A stamp later than every one taken before it: the monotonic clock in
+/// the high bits (the low ones order the groups found when sharding).
+fn now_stamp() -> u128 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let nanos = ts.tv_sec.unsigned_abs() as u128 * 1_000_000_000 + ts.tv_nsec.unsigned_abs() as u128;
+    nanos << 32 | u128::from(u32::MAX)
+}
+
+/// One slot or the wide lane: the locks in it and the requests waiting on
+/// them.
+#[derive(Debug, Default)]
+pub(super) struct Lane {
+    locks: KindList<RecordEntry>,
+    /// In a slot: a wide-lane lock may cover one of its stripes.
+    wide: bool,
+}
+
+type LaneLock = CachePadded<SpinLock<TasLock, Lane>>;
+
+/// One owner's locks on the file: the slots holding some, whether the
+/// wide lane does, and where the owner stands in `F_GETLK`'s order.
+#[derive(Debug)]
+struct Group {
+    owner: Owner,
+    stamp: u128,
+    slots: u64,
+    wide: bool,
+}
+
+type OwnerShard = CachePadded<SpinLock<TasLock, Vec<Group>>>;
+
+/// The stripes of a sharded file, each made on first use.
+pub(super) struct Shards {
+    shift: u32,
+    slots: [OnceLock<Box<LaneLock>>; SLOTS],
+    wide: LaneLock,
+    owners: [OnceLock<Box<OwnerShard>>; OWNER_SHARDS],
+}
+
+impl fmt::Debug for Shards {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shards").field("stripe_shift", &self.shift).finish_non_exhaustive()
+    }
+}
+
+/// A request queued in lane `lane` behind a conflicting lock.
+pub(super) struct Parked {
+    lane: usize,
+    id: u64,
+    waiter: Arc<Waiter>,
+}
+
+impl Shards {
+    fn new(shift: u32) -> Shards {
+        Shards {
+            shift,
+            slots: std::array::from_fn(|_| OnceLock::new()),
+            wide: CachePadded::default(),
+            owners: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+
+    fn stripe(&self, offset: i64) -> u64 {
+        stripe(self.shift, offset)
+    }
+
+    fn lane(&self, at: usize) -> &SpinLock<TasLock, Lane> {
+        match at {
+            WIDE => &self.wide,
+            k => self.slots[k].get_or_init(Box::default),
+        }
+    }
+
+    fn owner_index(owner: Owner) -> usize {
+        let key = match owner {
+            Owner::Pid(pid) => pid as u64,
+            Owner::File(file) => file.0 as u64,
+        };
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % OWNER_SHARDS
+    }
+
+    fn owner_shard(&self, owner: Owner) -> &SpinLock<TasLock, Vec<Group>> {
+        self.owners[Self::owner_index(owner)].get_or_init(Box::default)
+    }
+}
+
+impl FileLockContext {
+    /// Moves the locks of `one` (under its lock) to stripes, each owner's
+    /// group stamped in list order, and wakes every request queued there
+    /// to retry on the stripes.
+    pub(super) fn shard(&self, striped: &Striped, sys: &mut Shared<'_>, one: &mut KindList<RecordEntry>) {
+        let shards = Shards::new(striped.shift);
+        let base = now_stamp() & !u128::from(u32::MAX);
+        let mut groups = 0u32;
+        for mut r in one.entries.drain(..) {
+            let mut owners = shards.owner_shard(r.owner).lock();
+            let at = match owners.iter().position(|g| g.owner == r.owner) {
+                Some(at) => at,
+                None => {
+                    owners.push(Group { owner: r.owner, stamp: base | u128::from(groups), slots: 0, wide: false });
+                    groups = groups.saturating_add(1).min(u32::MAX - 1);
+                    owners.len() - 1
+                }
+            };
+            let group = &mut owners[at];
+            r.stamp = group.stamp;
+            let (a, b) = (shards.stripe(r.piece.start), shards.stripe(r.piece.end));
+            if a == b {
+                group.slots |= bit(a);
+                shards.lane(slot_of(a)).lock().locks.entries.push(r);
+            } else {
+                group.wide = true;
+                for k in slots(span(a, b)) {
+                    shards.lane(k).lock().wide = true;
+                }
+                shards.wide.lock().locks.entries.push(r);
+            }
+        }
+        one.wake_all(sys);
+        striped.shards.get_or_init(|| Box::new(shards));
+    }
+
+    /// `F_GETLK` on a sharded file: the first conflict in Linux's order.
+    pub(super) fn test_sharded(
+        &self,
+        shards: &Shards,
+        owner: Owner,
+        write: Option<bool>,
+        start: i64,
+        end: i64,
+    ) -> Option<(Piece, i32)> {
+        let mask = span(shards.stripe(start), shards.stripe(end));
+        let mut lanes: Vec<SpinLockGuard<'_, TasLock, Lane>> =
+            slots(mask).filter_map(|k| shards.slots[k].get()).map(|slot| slot.lock()).collect();
+        if lanes.iter().any(|lane| lane.wide) {
+            lanes.push(shards.wide.lock());
+        }
+        let matches = |r: &&RecordEntry| match write {
+            Some(write) => conflicts(r, owner, write, start, end),
+            None => r.owner == owner && r.piece.overlaps(start, end),
+        };
+        let first = lanes.iter().flat_map(|lane| lane.locks.entries.iter()).filter(matches);
+        first.min_by_key(|r| (r.stamp, r.piece.start)).map(|r| (r.piece, holder_pid(r.owner)))
+    }
+
+    /// `F_SETLK`/`F_SETLKW` on a sharded file, sleeping between tries on
+    /// the lane that holds the conflicting lock.
+    pub(super) fn set_sharded(&self, shards: &Shards, req: Request, wait: Option<&Interrupt<'_>>) -> VfsResult<()> {
+        let intr = wait.copied().unwrap_or_default();
+        loop {
+            let parked = self.attempt_sharded(&mut self.mgr.enter(), shards, req, wait.is_some())?;
+            let Some(Parked { lane, id, waiter }) = parked else { return Ok(()) };
+            intr.sleep(&waiter, None);
+            let mut sys = self.mgr.enter();
+            if shards.lane(lane).lock().locks.unqueue(id) {
+                sys.blocked(|g| g.unblock(id));
+            }
+            drop(sys);
+            if intr.fired() {
+                return Err(Errno::EINTR);
+            }
+        }
+    }
+
+    /// One try of `req` under its owner shard and the lanes it needs:
+    /// applied, refused (EAGAIN, EDEADLK), or queued behind a conflict.
+    pub(super) fn attempt_sharded(
+        &self,
+        sys: &mut Shared<'_>,
+        shards: &Shards,
+        req: Request,
+        may_wait: bool,
+    ) -> VfsResult<Option<Parked>> {
+        let locking = req.write.is_some();
+        let shard = match locking {
+            true => shards.owner_shard(req.owner),
+            false => match shards.owners[Shards::owner_index(req.owner)].get() {
+                Some(shard) => shard,
+                None => return Ok(None),
+            },
+        };
+        let mut owners = shard.lock();
+        let group = owners.iter().position(|g| g.owner == req.owner);
+        let (mine, own_wide) = group.map_or((0, false), |g| (owners[g].slots, owners[g].wide));
+        if !locking && mine == 0 && !own_wide {
+            return Ok(None);
+        }
+        let (a, b) = (shards.stripe(req.start), shards.stripe(req.end));
+        let mut want = span(a, b);
+        if locking {
+            if req.start > 0 {
+                want |= mine & bit(shards.stripe(req.start - 1));
+            }
+            if req.end < OFFSET_MAX {
+                want |= mine & bit(shards.stripe(req.end + 1));
+            }
+        } else {
+            want &= mine;
+        }
+        let mut lanes: Vec<(usize, SpinLockGuard<'_, TasLock, Lane>)> =
+            slots(want).map(|k| (k, shards.lane(k).lock())).collect();
+        if own_wide || locking && (a != b || want != span(a, b) || lanes.iter().any(|(_, lane)| lane.wide)) {
+            lanes.push((WIDE, shards.wide.lock()));
+        }
+        if let Some(write) = req.write {
+            let conflict = |r: &RecordEntry| conflicts(r, req.owner, write, req.start, req.end);
+            let held = lanes.iter().position(|(_, lane)| lane.locks.entries.iter().any(conflict));
+            if let Some(at) = held {
+                if !may_wait {
+                    return Err(Errno::EAGAIN);
+                }
+                let (lane, queue) = &mut lanes[at];
+                let blocker = queue.locks.entries.iter().find(|r| conflict(r)).map_or(req.owner, |r| r.owner);
+                let (id, waiter) = self.park(sys, &mut queue.locks, blocker, req.posix_pid())?;
+                return Ok(Some(Parked { lane: *lane, id, waiter }));
+            }
+        }
+        let stamp = group.map_or_else(now_stamp, |g| owners[g].stamp);
+        self.apply_sharded(sys, shards, &mut lanes, req, stamp);
+        let (mut slots_held, mut wide_held) = (mine, own_wide);
+        for (k, lane) in &lanes {
+            let has = lane.locks.entries.iter().any(|r| r.owner == req.owner);
+            match *k {
+                WIDE => wide_held = has,
+                k if has => slots_held |= 1 << k,
+                k => slots_held &= !(1 << k),
+            }
+        }
+        match group {
+            Some(g) if slots_held == 0 && !wide_held => {
+                owners.swap_remove(g);
+            }
+            Some(g) => (owners[g].slots, owners[g].wide) = (slots_held, wide_held),
+            None if slots_held != 0 || wide_held => {
+                owners.push(Group { owner: req.owner, stamp, slots: slots_held, wide: wide_held })
+            }
+            None => {}
+        }
+        self.forget_wide(shards, &mut lanes);
+        Ok(None)
+    }
+
+    /// Replaces the owner's locks in `lanes` that the request overlaps or
+    /// touches by their merge/split with it, keeping the entries of pieces
+    /// that did not change; a new piece goes to its stripe's slot if it is
+    /// within one and that slot is locked, else to the wide lane.
+    fn apply_sharded(
+        &self,
+        sys: &mut Shared<'_>,
+        shards: &Shards,
+        lanes: &mut [(usize, SpinLockGuard<'_, TasLock, Lane>)],
+        req: Request,
+        stamp: u128,
+    ) {
+        let (start, end) = (req.start, req.end);
+        let near = |p: &Piece| p.start <= end.saturating_add(1) && start.saturating_sub(1) <= p.end;
+        let mut old: Vec<(usize, RecordEntry)> = Vec::new();
+        for (i, (_, lane)) in lanes.iter_mut().enumerate() {
+            let entries = &mut lane.locks.entries;
+            let mut j = 0;
+            while j < entries.len() {
+                if entries[j].owner == req.owner && near(&entries[j].piece) {
+                    old.push((i, entries.swap_remove(j)));
+                } else {
+                    j += 1;
+                }
+            }
+        }
+        old.sort_by_key(|(_, r)| r.piece.start);
+        for piece in range::apply(old.iter().map(|(_, r)| &r.piece), req.write, start, end) {
+            if let Some(i) = old.iter().position(|(_, r)| r.piece == piece) {
+                let (at, r) = old.swap_remove(i);
+                lanes[at].1.locks.entries.push(r);
+                continue;
+            }
+            let entry = self.new_entry(sys, req, piece, stamp);
+            let (a, b) = (shards.stripe(piece.start), shards.stripe(piece.end));
+            let home = lanes.iter().position(|(k, _)| a == b && *k == slot_of(a));
+            let at = home.or_else(|| lanes.iter().position(|(k, _)| *k == WIDE));
+            let at = at.expect("a piece outside the locked slots goes to the wide lane, locked for it");
+            lanes[at].1.locks.entries.push(entry);
+            if lanes[at].0 == WIDE {
+                let covered = span(a, b);
+                for (k, lane) in lanes.iter_mut() {
+                    if *k != WIDE && covered & 1 << *k != 0 {
+                        lane.wide = true;
+                    }
+                }
+            }
+        }
+        let mut changed = 0u128;
+        for (at, gone) in old {
+            sys.remove(gone.slot);
+            changed |= 1 << at;
+        }
+        for (i, (_, lane)) in lanes.iter_mut().enumerate() {
+            if changed & 1 << i != 0 {
+                lane.locks.wake(sys, req.owner);
+            }
+        }
+    }
+
+    /// With the wide lane locked: clears `wide` in each locked slot that
+    /// no wide-lane lock covers any more.
+    fn forget_wide(&self, shards: &Shards, lanes: &mut [(usize, SpinLockGuard<'_, TasLock, Lane>)]) {
+        let Some((WIDE, wide)) = lanes.last() else { return };
+        let covered = wide
+            .locks
+            .entries
+            .iter()
+            .fold(0, |mask, r| mask | span(shards.stripe(r.piece.start), shards.stripe(r.piece.end)));
+        for (k, lane) in lanes.iter_mut() {
+            if *k != WIDE && covered & 1 << *k == 0 {
+                lane.wide = false;
+            }
+        }
+    }
+}
