@@ -69,7 +69,7 @@ pub enum LockListKind {
     GlobalLock,
 }
 
-/// How one file's POSIX and OFD record locks are kept (issue 29).
+/// How one file's POSIX and OFD record locks are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecordLocks {
     /// Striped by byte offset: a file's record locks stay one list under

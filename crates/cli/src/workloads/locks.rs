@@ -7,7 +7,7 @@
 //! and wait for the next one's, so deadlock detection runs (one of a ring
 //! gets EDEADLK); `lease01`/`lease02` = set and remove a read lease on a
 //! private/shared file. Reported like the seed: per-run time, plus S2.
-//! `posix05` (issue 29) = each thread locks its own 64 bytes of one shared
+//! `posix05` = each thread locks its own 64 bytes of one shared
 //! file, a 4 KiB stripe apart, in the record-lock designs: `striped`,
 //! `striped-spread` (the file's locks already spread over two stripes, so
 //! even one thread runs sharded) and `list`.

@@ -581,6 +581,7 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
         "directory-entries",
         &[
             "crates/vfs/src/dirlock.rs",
+            "crates/vfs/src/dirents/mod.rs",
             "crates/vfs/src/dirents/split.rs",
             "crates/vfs/src/namespace.rs",
             "crates/vfs/src/namei.rs",
