@@ -225,3 +225,50 @@ fn cookies_survive_changes_and_growth() {
     assert_eq!(unique.len(), listed.len(), "each name once");
     assert_eq!(p.stat("/d").unwrap().nlink, 2);
 }
+
+/// A directory split over and over while threads create in it and
+/// another lists it and looks names up: the names made before every
+/// listing began are listed once each and always found, and at the end
+/// every name is there once.
+#[test]
+fn listings_and_lookups_hold_while_buckets_split() {
+    let vfs = split();
+    let p = vfs.process(Credentials::root());
+    p.mkdir("/d", 0o755).unwrap();
+    let per_thread = iterations(600) * 3;
+    let made: Arc<Vec<AtomicUsize>> = Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
+    let creators: Vec<_> = (0..2)
+        .map(|t| {
+            let (vfs, made) = (vfs.clone(), Arc::clone(&made));
+            thread::spawn(move || {
+                let q = vfs.process(Credentials::root());
+                for i in 0..per_thread {
+                    let fd = q.open(format!("/d/t{t}-{i}"), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+                    q.close(fd).unwrap();
+                    made[t].store(i + 1, Ordering::Release);
+                }
+            })
+        })
+        .collect();
+    let mut listings = 0;
+    while made.iter().any(|m| m.load(Ordering::Acquire) < per_thread) || listings == 0 {
+        let before: Vec<usize> = made.iter().map(|m| m.load(Ordering::Acquire)).collect();
+        let listed = p.list_dir("/d").unwrap();
+        let mut seen = BTreeSet::new();
+        for entry in &listed {
+            assert!(seen.insert(entry.name.clone()), "{:?} listed twice", String::from_utf8_lossy(&entry.name));
+        }
+        for (t, &count) in before.iter().enumerate() {
+            for i in (0..count).step_by(97) {
+                let name = format!("t{t}-{i}");
+                assert!(seen.contains(name.as_bytes()), "{name}, made before the listing, not listed");
+                p.stat(format!("/d/{name}")).expect("a made name is found");
+            }
+        }
+        listings += 1;
+    }
+    for c in creators {
+        c.join().unwrap();
+    }
+    assert_eq!(p.list_dir("/d").unwrap().len(), 2 + 2 * per_thread);
+}

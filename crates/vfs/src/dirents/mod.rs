@@ -62,7 +62,9 @@ const CPU_BITS: u32 = 12;
 /// A new cookie, unique in the process: the next count of the calling
 /// CPU's counter above the CPU's number.
 pub(crate) fn next_cookie() -> u64 {
-    static COUNTERS: OnceLock<Box<[CachePadded<AtomicU64>]>> = OnceLock::new();
+    // On a line of its own: every create reads it, and a static beside it
+    // (an allocator's refill count, say) may be written.
+    static COUNTERS: CachePadded<OnceLock<Box<[CachePadded<AtomicU64>]>>> = CachePadded::new(OnceLock::new());
     let counters = COUNTERS.get_or_init(|| {
         let cpus = vfscale_sync::cpu::possible_cpus().min(1 << CPU_BITS);
         (0..cpus).map(|_| CachePadded::new(AtomicU64::new(1))).collect()

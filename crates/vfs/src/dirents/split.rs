@@ -24,7 +24,7 @@ use crate::reclaim::Reclaim;
 use crossbeam_epoch::{Guard, Owned, Shared};
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use vfscale_sync::audited::{AtomicBool, EpochAtomic, Mutex, Ordering};
+use vfscale_sync::audited::{AtomicBool, AtomicPtr, EpochAtomic, Mutex, Ordering};
 use vfscale_sync::poison::unpoisoned;
 use vfscale_sync::spin::{RawSpinLock, TasLock};
 
@@ -55,9 +55,10 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn new(depth: u32, bits: u64) -> Arc<Bucket> {
+    /// A new empty bucket, owned by the table whose slots will name it.
+    fn new(depth: u32, bits: u64) -> *mut Bucket {
         let replaced = AtomicBool::new(false);
-        Arc::new(Bucket { lock: TasLock::default(), replaced, depth, bits, head: EpochAtomic::null() })
+        Box::into_raw(Box::new(Bucket { lock: TasLock::default(), replaced, depth, bits, head: EpochAtomic::null() }))
     }
 
     fn nodes<'g>(&self, guard: &'g Guard) -> impl Iterator<Item = &'g Node> {
@@ -75,8 +76,8 @@ impl Bucket {
 
 impl Drop for Bucket {
     fn drop(&mut self) {
-        // SAFETY: the last reference to the bucket is going, after every
-        // table naming it was released through the epoch: no reader is left.
+        // SAFETY: a bucket is dropped when its directory is, or through the
+        // epoch once a split took it out of every slot: no reader is left.
         unsafe {
             let guard = crossbeam_epoch::unprotected();
             let mut at = self.head.load(Ordering::Relaxed, guard);
@@ -90,15 +91,25 @@ impl Drop for Bucket {
 }
 
 /// The slots of the extendible hash: `1 << depth` of them, slot `i`
-/// naming the bucket of the hashes whose low bits are `i`.
+/// naming the bucket of the hashes whose low bits are `i`. A split of a
+/// bucket shallower than the table changes its slots in place; one as deep
+/// as the table makes a table twice the size. Buckets belong to the
+/// directory, not to a table: a table's drop frees none.
 struct Table {
     depth: u32,
-    slots: Box<[Arc<Bucket>]>,
+    slots: Box<[AtomicPtr<Bucket>]>,
 }
 
 impl Table {
-    fn bucket(&self, hash: u64) -> &Arc<Bucket> {
+    fn slot(&self, hash: u64) -> &AtomicPtr<Bucket> {
         &self.slots[(hash & ((1u64 << self.depth) - 1)) as usize]
+    }
+
+    /// The bucket of `hash`, valid while `guard` is pinned.
+    fn bucket<'g>(&self, hash: u64, _guard: &'g Guard) -> &'g Bucket {
+        // SAFETY: a slot always names a live bucket; one a split replaces
+        // is freed through the epoch, after `guard` unpins.
+        unsafe { &*self.slot(hash).load(Ordering::Acquire) }
     }
 }
 
@@ -111,16 +122,25 @@ pub(crate) struct SplitEntries {
     resize: Mutex<()>,
 }
 
-/// A bucket held locked.
+/// A bucket held locked (and readable: the guard keeps it from being
+/// freed).
 pub(crate) struct BucketGuard {
-    bucket: Arc<Bucket>,
+    bucket: *const Bucket,
     guard: Guard,
+}
+
+impl BucketGuard {
+    fn bucket(&self) -> &Bucket {
+        // SAFETY: taken from a slot while `guard` was pinned, and buckets
+        // are freed through the epoch.
+        unsafe { &*self.bucket }
+    }
 }
 
 impl Drop for BucketGuard {
     fn drop(&mut self) {
         // SAFETY: this guard took the lock and releases it once.
-        unsafe { self.bucket.lock.unlock() };
+        unsafe { self.bucket().lock.unlock() };
     }
 }
 
@@ -133,7 +153,7 @@ impl SplitEntries {
     pub fn get<'g>(&self, name: &[u8], hash: u64, guard: &'g Guard) -> Option<&'g Arc<Dentry>> {
         // SAFETY: tables are released through the epoch; `guard` is pinned.
         let table = unsafe { self.table.load(Ordering::Acquire, guard).as_ref()? };
-        find(table.bucket(hash), name, hash, guard).map(|node| &node.entry.dentry)
+        find(table.bucket(hash, guard), name, hash, guard).map(|node| &node.entry.dentry)
     }
 
     /// Locks the bucket of `hash`, making the table if there is none.
@@ -147,20 +167,22 @@ impl SplitEntries {
                 self.make_table(&guard);
                 continue;
             };
-            let bucket = Arc::clone(table.bucket(hash));
-            bucket.lock.lock();
-            if !bucket.replaced.load(Ordering::Acquire) {
+            let bucket: *const Bucket = table.bucket(hash, &guard);
+            // SAFETY: as in `Table::bucket`.
+            let held = unsafe { &*bucket };
+            held.lock.lock();
+            if !held.replaced.load(Ordering::Acquire) {
                 return BucketGuard { bucket, guard };
             }
             // SAFETY: locked just above.
-            unsafe { bucket.lock.unlock() };
+            unsafe { held.lock.unlock() };
         }
     }
 
     fn make_table(&self, guard: &Guard) {
         let _resize = unpoisoned(self.resize.lock());
         if self.table.load(Ordering::Acquire, guard).is_null() {
-            let slots = (0..1 << INITIAL_DEPTH).map(|bits| Bucket::new(INITIAL_DEPTH, bits)).collect();
+            let slots = (0..1 << INITIAL_DEPTH).map(|bits| AtomicPtr::new(Bucket::new(INITIAL_DEPTH, bits))).collect();
             self.table.store(Owned::new(Table { depth: INITIAL_DEPTH, slots }), Ordering::Release);
         }
     }
@@ -177,19 +199,21 @@ impl SplitEntries {
                 return AllBuckets::NoTable { _resize: resize };
             };
             drop(resize);
-            let mut buckets: Vec<(u64, Arc<Bucket>)> =
-                distinct(table).map(|(slot, b)| (lock_order(slot as u64), Arc::clone(b))).collect();
+            let mut buckets: Vec<(u64, *const Bucket)> =
+                distinct(table, &guard).map(|(slot, b)| (lock_order(slot as u64), b as *const Bucket)).collect();
             buckets.sort_by_key(|(order, _)| *order);
             let mut held = Vec::with_capacity(buckets.len());
             for (_, bucket) in buckets {
-                bucket.lock.lock();
-                let replaced = bucket.replaced.load(Ordering::Acquire);
+                // SAFETY: as in `Table::bucket`; `guard` is still pinned.
+                let locked = unsafe { &*bucket };
+                locked.lock.lock();
+                let replaced = locked.replaced.load(Ordering::Acquire);
                 held.push(BucketGuard { bucket, guard: crossbeam_epoch::pin() });
                 if replaced {
                     break;
                 }
             }
-            if held.iter().all(|g| !g.bucket.replaced.load(Ordering::Acquire)) {
+            if held.iter().all(|g| !g.bucket().replaced.load(Ordering::Acquire)) {
                 return AllBuckets::Locked(held);
             }
         }
@@ -203,7 +227,7 @@ impl SplitEntries {
             return Vec::new();
         };
         let mut smallest = BinaryHeap::with_capacity(max.min(256) + 1);
-        for (_, bucket) in distinct(table) {
+        for (_, bucket) in distinct(table, guard) {
             for node in bucket.nodes(guard) {
                 if node.entry.cookie > after {
                     smallest.push(cookie_order(&node.entry));
@@ -213,26 +237,42 @@ impl SplitEntries {
                 }
             }
         }
-        smallest.into_sorted_vec().into_iter().map(|e| e.0).collect()
+        // A reader beside a split may meet an entry in the old bucket and in
+        // a half: one cookie, listed once.
+        let mut sorted: Vec<&Entry> = smallest.into_sorted_vec().into_iter().map(|e| e.0).collect();
+        sorted.dedup_by_key(|e| e.cookie);
+        sorted
     }
 }
 
 impl Drop for SplitEntries {
     fn drop(&mut self) {
-        // SAFETY: the directory is going; no reader can reach its table.
+        // SAFETY: the directory is going; no reader can reach its table or
+        // buckets, each of which the table names (the replaced ones went
+        // through the epoch), so each is freed once.
         unsafe {
-            let table = self.table.load(Ordering::Relaxed, crossbeam_epoch::unprotected());
-            if !table.is_null() {
-                drop(table.into_owned());
+            let guard = crossbeam_epoch::unprotected();
+            let table = self.table.load(Ordering::Relaxed, guard);
+            if table.is_null() {
+                return;
             }
+            let buckets: Vec<*const Bucket> = distinct(table.deref(), guard).map(|(_, b)| b as *const Bucket).collect();
+            for bucket in buckets {
+                drop(Box::from_raw(bucket.cast_mut()));
+            }
+            drop(table.into_owned());
         }
     }
 }
 
 /// Each bucket of `table` once (a bucket of depth `d` fills every slot
 /// whose low `d` bits are its own; the first of them is below `1 << d`).
-fn distinct(table: &Table) -> impl Iterator<Item = (usize, &Arc<Bucket>)> {
-    table.slots.iter().enumerate().filter(|(i, b)| *i < 1 << b.depth)
+fn distinct<'g>(table: &'g Table, _guard: &'g Guard) -> impl Iterator<Item = (usize, &'g Bucket)> {
+    table.slots.iter().enumerate().filter_map(|(i, slot)| {
+        // SAFETY: as in `Table::bucket`.
+        let bucket = unsafe { &*slot.load(Ordering::Acquire) };
+        (i < 1 << bucket.depth).then_some((i, bucket))
+    })
 }
 
 /// Where the bucket of `hash` (or of the slot `hash` names) comes in the
@@ -259,7 +299,9 @@ impl AllBuckets<'_> {
     pub fn is_empty(&self) -> bool {
         match self {
             AllBuckets::NoTable { .. } => true,
-            AllBuckets::Locked(held) => held.iter().all(|g| g.bucket.head.load(Ordering::Acquire, &g.guard).is_null()),
+            AllBuckets::Locked(held) => {
+                held.iter().all(|g| g.bucket().head.load(Ordering::Acquire, &g.guard).is_null())
+            }
         }
     }
 }
@@ -267,17 +309,17 @@ impl AllBuckets<'_> {
 impl BucketGuard {
     /// Whether this bucket holds the name of `hash` too.
     pub fn covers(&self, hash: u64) -> bool {
-        hash & ((1u64 << self.bucket.depth) - 1) == self.bucket.bits
+        hash & ((1u64 << self.bucket().depth) - 1) == self.bucket().bits
     }
 
     pub fn get(&self, name: &[u8], hash: u64) -> Option<&Arc<Dentry>> {
-        find(&self.bucket, name, hash, &self.guard).map(|node| &node.entry.dentry)
+        find(self.bucket(), name, hash, &self.guard).map(|node| &node.entry.dentry)
     }
 
     /// The link (the head or a node's `next`) that points at the node of
     /// `name`, and that node.
     fn link_to(&self, name: &[u8], hash: u64) -> Option<(&EpochAtomic<Node>, Shared<'_, Node>)> {
-        let mut link = &self.bucket.head;
+        let mut link = &self.bucket().head;
         loop {
             let at = link.load(Ordering::Acquire, &self.guard);
             // SAFETY: the bucket is locked, so no node of it is unlinked,
@@ -293,12 +335,12 @@ impl BucketGuard {
     /// Adds `entry`, whose name (hashing to `hash`) is not in the bucket;
     /// splits the bucket if that takes it past [`SPLIT_AT`].
     pub fn insert(&mut self, dir: &SplitEntries, entry: Entry, hash: u64, reclaim: &Reclaim) {
-        let head = self.bucket.head.load(Ordering::Relaxed, &self.guard);
+        let head = self.bucket().head.load(Ordering::Relaxed, &self.guard);
         let node = Owned::new(Node { entry, hash, next: EpochAtomic::null() });
         node.next.store(head, Ordering::Relaxed);
-        self.bucket.head.store(node, Ordering::Release);
-        if self.bucket.nodes(&self.guard).count() > SPLIT_AT {
-            dir.split(&self.bucket, &self.guard, reclaim);
+        self.bucket().head.store(node, Ordering::Release);
+        if self.bucket().nodes(&self.guard).count() > SPLIT_AT {
+            dir.split(self.bucket(), &self.guard, reclaim);
         }
     }
 
@@ -336,38 +378,52 @@ impl SplitEntries {
     /// Replaces `bucket` (locked by the caller, in the current table) by
     /// its two halves on the next hash bit, unless it is as deep as
     /// buckets go.
-    fn split(&self, bucket: &Arc<Bucket>, guard: &Guard, reclaim: &Reclaim) {
+    fn split(&self, bucket: &Bucket, guard: &Guard, reclaim: &Reclaim) {
         if bucket.depth >= MAX_DEPTH {
             return;
         }
         let _resize = unpoisoned(self.resize.lock());
-        let old = self.table.load(Ordering::Acquire, guard);
+        let current = self.table.load(Ordering::Acquire, guard);
         // SAFETY: a bucket in a table exists only once the table does; the
         // resize lock keeps it current, and it is freed through the epoch.
-        let table = unsafe { old.deref() };
+        let table = unsafe { current.deref() };
         let depth = bucket.depth;
         let halves = [Bucket::new(depth + 1, bucket.bits), Bucket::new(depth + 1, bucket.bits | 1 << depth)];
         for node in bucket.nodes(guard) {
-            let half = &halves[(node.hash >> depth) as usize & 1];
+            // SAFETY: the halves are not yet in any slot: this thread's alone.
+            let half = unsafe { &*halves[(node.hash >> depth) as usize & 1] };
             let copy = Owned::new(Node { entry: node.entry.clone(), hash: node.hash, next: EpochAtomic::null() });
             copy.next.store(half.head.load(Ordering::Relaxed, guard), Ordering::Relaxed);
             half.head.store(copy, Ordering::Relaxed);
         }
-        let new_depth = table.depth.max(depth + 1);
-        let slots = (0..1usize << new_depth)
-            .map(|i| {
-                let at = &table.slots[i & ((1 << table.depth) - 1)];
-                if Arc::ptr_eq(at, bucket) {
-                    Arc::clone(&halves[(i >> depth) & 1])
-                } else {
-                    Arc::clone(at)
+        let old: *const Bucket = bucket;
+        let half_of = |slot: usize| halves[(slot >> depth) & 1];
+        if depth < table.depth {
+            // Its slots, in place, highest first: a reader (which scans up)
+            // that finds the lowest slot on a half has then found every
+            // higher slot on its half too, and one that finds it on the old
+            // bucket counts that bucket, which holds every name, there. So
+            // each name is found in the old bucket or in its half.
+            for (slot, at) in table.slots.iter().enumerate().rev() {
+                if std::ptr::eq(at.load(Ordering::Relaxed), old) {
+                    at.store(half_of(slot), Ordering::Release);
                 }
-            })
-            .collect();
-        self.table.store(Owned::new(Table { depth: new_depth, slots }), Ordering::Release);
+            }
+        } else {
+            let slots = (0..1usize << (depth + 1))
+                .map(|slot| {
+                    let at = table.slots[slot & ((1 << depth) - 1)].load(Ordering::Relaxed);
+                    AtomicPtr::new(if std::ptr::eq(at, old) { half_of(slot) } else { at })
+                })
+                .collect();
+            self.table.store(Owned::new(Table { depth: depth + 1, slots }), Ordering::Release);
+            // SAFETY: the table was just replaced; readers pinned before
+            // hold off its release, which frees no bucket.
+            reclaim.defer(guard, unsafe { current.into_owned() });
+        }
         bucket.replaced.store(true, Ordering::Release);
-        // SAFETY: the table was just replaced; walkers pinned before hold
-        // off its release.
-        reclaim.defer(guard, unsafe { old.into_owned() });
+        // SAFETY: no slot names the old bucket any more; a reader or
+        // writer that found it before is pinned and holds off the release.
+        reclaim.defer(guard, unsafe { Box::from_raw(old.cast_mut()) });
     }
 }
