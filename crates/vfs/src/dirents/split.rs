@@ -31,7 +31,7 @@ use vfscale_sync::spin::{RawSpinLock, TasLock};
 /// Depth of a directory's first table: 64 buckets.
 pub(crate) const INITIAL_DEPTH: u32 = 6;
 /// Entries a bucket takes before it splits.
-pub(crate) const SPLIT_AT: usize = 8;
+pub(crate) const SPLIT_AT: usize = 16;
 /// No bucket splits past this depth (names whose hashes agree on this
 /// many bits share a bucket however many there are).
 const MAX_DEPTH: u32 = 40;
@@ -404,10 +404,9 @@ impl SplitEntries {
             // higher slot on its half too, and one that finds it on the old
             // bucket counts that bucket, which holds every name, there. So
             // each name is found in the old bucket or in its half.
-            for (slot, at) in table.slots.iter().enumerate().rev() {
-                if std::ptr::eq(at.load(Ordering::Relaxed), old) {
-                    at.store(half_of(slot), Ordering::Release);
-                }
+            // They are the slots whose low `depth` bits are its own.
+            for slot in (bucket.bits as usize..table.slots.len()).step_by(1 << depth).rev() {
+                table.slots[slot].store(half_of(slot), Ordering::Release);
             }
         } else {
             let slots = (0..1usize << (depth + 1))
