@@ -226,10 +226,12 @@ impl SplitEntries {
         let Some(table) = (unsafe { self.table.load(Ordering::Acquire, guard).as_ref() }) else {
             return Vec::new();
         };
-        let mut smallest = BinaryHeap::with_capacity(max.min(256) + 1);
+        let mut smallest: BinaryHeap<super::ByCookie<'g>> = BinaryHeap::with_capacity(max.min(256) + 1);
         for (_, bucket) in distinct(table, guard) {
             for node in bucket.nodes(guard) {
-                if node.entry.cookie > after {
+                let wanted = node.entry.cookie > after
+                    && (smallest.len() < max || smallest.peek().is_some_and(|top| node.entry.cookie < top.0.cookie));
+                if wanted {
                     smallest.push(cookie_order(&node.entry));
                     if smallest.len() > max {
                         smallest.pop();

@@ -31,14 +31,19 @@ use vfscale_sync::audited::Mutex;
 use vfscale_sync::pad::LinePad;
 use vfscale_sync::poison::unpoisoned;
 
+/// Entries a listing of a directory whose entries the VFS keeps reads at
+/// a time.
+const READ_AHEAD: usize = 4096;
+
 /// Where the next `readdir` continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum DirPos {
     Dot,
     DotDot,
     /// After the entry with this cookie, in a directory whose entries the
-    /// VFS keeps (2: after `..`, before every entry).
-    Cookie(u64),
+    /// VFS keeps (2: after `..`, before every entry), with the entries
+    /// that follow it read ahead.
+    Cookie(u64, std::collections::VecDeque<(u64, DirEntry)>),
     /// After this name, in a directory its filesystem lists (in name
     /// order).
     After(Option<Box<[u8]>>),
@@ -52,7 +57,7 @@ impl DirPos {
         match self {
             DirPos::Dot => Some(0),
             DirPos::DotDot => Some(1),
-            DirPos::Cookie(cookie) => Some(*cookie),
+            DirPos::Cookie(cookie, _) => Some(*cookie),
             DirPos::After(_) => None,
         }
     }
@@ -61,7 +66,7 @@ impl DirPos {
         match offset {
             0 => DirPos::Dot,
             1 => DirPos::DotDot,
-            cookie => DirPos::Cookie(cookie),
+            cookie => DirPos::Cookie(cookie, Default::default()),
         }
     }
 }
@@ -418,7 +423,7 @@ impl OpenFile {
         let mut pos = lock(&self.dir_pos);
         let mut out = Vec::new();
         while out.len() < max {
-            match &*pos {
+            match &mut *pos {
                 DirPos::Dot => {
                     out.push(DirEntry { name: b".".to_vec(), ino: self.inode.ino(), file_type: FileType::Directory });
                     *pos = DirPos::DotDot;
@@ -427,7 +432,7 @@ impl OpenFile {
                     let guard = crossbeam_epoch::pin();
                     let parent = dir.parent(&guard).map_or(self.inode.ino(), |p| p.ino());
                     out.push(DirEntry { name: b"..".to_vec(), ino: parent, file_type: FileType::Directory });
-                    *pos = if self.generator.is_some() { DirPos::After(None) } else { DirPos::Cookie(2) };
+                    *pos = if self.generator.is_some() { DirPos::After(None) } else { DirPos::at_offset(2) };
                 }
                 DirPos::After(last) if self.generator.is_some() => {
                     let generator = self.generator.as_ref().expect("matched above");
@@ -444,13 +449,17 @@ impl OpenFile {
                     out.extend(batch);
                 }
                 DirPos::After(_) => unreachable!("only a listed directory reads by name"),
-                DirPos::Cookie(after) => {
-                    let batch = self.dir_locks.list_after(dir, *after, max - out.len());
-                    match batch.last() {
-                        Some((cookie, _)) => *pos = DirPos::Cookie(*cookie),
-                        None => break,
+                DirPos::Cookie(after, ahead) => {
+                    // Read ahead: one pass over a split directory finds the
+                    // next entries wherever they are, so a listing reads a
+                    // chunk at a time. An entry removed after it was read
+                    // ahead may still be returned, as POSIX allows.
+                    if ahead.is_empty() {
+                        ahead.extend(self.dir_locks.list_after(dir, *after, READ_AHEAD));
                     }
-                    out.extend(batch.into_iter().map(|(_, entry)| entry));
+                    let Some((cookie, entry)) = ahead.pop_front() else { break };
+                    *after = cookie;
+                    out.push(entry);
                 }
             }
         }
