@@ -24,8 +24,8 @@ use crate::reclaim::Reclaim;
 use crossbeam_epoch::{Guard, Owned, Shared};
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use vfscale_sync::audited::{AtomicBool, AtomicPtr, EpochAtomic, Mutex, Ordering};
-use vfscale_sync::poison::unpoisoned;
+use vfscale_sync::audited::{AtomicBool, AtomicPtr, EpochAtomic, Ordering};
+use vfscale_sync::rwsem::{RwSem, RwSemWriteGuard, SpinPolicy};
 use vfscale_sync::spin::{RawSpinLock, TasLock};
 
 /// Depth of a directory's first table: 64 buckets.
@@ -117,9 +117,10 @@ impl Table {
 pub(crate) struct SplitEntries {
     /// Null until the first entry.
     table: EpochAtomic<Table>,
-    /// Taken by whoever replaces the table (a split, the first entry),
-    /// never by a plain create or unlink.
-    resize: Mutex<()>,
+    /// Taken for reading by a split that rewrites its bucket's slots, for
+    /// writing by one that replaces the table (or makes the first);
+    /// never by a create or unlink that splits nothing.
+    resize: RwSem<()>,
 }
 
 /// A bucket held locked (and readable: the guard keeps it from being
@@ -146,7 +147,7 @@ impl Drop for BucketGuard {
 
 impl SplitEntries {
     pub fn new() -> SplitEntries {
-        SplitEntries { table: EpochAtomic::null(), resize: Mutex::new(()) }
+        SplitEntries { table: EpochAtomic::null(), resize: RwSem::new((), SpinPolicy::Block) }
     }
 
     /// The entry named `name` (whose hash is `hash`), locking nothing.
@@ -180,7 +181,7 @@ impl SplitEntries {
     }
 
     fn make_table(&self, guard: &Guard) {
-        let _resize = unpoisoned(self.resize.lock());
+        let _resize = self.resize.write();
         if self.table.load(Ordering::Acquire, guard).is_null() {
             let slots = (0..1 << INITIAL_DEPTH).map(|bits| AtomicPtr::new(Bucket::new(INITIAL_DEPTH, bits))).collect();
             self.table.store(Owned::new(Table { depth: INITIAL_DEPTH, slots }), Ordering::Release);
@@ -193,7 +194,7 @@ impl SplitEntries {
     pub fn lock_all(&self) -> AllBuckets<'_> {
         let guard = crossbeam_epoch::pin();
         loop {
-            let resize = unpoisoned(self.resize.lock());
+            let resize = self.resize.write();
             // SAFETY: as in `get`.
             let Some(table) = (unsafe { self.table.load(Ordering::Acquire, &guard).as_ref() }) else {
                 return AllBuckets::NoTable { _resize: resize };
@@ -293,7 +294,7 @@ fn find<'g>(bucket: &Bucket, name: &[u8], hash: u64, guard: &'g Guard) -> Option
 /// Every bucket of a directory, locked (or, with no table yet, the lock
 /// that keeps one from being made).
 pub(crate) enum AllBuckets<'a> {
-    NoTable { _resize: vfscale_sync::audited::MutexGuard<'a, ()> },
+    NoTable { _resize: RwSemWriteGuard<'a, ()> },
     Locked(Vec<BucketGuard>),
 }
 
@@ -384,10 +385,22 @@ impl SplitEntries {
         if bucket.depth >= MAX_DEPTH {
             return;
         }
-        let _resize = unpoisoned(self.resize.lock());
+        // Splits that rewrite their own slots run side by side (they share
+        // no slot); one that doubles the table excludes every other.
+        let doubling = |current: Shared<'_, Table>| {
+            // SAFETY: the caller's bucket is in a table, so there is one;
+            // tables are freed through the epoch and `guard` is pinned.
+            bucket.depth >= unsafe { current.deref() }.depth
+        };
+        let shared = self.resize.read();
+        let _resize = if doubling(self.table.load(Ordering::Acquire, guard)) {
+            drop(shared);
+            Err(self.resize.write())
+        } else {
+            Ok(shared)
+        };
         let current = self.table.load(Ordering::Acquire, guard);
-        // SAFETY: a bucket in a table exists only once the table does; the
-        // resize lock keeps it current, and it is freed through the epoch.
+        // SAFETY: as in `doubling`; the resize lock keeps it current.
         let table = unsafe { current.deref() };
         let depth = bucket.depth;
         let halves = [Bucket::new(depth + 1, bucket.bits), Bucket::new(depth + 1, bucket.bits | 1 << depth)];
