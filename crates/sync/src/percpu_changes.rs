@@ -58,6 +58,9 @@ fn encode(time: i64) -> isize {
     (time as u64 ^ (1 << 63)) as isize
 }
 
+/// Most CPUs whose versions a snapshot keeps on the stack.
+const STACK_CPUS: usize = 64;
+
 fn decode(slot: isize) -> Option<i64> {
     (slot != 0).then_some((slot as u64 ^ (1 << 63)) as i64)
 }
@@ -100,10 +103,16 @@ impl PercpuChanges {
     /// more than once.
     pub fn snapshot<B>(&self, mut read_base: impl FnMut() -> B) -> (isize, Option<i64>, B) {
         let cpus = self.versions.len();
-        let mut before = vec![0; cpus];
+        let (mut on_stack, mut on_heap) = ([0isize; STACK_CPUS], Vec::new());
+        let before: &mut [isize] = if cpus <= STACK_CPUS {
+            &mut on_stack[..cpus]
+        } else {
+            on_heap.resize(cpus, 0);
+            &mut on_heap
+        };
         loop {
-            for (cpu, seen) in before.iter_mut().enumerate() {
-                *seen = self.stable_version(cpu);
+            for cpu in 0..cpus {
+                before[cpu] = self.stable_version(cpu);
             }
             let (mut delta, mut latest) = (0isize, 0isize);
             for cpu in 0..cpus {
@@ -203,8 +212,11 @@ mod loom_models {
                     changes.record_on(1, 2, 20);
                 })
             };
-            let (first, first_time, ()) = changes.snapshot(|| ());
-            let (second, second_time, ()) = changes.snapshot(|| ());
+            let reader = {
+                let changes = Arc::clone(&changes);
+                thread::spawn(move || (changes.snapshot(|| ()), changes.snapshot(|| ())))
+            };
+            let ((first, first_time, ()), (second, second_time, ())) = reader.join().unwrap();
             for (sum, time) in [(first, first_time), (second, second_time)] {
                 let expected_time = match sum {
                     0 => None,
