@@ -2,12 +2,13 @@
 //! inode list, locks, design variants, and the [`Filesystem`] whose hooks
 //! the VFS calls.
 //!
-//! Invariant: every positive dentry in the dcache is also in its parent's
-//! children map (and the reverse), both changed together under the
-//! parent's directory lock for write; `rename_seq` is odd while a rename
-//! moves a name from one directory to another, so no walk that overlapped
-//! one is believed (a rename within one directory is ordered by that
-//! directory's lock alone, and changes no parent a walk could see).
+//! Invariant: every positive dentry of an in-memory tree in the dcache is
+//! also in its parent's entries (and the reverse), both changed together
+//! under the name's lock (`dirlock`: its bucket's, or its directory's for
+//! write); `rename_seq` is odd while a rename moves a name from one
+//! directory to another, so no walk that overlapped one is believed (a
+//! rename within one directory is ordered by the locks of its two names
+//! alone, and changes no parent a walk could see).
 //!
 //! May import the base modules, the node types, `fs` and `dirlock`.
 

@@ -5,18 +5,21 @@
 //! Invariant: a bucket holds the entries whose name hashes agree with its
 //! slot on the low `depth` bits; its list changes only under its lock and
 //! only while it is in the current table (`replaced` is false). A split
-//! publishes a table naming the bucket's two halves before it marks the
-//! bucket replaced, so a writer that finds its bucket replaced under the
-//! lock finds the halves in the table it loads next. Readers take no lock:
+//! points the bucket's slots at its two halves (in place, or in a table
+//! twice the size) before it marks the bucket replaced, so a writer that
+//! finds its bucket replaced under the lock finds the halves in the table
+//! it loads next. Readers take no lock:
 //! list links change by single stores, a removed node keeps its `next`,
 //! and nodes, buckets and tables are freed through the epoch.
 //!
 //! A directory's first entry makes its table: [`INITIAL_DEPTH`] bits, 64
 //! buckets, so names in small directories rarely share a bucket (4.5 KiB,
 //! the price of a line per bucket). Past [`SPLIT_AT`] entries a bucket
-//! splits, doubling the table's slots if its depth was the table's: only
-//! that bucket's writers wait for it, and every other bucket's writers go
-//! on in the old table or the new one, which share the bucket.
+//! splits: it rewrites its own slots, under the resize lock held for
+//! reading (such splits run side by side), or, if its depth was the
+//! table's, makes a table twice the size under the lock held for writing.
+//! Creates and unlinks that split nothing take no lock but their bucket's,
+//! in the old table or the new one, which share the buckets.
 
 use super::{cookie_order, Entry};
 use crate::dentry::Dentry;
