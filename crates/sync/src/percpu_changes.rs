@@ -111,8 +111,8 @@ impl PercpuChanges {
             &mut on_heap
         };
         loop {
-            for cpu in 0..cpus {
-                before[cpu] = self.stable_version(cpu);
+            for (cpu, seen) in before.iter_mut().enumerate() {
+                *seen = self.stable_version(cpu);
             }
             let (mut delta, mut latest) = (0isize, 0isize);
             for cpu in 0..cpus {
