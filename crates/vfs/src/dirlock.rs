@@ -257,6 +257,11 @@ impl DirLocks {
         self.with_entry(dir, name, |dentry| dentry.inode.as_ref().map(|inode| CountedArc::new(inode)))
     }
 
+    /// Whether `dir` has an entry `name`, taking no count on it.
+    pub fn contains(&self, dir: &Directory, name: &[u8]) -> bool {
+        self.with_entry(dir, name, |_| Some(())).is_some()
+    }
+
     /// The dentry of `name` in `dir`, if any, counted.
     pub fn lookup_dentry(&self, dir: &Directory, name: &[u8]) -> Option<CountedArc<Dentry>> {
         self.with_entry(dir, name, |dentry| Some(CountedArc::new(dentry)))
@@ -278,16 +283,8 @@ impl DirLocks {
     /// Every entry of `dir`, in name order (for the searches of
     /// `mountinfo`, not for a hot path).
     pub fn all_entries(&self, dir: &Directory) -> Vec<Arc<Dentry>> {
-        let mut all: Vec<Arc<Dentry>> = match &dir.entries {
-            Entries::Locked(children) => {
-                let _global = self.global();
-                children.read().after(0, usize::MAX).map(|(_, d)| Arc::clone(d)).collect()
-            }
-            Entries::Split(entries) => {
-                let guard = crossbeam_epoch::pin();
-                entries.after(0, usize::MAX, &guard).into_iter().map(|e| Arc::clone(&e.dentry)).collect()
-            }
-        };
+        let mut all = Vec::new();
+        self.each_after(dir, 0, usize::MAX, |_, dentry| all.push(Arc::clone(dentry)));
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
@@ -296,18 +293,28 @@ impl DirLocks {
     /// order, each with its cookie; the split design locks and writes
     /// nothing.
     pub fn list_after(&self, dir: &Directory, after: u64, max: usize) -> Vec<(u64, DirEntry)> {
-        let listed = |cookie: u64, dentry: &Dentry| {
+        let mut listed = Vec::new();
+        self.each_after(dir, after, max, |cookie, dentry| {
             let inode = dentry.inode.as_ref().expect("entries are positive");
-            (cookie, DirEntry { name: dentry.name.to_vec(), ino: inode.ino(), file_type: inode.file_type() })
-        };
+            listed.push((
+                cookie,
+                DirEntry { name: dentry.name.to_vec(), ino: inode.ino(), file_type: inode.file_type() },
+            ));
+        });
+        listed
+    }
+
+    /// Calls `f` with each of up to `max` entries of `dir` past the cookie
+    /// `after`, in cookie order, under the design's read of the directory.
+    fn each_after(&self, dir: &Directory, after: u64, max: usize, mut f: impl FnMut(u64, &Arc<Dentry>)) {
         match &dir.entries {
             Entries::Locked(children) => {
                 let _global = self.global();
-                children.read().after(after, max).map(|(cookie, dentry)| listed(cookie, dentry)).collect()
+                children.read().after(after, max).for_each(|(cookie, dentry)| f(cookie, dentry));
             }
             Entries::Split(entries) => {
                 let guard = crossbeam_epoch::pin();
-                entries.after(after, max, &guard).into_iter().map(|e| listed(e.cookie, &e.dentry)).collect()
+                entries.after(after, max, &guard).into_iter().for_each(|e| f(e.cookie, &e.dentry));
             }
         }
     }

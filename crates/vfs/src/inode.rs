@@ -452,7 +452,7 @@ impl Inode {
     /// changes folded in, all as they were at one instant: what `stat`
     /// reports. Other inodes' attributes are their own.
     pub(crate) fn folded_attrs(&self) -> Attrs {
-        let Some(changes) = self.dir().ok().and_then(|d| d.changes.as_ref()) else {
+        let Some(changes) = self.dir_changes() else {
             return self.attrs();
         };
         let (delta, latest, mut a) = changes.snapshot(|| self.attrs.read());
@@ -464,12 +464,18 @@ impl Inode {
         a
     }
 
+    /// A split directory's per-CPU link count and time changes; none for
+    /// other inodes.
+    fn dir_changes(&self) -> Option<&PercpuChanges> {
+        self.dir().ok().and_then(|d| d.changes.as_ref())
+    }
+
     /// A directory's entries changed, by `nlink_delta` subdirectories: its
     /// link count moves and its modification and change times are now. In
     /// the split design on the calling CPU's record only, so changes on
     /// two CPUs share no line.
     pub(crate) fn entries_changed(&self, nlink_delta: i32) {
-        match self.dir().ok().and_then(|d| d.changes.as_ref()) {
+        match self.dir_changes() {
             Some(changes) => changes.record(nlink_delta as isize, Timespec::now().as_nanos()),
             None => {
                 let now = Timespec::now();
@@ -485,7 +491,7 @@ impl Inode {
     /// Before an explicit modification time: a split directory forgets the
     /// times of its per-CPU records, which would otherwise outweigh it.
     pub(crate) fn forget_entry_times(&self) {
-        if let Some(changes) = self.dir().ok().and_then(|d| d.changes.as_ref()) {
+        if let Some(changes) = self.dir_changes() {
             changes.clear_times();
         }
     }
@@ -619,7 +625,7 @@ impl Inode {
     /// Sets the link count; for a split directory, whose records no
     /// change may touch meanwhile (it is locked whole), net of them.
     pub(crate) fn set_nlink(&self, nlink: u32) {
-        let pending = self.dir().ok().and_then(|d| d.changes.as_ref()).map_or(0, |c| c.snapshot(|| ()).0);
+        let pending = self.dir_changes().map_or(0, |c| c.snapshot(|| ()).0);
         self.update_attrs(|a| a.nlink = (i64::from(nlink) - pending as i64) as u32);
         self.nlink_changed(nlink);
     }

@@ -191,7 +191,7 @@ impl<'a> Ctx<'a> {
     /// answer, under the lock.
     fn exists(&self, dir: &ParentDir, name: &[u8]) -> VfsResult<()> {
         let directory = dir.dir()?;
-        if dir.sb().native && dir.sb().dir_locks.lookup(directory, name).is_none() {
+        if dir.sb().native && !dir.sb().dir_locks.contains(directory, name) {
             return Err(Errno::ENOENT);
         }
         Ok(())
@@ -357,7 +357,7 @@ impl<'a> Ctx<'a> {
     /// Linux `filename_create` for a non-directory whose new name has a
     /// trailing slash: EEXIST if the name exists, else ENOENT.
     fn trailing_slash_on_create(&self, dir: &ParentDir, name: &[u8]) -> Errno {
-        let exists = dir.dir().is_ok_and(|d| dir.sb().dir_locks.lookup(d, name).is_some())
+        let exists = dir.dir().is_ok_and(|d| dir.sb().dir_locks.contains(d, name))
             || self.provided_name_exists(dir, name).unwrap_or(false);
         if exists {
             Errno::EEXIST
