@@ -257,14 +257,23 @@ impl DirLocks {
         self.with_entry(dir, name, |dentry| dentry.inode.as_ref().map(|inode| CountedArc::new(inode)))
     }
 
+    /// Runs `f` with the entry `name` of `dir` (if any) under the name's
+    /// lock (its bucket's, or the directory's for reading): what a walk
+    /// that missed the dcache believes, so a rename, which holds both its
+    /// names' locks while it moves one, is seen whole or not at all.
+    pub fn with_name_locked<R>(&self, dir: &Directory, name: &[u8], f: impl FnOnce(Option<&Arc<Dentry>>) -> R) -> R {
+        match &dir.entries {
+            Entries::Locked(children) => {
+                let _global = self.global();
+                f(children.read().get(name))
+            }
+            Entries::Split(entries) => f(entries.lock(name_hash(name)).get(name, name_hash(name))),
+        }
+    }
+
     /// Whether `dir` has an entry `name`, taking no count on it.
     pub fn contains(&self, dir: &Directory, name: &[u8]) -> bool {
         self.with_entry(dir, name, |_| Some(())).is_some()
-    }
-
-    /// The dentry of `name` in `dir`, if any, counted.
-    pub fn lookup_dentry(&self, dir: &Directory, name: &[u8]) -> Option<CountedArc<Dentry>> {
-        self.with_entry(dir, name, |dentry| Some(CountedArc::new(dentry)))
     }
 
     fn with_entry<R>(&self, dir: &Directory, name: &[u8], f: impl FnOnce(&Arc<Dentry>) -> Option<R>) -> Option<R> {

@@ -647,14 +647,22 @@ impl RefWalker<'_> {
             };
         }
         drop(locked);
-        if let Some(dentry) = sb.dir_locks.lookup_dentry(dir, name) {
+        // Under the name's lock, the miss recorded with it: a lock-free
+        // look-up could find a renamed object at its new name and then
+        // still at its old one.
+        let found = sb.dir_locks.with_name_locked(dir, name, |found| match found {
+            Some(dentry) => Some(CountedArc::new(dentry)),
+            None => {
+                if !dir.is_dead() {
+                    sb.cache_negative(&pos.inode, name);
+                }
+                None
+            }
+        });
+        Ok(found.map(|dentry| {
             let inode = get_inode(dentry.inode.as_ref().expect("entries are positive"));
-            return Ok(Some(here(inode, DentryRef::try_get(dentry))));
-        }
-        if !dir.is_dead() {
-            sb.cache_negative(&pos.inode, name);
-        }
-        Ok(None)
+            here(inode, DentryRef::try_get(dentry))
+        }))
     }
 
     /// The dcache's answer, with a reference taken, when it has a valid one.

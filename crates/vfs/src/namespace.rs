@@ -185,18 +185,6 @@ impl<'a> Ctx<'a> {
         Ok(locked)
     }
 
-    /// ENOENT, without a lock, when `dir` has no entry `name`: an unlink
-    /// or rmdir of a missing name then writes nothing (it takes effect when
-    /// the name was seen missing). Names a filesystem provides are its to
-    /// answer, under the lock.
-    fn exists(&self, dir: &ParentDir, name: &[u8]) -> VfsResult<()> {
-        let directory = dir.dir()?;
-        if dir.sb().native && !dir.sb().dir_locks.contains(directory, name) {
-            return Err(Errno::ENOENT);
-        }
-        Ok(())
-    }
-
     /// Linux `may_create`: write and search permission on the directory.
     fn may_create(&self, dir: &Inode) -> VfsResult<()> {
         dir.permission(self.cred, Access::WRITE | Access::EXEC)
@@ -407,7 +395,6 @@ impl<'a> Ctx<'a> {
         let (dir, last, trailing_slash) = self.parent(path)?;
         let name = last.require_normal(DirOp::Unlink)?;
         dir.mount.want_write()?;
-        self.exists(&dir, name)?;
         let mut locked = self.lock_name(&dir, name)?;
         let victim = Arc::clone(child_inode(locked.get(name))?);
         if trailing_slash {
@@ -426,7 +413,6 @@ impl<'a> Ctx<'a> {
         let (dir, last, _) = self.parent(path)?;
         let name = last.require_normal(DirOp::Rmdir)?;
         dir.mount.want_write()?;
-        self.exists(&dir, name)?;
         let mut locked = self.lock_name(&dir, name)?;
         let victim = Arc::clone(child_inode(locked.get(name))?);
         self.may_delete(&dir, &victim, true)?;
