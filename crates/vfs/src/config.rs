@@ -19,7 +19,7 @@ pub enum WalkMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DirLocking {
     /// Names split by hash into buckets, each with its own lock on its own
-    /// line; lookups and listings take no lock, and a split directory's
+    /// line; listings and dcache hits take no lock, and a split directory's
     /// link count and times change per CPU, folded at `stat` (sv6's and
     /// ScaleFS's hashed directory): changes of different names in one
     /// directory share no line.

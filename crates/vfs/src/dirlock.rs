@@ -1,5 +1,5 @@
 //! Directory locking, in three designs: names split by hash, each bucket
-//! under its own lock, with lookups and listings that take none (sv6's
+//! under its own lock, with listings and dcache hits that take none (sv6's
 //! hashed directory; the default); a lock per directory (an `RwSem`, as
 //! `i_rwsem` / the per-root `kernfs_rwsem`); or one superblock-wide mutex
 //! taken by every directory operation and by every ref-walk step

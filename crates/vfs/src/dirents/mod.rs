@@ -1,7 +1,7 @@
 //! A directory's entries (its names and their dentries, the authoritative
 //! contents beside the dcache), in two designs: one rwsem over the whole
 //! directory (Linux's `i_rwsem`; [`Children`]) or split by name hash, a
-//! lock per bucket and lookups and listings that take none
+//! lock per bucket and listings that take none
 //! ([`split::SplitEntries`]).
 //!
 //! Invariant: a name is changed only under its lock (the directory's
