@@ -7,8 +7,8 @@
 //!
 //! Invariant: a name of a directory changes only under its lock (the
 //! bucket's, or the directory's held for write). Locks taken together
-//! follow one order: directories ancestors first, unrelated ones in inode
-//! number order; within one directory buckets in
+//! follow one order: directories shallower first (so ancestors first),
+//! then in inode number order; within one directory buckets in
 //! [`lock_order`](crate::dirents::split::lock_order). A directory locked
 //! whole (rmdir's emptiness check) comes after its parent's name.
 //!
@@ -269,6 +269,12 @@ impl DirLocks {
             }
             Entries::Split(entries) => f(entries.lock(name_hash(name)).get(name, name_hash(name))),
         }
+    }
+
+    /// Whether `name` of `dir` names a directory (a peek, taking no count:
+    /// a rename decides with it which rename lock to try).
+    pub fn names_directory(&self, dir: &Directory, name: &[u8]) -> bool {
+        self.with_entry(dir, name, |dentry| dentry.inode.as_ref().filter(|inode| inode.is_dir()).map(|_| ())).is_some()
     }
 
     /// Whether `dir` has an entry `name`, taking no count on it.

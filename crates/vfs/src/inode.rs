@@ -647,7 +647,8 @@ impl Directory {
         unsafe { self.parent.load(Ordering::Acquire, guard).as_ref() }
     }
 
-    /// Re-parents a moved directory; the caller holds the rename lock.
+    /// Re-parents a moved directory; the caller holds the rename lock for
+    /// writing.
     pub fn set_parent(&self, parent: Arc<Inode>, reclaim: &Arc<Reclaim>, guard: &Guard) {
         let old = self.parent.swap(Owned::new(parent), Ordering::AcqRel, guard);
         if !old.is_null() {

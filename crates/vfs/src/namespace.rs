@@ -12,7 +12,7 @@
 
 use crate::cred::{may_delete_in_sticky, Access, Capabilities};
 use crate::dentry::Dentry;
-use crate::dirlock::NameLock;
+use crate::dirlock::{NameLock, RenameLocks};
 use crate::errno::{Errno, VfsResult};
 use crate::inode::{Inode, NewInode};
 use crate::mode::{S_IALLUGO, S_IFDIR, S_IFMT, S_ISGID, S_ISVTX, S_IXGRP};
@@ -474,46 +474,81 @@ impl<'a> Ctx<'a> {
         old_dir.mount.want_write()?;
         let sb = old_dir.sb();
         let same_dir = Arc::ptr_eq(&old_dir, &new_dir);
-        // Only a move between directories takes the superblock's rename
-        // lock and seqcount: a rename within one directory changes no
-        // parent, so no walk's `..` or ancestry can see it half done, and
-        // the directory's lock orders it against every other change of its
-        // names (the dcache swaps a replaced target's dentry in one step).
-        // So renames in different directories share no line.
-        let _renames = (!same_dir).then(|| sb.rename_lock.write());
-        let new_dir_first = !same_dir
-            && !is_ancestor(&old_dir, &new_dir)
-            && (is_ancestor(&new_dir, &old_dir) || new_dir.ino() < old_dir.ino());
-        let mut locked =
-            sb.dir_locks.lock_rename((old_dir.dir()?, old_name), (new_dir.dir()?, new_name), new_dir_first);
-        if old_dir.dir()?.is_dead() || new_dir.dir()?.is_dead() {
-            return Err(Errno::ENOENT);
+        // Only a directory that moves between directories changes an
+        // ancestry, so only such a move excludes every other move between
+        // directories (and ref-walks that keep losing to moves); any other
+        // move between directories holds the rename lock for reading, a
+        // write of its own CPU's count alone. A rename within one
+        // directory takes no rename lock: the locks of its two names order
+        // it against every other change of them (the dcache swaps a
+        // replaced target's dentry in one step). A walk that misses the
+        // dcache looks a name up under its lock, so it sees a move whole or
+        // not at all.
+        let mut moves_dir = !same_dir && sb.dir_locks.names_directory(old_dir.dir()?, old_name);
+        loop {
+            let (_files_move, _tree_moves) = match (same_dir, moves_dir) {
+                (true, _) => (None, None),
+                (false, false) => (Some(sb.rename_lock.read()), None),
+                (false, true) => (None, Some(sb.rename_lock.write())),
+            };
+            let new_dir_first = !same_dir && lock_rank(&new_dir) < lock_rank(&old_dir);
+            let mut locked =
+                sb.dir_locks.lock_rename((old_dir.dir()?, old_name), (new_dir.dir()?, new_name), new_dir_first);
+            if old_dir.dir()?.is_dead() || new_dir.dir()?.is_dead() {
+                return Err(Errno::ENOENT);
+            }
+            let source = Arc::clone(child_inode(locked.old_name().get(old_name))?);
+            if source.is_dir() && !same_dir && !moves_dir {
+                // A directory took the old name since the peek: move it
+                // holding the lock for writing.
+                moves_dir = true;
+                continue;
+            }
+            let target = locked.new_name().get(new_name).and_then(|d| d.inode.clone());
+            let old = RenameEnd { dir: &old_dir, name: old_name, slash: old_slash };
+            let new = RenameEnd { dir: &new_dir, name: new_name, slash: new_slash };
+            return self.rename_locked(&mut locked, old, new, source, target, flags);
         }
-        let source = Arc::clone(child_inode(locked.old_name().get(old_name))?);
-        let target = locked.new_name().get(new_name).and_then(|d| d.inode.clone());
+    }
+
+    /// The rest of `rename`, its two names locked: the checks that need
+    /// the source and the target, then the move.
+    fn rename_locked(
+        &self,
+        locked: &mut RenameLocks<'_>,
+        old: RenameEnd<'_>,
+        new: RenameEnd<'_>,
+        source: Arc<Inode>,
+        target: Option<Arc<Inode>>,
+        flags: RenameFlags,
+    ) -> VfsResult<()> {
+        let RenameEnd { dir: old_dir, name: old_name, slash: old_slash } = old;
+        let RenameEnd { dir: new_dir, name: new_name, slash: new_slash } = new;
+        let sb = old_dir.sb();
+        let same_dir = Arc::ptr_eq(old_dir, new_dir);
         if flags.noreplace && target.is_some() {
             return Err(Errno::EEXIST);
         }
         if !source.is_dir() && (old_slash || new_slash) {
             return Err(Errno::ENOTDIR);
         }
-        if source.is_dir() && (Arc::ptr_eq(&source, &new_dir) || is_ancestor(&source, &new_dir)) {
+        if source.is_dir() && (Arc::ptr_eq(&source, new_dir) || is_ancestor(&source, new_dir)) {
             return Err(Errno::EINVAL);
         }
         if let Some(target) = &target {
             // The target contains the source: it cannot be empty. (It is
             // also already locked, or an ancestor of a locked directory.)
-            if Arc::ptr_eq(target, &old_dir) || is_ancestor(target, &old_dir) {
+            if Arc::ptr_eq(target, old_dir) || is_ancestor(target, old_dir) {
                 return Err(Errno::ENOTEMPTY);
             }
             if Arc::ptr_eq(target, &source) {
                 return Ok(());
             }
         }
-        self.may_delete(&old_dir, &source, source.is_dir())?;
+        self.may_delete(old_dir, &source, source.is_dir())?;
         match &target {
-            Some(target) => self.may_delete(&new_dir, target, source.is_dir())?,
-            None => self.may_create(&new_dir)?,
+            Some(target) => self.may_delete(new_dir, target, source.is_dir())?,
+            None => self.may_create(new_dir)?,
         }
         if source.is_dir() && !same_dir {
             source.permission(self.cred, Access::WRITE)?;
@@ -533,7 +568,7 @@ impl<'a> Ctx<'a> {
         };
 
         let guard = crossbeam_epoch::pin();
-        let moving = (!same_dir).then(|| sb.rename_seq.write_begin());
+        let moving = (source.is_dir() && !same_dir).then(|| sb.rename_seq.write_begin());
         let old_dentry = locked.old_name().remove(old_name, &sb.reclaim).expect("checked above");
         let new_dentry = Dentry::new(new_dir.ino(), new_name, Some(Arc::clone(&source)), 0);
         locked.new_name().insert_or_replace(Arc::clone(&new_dentry), &sb.reclaim);
@@ -550,7 +585,7 @@ impl<'a> Ctx<'a> {
         let moved_dir = i32::from(source.is_dir() && !same_dir);
         let replaced_dir = i32::from(target.as_ref().is_some_and(|t| t.is_dir()));
         if moved_dir == 1 {
-            source.dir()?.set_parent(Arc::clone(&new_dir), &sb.reclaim, &guard);
+            source.dir()?.set_parent(Arc::clone(new_dir), &sb.reclaim, &guard);
         }
         if same_dir {
             new_dir.entries_changed(-replaced_dir);
@@ -570,8 +605,35 @@ fn child_inode(found: Option<&Arc<Dentry>>) -> VfsResult<&Arc<Inode>> {
     found.and_then(|d| d.inode.as_ref()).ok_or(Errno::ENOENT)
 }
 
+/// One name of a rename: its directory, the name, and whether its path
+/// ended in a slash.
+struct RenameEnd<'a> {
+    dir: &'a ParentDir,
+    name: &'a [u8],
+    slash: bool,
+}
+
+/// Where `dir` comes in the order in which a rename locks names of two
+/// directories: shallower first, so an ancestor before its descendants
+/// (as rmdir locks a parent's name before the child), then by inode
+/// number and address. A total order, unlike "ancestors first, then
+/// inode number", which two moves of files and a third between unrelated
+/// directories could close into a cycle. Stable while the caller holds the
+/// rename lock, since only moves of directories change a depth.
+fn lock_rank(dir: &Arc<Inode>) -> (usize, u64, usize) {
+    let guard = crossbeam_epoch::pin();
+    let mut depth = 0;
+    let mut cursor = dir.dir().ok().and_then(|d| d.parent(&guard));
+    while let Some(inode) = cursor {
+        depth += 1;
+        cursor = inode.dir().ok().and_then(|d| d.parent(&guard));
+    }
+    (depth, dir.ino(), Arc::as_ptr(dir) as usize)
+}
+
 /// Whether `ancestor` is a proper ancestor of `dir`. Stable while the
-/// caller holds the rename lock, since only renames move directories.
+/// caller holds the rename lock (for reading, or for writing to move a
+/// directory), since only moves of directories change an ancestry.
 fn is_ancestor(ancestor: &Arc<Inode>, dir: &Arc<Inode>) -> bool {
     let guard = crossbeam_epoch::pin();
     let mut cursor = dir.dir().ok().and_then(|d| d.parent(&guard));

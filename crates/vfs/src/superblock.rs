@@ -5,10 +5,10 @@
 //! Invariant: every positive dentry of an in-memory tree in the dcache is
 //! also in its parent's entries (and the reverse), both changed together
 //! under the name's lock (`dirlock`: its bucket's, or its directory's for
-//! write); `rename_seq` is odd while a rename moves a name from one
-//! directory to another, so no walk that overlapped one is believed (a
-//! rename within one directory is ordered by the locks of its two names
-//! alone, and changes no parent a walk could see).
+//! write); `rename_seq` is odd while a rename moves a directory from one
+//! directory to another, so no walk that overlapped one is believed (any
+//! other rename is ordered by the locks of its two names alone, and
+//! changes no parent a walk could see).
 //!
 //! May import the base modules, the node types, `fs` and `dirlock`.
 
@@ -23,7 +23,7 @@ use crate::types::FileType;
 use std::fmt;
 use std::sync::{Arc, Weak};
 use vfscale_sync::dlock_list::{ConcurrentList, GlobalList, PerCpuList};
-use vfscale_sync::rwsem::{RwSem, SpinPolicy};
+use vfscale_sync::percpu_rwsem::PerCpuRwSem;
 use vfscale_sync::seqcount::SeqCount;
 use vfscale_sync::spin::TasLock;
 
@@ -32,12 +32,15 @@ pub(crate) struct SuperBlock {
     pub dcache: Dcache,
     pub inodes: Arc<InodeRegistry>,
     pub root: Arc<Inode>,
-    /// Odd while a rename moves a name between directories (Linux
-    /// `rename_lock`'s seqcount, which Linux takes for every rename).
+    /// Odd while a rename moves a directory from one directory to another
+    /// (Linux `rename_lock`'s seqcount, which Linux takes for every
+    /// rename).
     pub rename_seq: SeqCount,
-    /// Serializes renames between directories; ref-walks that keep losing
-    /// to them hold it for reading.
-    pub rename_lock: RwSem<()>,
+    /// Held for writing by a move of a directory between directories
+    /// (Linux `s_vfs_rename_mutex`), for reading by a move of anything
+    /// else between directories and by ref-walks that keep losing to
+    /// moves: per-CPU, so moves of files share no line.
+    pub rename_lock: PerCpuRwSem<()>,
     pub dir_locks: DirLocks,
     /// The filesystem's hooks.
     pub fs: Arc<dyn Filesystem>,
@@ -100,7 +103,7 @@ impl SuperBlock {
             inodes,
             root,
             rename_seq: SeqCount::new(),
-            rename_lock: RwSem::new((), SpinPolicy::Block),
+            rename_lock: PerCpuRwSem::new(()),
             dir_locks,
             fs,
             native,

@@ -361,3 +361,33 @@ fn changes_of_different_names_in_one_split_directory_share_no_line() {
     let sites: Vec<&String> = rwsem.conflicts.iter().flat_map(|c| &c.sites).collect();
     assert!(sites.iter().any(|s| s.contains("rwsem")), "the directory's rwsem: {sites:#?}");
 }
+
+/// Moves of files between directories hold the superblock's rename lock
+/// for reading, per CPU: moves of different files between the same two
+/// split directories share no line. A move of a directory between
+/// directories takes it for writing (Linux `s_vfs_rename_mutex`) and is
+/// caught.
+#[test]
+fn moves_of_different_files_between_two_directories_share_no_line() {
+    let (vfs, p) = tree(VfsConfig::default());
+    let q = vfs.process(Credentials::root());
+    for dir in ["/from", "/to"] {
+        p.mkdir(dir, 0o755).unwrap();
+    }
+    for name in ["/from/a", "/from/b"] {
+        let fd = p.open(name, OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        p.close(fd).unwrap();
+    }
+    let there_and_back = |who: &Process, from: &str, to: &str| {
+        who.rename(from, to).unwrap();
+        who.rename(to, from).unwrap();
+    };
+    let files = verdict(|| there_and_back(&p, "/from/a", "/to/a"), || there_and_back(&q, "/from/b", "/to/b"));
+    assert!(files.conflict_free(), "{:#?}", files.conflicts);
+    for dir in ["/from/da", "/from/db"] {
+        p.mkdir(dir, 0o755).unwrap();
+    }
+    let dirs = verdict(|| there_and_back(&p, "/from/da", "/to/da"), || there_and_back(&q, "/from/db", "/to/db"));
+    let sites: Vec<&String> = dirs.conflicts.iter().flat_map(|c| &c.sites).collect();
+    assert!(sites.iter().any(|s| s.contains("percpu_rwsem")), "the rename lock, for writing: {sites:#?}");
+}
