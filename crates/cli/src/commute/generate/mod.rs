@@ -155,6 +155,7 @@ pub enum Verb {
     Mkdir,
     Rmdir,
     Rename,
+    RenameAcross,
     Link,
     Chmod,
     Readdir,
@@ -181,7 +182,7 @@ pub enum Verb {
 use Kind::{Dir as D, File as F, Missing as M, Parent as P};
 
 impl Verb {
-    const ALL: [Verb; 30] = [
+    const ALL: [Verb; 31] = [
         Verb::Stat,
         Verb::OpenRead,
         Verb::Create,
@@ -191,6 +192,7 @@ impl Verb {
         Verb::Mkdir,
         Verb::Rmdir,
         Verb::Rename,
+        Verb::RenameAcross,
         Verb::Link,
         Verb::Chmod,
         Verb::Readdir,
@@ -224,7 +226,7 @@ impl Verb {
             Verb::OpenTrunc | Verb::Setxattr => &[F],
             Verb::Unlink => &[F, M, D],
             Verb::Rmdir => &[D, M],
-            Verb::Rename => &[F, D, M],
+            Verb::Rename | Verb::RenameAcross => &[F, D, M],
             Verb::Link | Verb::Getxattr | Verb::Fstatat | Verb::OpenatRead | Verb::Unlinkat => &[F, M],
             Verb::Chmod => &[F, D],
             Verb::Readdir => &[P, D],
@@ -254,6 +256,7 @@ impl Verb {
             Verb::Mkdir => "mkdir",
             Verb::Rmdir => "rmdir",
             Verb::Rename => "rename(X, Xr)",
+            Verb::RenameAcross => "rename(X, Y/Xm)",
             Verb::Link => "link(X, Xl)",
             Verb::Chmod => "chmod(0600)",
             Verb::Readdir => "getdents",
@@ -290,6 +293,7 @@ impl Verb {
                 | Verb::Mkdir
                 | Verb::Rmdir
                 | Verb::Rename
+                | Verb::RenameAcross
                 | Verb::Link
                 | Verb::Unlinkat
                 | Verb::Mkdirat
@@ -530,6 +534,10 @@ fn resolve(side: &Side, consumed: &[Object], setup: &Setup, s: &dyn Syscalls, i:
         Verb::Mkdir => Call::Mkdir(path),
         Verb::Rmdir => Call::Rmdir(path),
         Verb::Rename => Call::Rename(path, suffixed("r")),
+        Verb::RenameAcross => {
+            let other = Object { other_dir: !object.other_dir, ..object };
+            Call::Rename(path, s.path(&format!("{}/{}m", other.dir(), object.name(i).unwrap_or_default())))
+        }
         Verb::Link => Call::Link(path, suffixed("l")),
         Verb::Chmod => Call::Chmod(path, 0o600),
         Verb::Readdir => Call::Readdir(path),
@@ -590,9 +598,11 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
             "crates/vfs/src/syscalls/open.rs",
         ],
         "a change of a name takes the lock of its bucket, which a change of another name in the same bucket \
-         takes too, a new directory's `..` counts a reference on its parent, and a look-up that misses the \
-         dcache or races a change of its name leaves rcu-walk for ref-walk, counting references on the dentries \
-         it passes (Linux: d_lockref, i_rwsem, d_alloc_parallel)",
+         takes too, a new directory's `..` counts a reference on its parent, a move of a directory between \
+         directories takes the rename lock for writing and writes the rename seqcount every walk reads, and a \
+         look-up that misses the dcache or races a change of its name leaves rcu-walk for ref-walk, counting \
+         references on the dentries it passes (Linux: d_lockref, i_rwsem, d_alloc_parallel, \
+         s_vfs_rename_mutex, rename_lock)",
     ),
     (
         "descriptor-table",
