@@ -199,23 +199,8 @@ impl Syscalls for HostSyscalls {
 fn host_call(call: &Call) -> io::Result<u64> {
     let done = |rc: libc::c_int| check(rc).map(|_| 0);
     match call {
-        Call::Stat(path) => {
-            let mut st = zeroed_stat();
-            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
-            check(unsafe { libc::stat(path.as_ptr(), &mut st) })?;
-            Ok(digest_of(&st))
-        }
-        Call::Fstatat(dir, name) => {
-            let mut st = zeroed_stat();
-            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
-            check(unsafe { libc::fstatat(*dir, name.as_ptr(), &mut st, 0) })?;
-            Ok(digest_of(&st))
-        }
-        Call::Fstat(fd) => {
-            let mut st = zeroed_stat();
-            // SAFETY: C strings, buffers of ours sized as passed, the case's descriptors.
-            check(unsafe { libc::fstat(*fd, &mut st) })?;
-            Ok(digest_of(&st))
+        Call::Stat(_) | Call::Fstatat(..) | Call::Fstat(_) => {
+            stat_call(call).expect("a stat call").map(|st| digest_of(&st))
         }
         Call::OpenClose(path, flags) => {
             let fd = open_raw(path, *flags, 0o644)?;
@@ -297,6 +282,46 @@ fn host_call(call: &Call) -> io::Result<u64> {
 }
 
 /// A `stat` buffer to fill.
+/// The buffer a stat-like call (`stat`, `fstatat`, `fstat`) fills, or
+/// `None` for any other call.
+fn stat_call(call: &Call) -> Option<io::Result<libc::stat>> {
+    let mut st = zeroed_stat();
+    let rc = match call {
+        // SAFETY: C strings, a buffer of ours, the case's descriptors.
+        Call::Stat(path) => unsafe { libc::stat(path.as_ptr(), &mut st) },
+        // SAFETY: as above.
+        Call::Fstatat(dir, name) => unsafe { libc::fstatat(*dir, name.as_ptr(), &mut st, 0) },
+        // SAFETY: as above.
+        Call::Fstat(fd) => unsafe { libc::fstat(*fd, &mut st) },
+        _ => return None,
+    };
+    Some(check(rc).map(|_| st))
+}
+
+/// The access, modification and change times a stat-like call returns
+/// on the host now, as (seconds, nanoseconds); `None` for another call or
+/// a call that fails.
+pub fn stat_times(call: &Call) -> Option<[(i64, i64); 3]> {
+    let st = stat_call(call)?.ok()?;
+    Some([(st.st_atime, st.st_atime_nsec), (st.st_mtime, st.st_mtime_nsec), (st.st_ctime, st.st_ctime_nsec)])
+}
+
+/// Waits until the host's coarse clock, which stamps inodes that no
+/// `stat` asked about since their last change, has passed `t`: a change
+/// from then on gets a time other than `t`.
+pub fn wait_for_coarse_clock_past(t: (i64, i64)) {
+    loop {
+        // SAFETY: timespec is plain data; zeroed is a valid value.
+        let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+        // SAFETY: `now` is ours.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut now) };
+        if (now.tv_sec, now.tv_nsec) > t {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
 fn zeroed_stat() -> libc::stat {
     // SAFETY: stat is plain data; zeroed is a valid value.
     unsafe { std::mem::zeroed() }

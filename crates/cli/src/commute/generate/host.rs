@@ -10,14 +10,20 @@
 //! setup descriptor's file offset; each file's record locks as
 //! `F_OFD_GETLK` from a new description sees them byte by byte (type,
 //! range, and whether an OFD or a POSIX lock); and each file's `flock`
-//! (none, shared or exclusive). Left out, as POSIX leaves them open or as
-//! COMMUTER's model did: timestamps (each call sets them to the current
-//! time, which neither call returns), inode numbers and device numbers,
-//! block counts, and the order of a directory's entries.
+//! (none, shared or exclusive). Times count where a call returns them: a
+//! `stat`, `fstatat` or `fstat` must see each of its object's three times
+//! changed, or not, since the initial state alike in both orders, so a
+//! stat beside a chmod of its file does not commute. (The initial look
+//! asks for the times, and the coarse clock then moves past them, so a
+//! change shows as a new time with or without multigrain stamps.) Left
+//! out, as POSIX leaves them open or as COMMUTER's model did: the values
+//! of times (each call sets them to the current time), times in the final
+//! state, inode numbers and device numbers, block counts, and the order
+//! of a directory's entries.
 
-use super::{resolve, Case, Setup, Side, XATTR_A, XATTR_B};
-use crate::commute::host_sys::{own_file_table, HostSyscalls};
-use crate::commute::sys::{digest, Outcome, Syscalls};
+use super::{resolve, Case, Setup, XATTR_A, XATTR_B};
+use crate::commute::host_sys::{own_file_table, stat_times, wait_for_coarse_clock_past, HostSyscalls};
+use crate::commute::sys::{digest, Call, Outcome, Syscalls};
 use crate::host::ScratchDir;
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -30,14 +36,20 @@ use std::sync::Arc;
 /// Whether `case` commutes on the host: the outcomes of A and B when it
 /// does, `None` when it does not.
 pub fn decide(case: &Case) -> Result<Option<[Outcome; 2]>, String> {
-    let (a_first, state_ab) = run_order(case, false)?;
-    let (b_first, state_ba) = run_order(case, true)?;
-    Ok((a_first == b_first && state_ab == state_ba).then_some(a_first))
+    let (a_first, times_ab, state_ab) = run_order(case, false)?;
+    let (b_first, times_ba, state_ba) = run_order(case, true)?;
+    Ok((a_first == b_first && times_ab == times_ba && state_ab == state_ba).then_some(a_first))
 }
 
+/// What a stat-like call returned of the times: for each of the access,
+/// modification and change time, whether it differs from what the same
+/// call returned on the initial state (`None` for another call, or when
+/// either failed: its outcome tells that).
+type TimesSeen = Option<[bool; 3]>;
+
 /// Runs the case's two calls in one order on a fresh state: A's and B's
-/// outcomes, and the state after both.
-fn run_order(case: &Case, b_first: bool) -> Result<([Outcome; 2], State), String> {
+/// outcomes and the times each saw, and the state after both.
+fn run_order(case: &Case, b_first: bool) -> Result<([Outcome; 2], [TimesSeen; 2], State), String> {
     let dir = ScratchDir::new("commute-gen", None)?;
     let host: Arc<dyn Syscalls> = Arc::new(HostSyscalls::new(dir.path.clone(), None));
     let setup = Setup::build(&*host, &*host, 1)?;
@@ -45,21 +57,40 @@ fn run_order(case: &Case, b_first: bool) -> Result<([Outcome; 2], State), String
         let p = Process::start()?;
         let q = Process::start()?;
         let consumed = case.consumed();
-        let on = |side: &Side, byte: u8| -> Result<Outcome, String> {
-            let call = resolve(side, &consumed, &setup, &*host, 0, byte);
-            let runner = if side.in_q { &q } else { &p };
-            runner.run(move |s: &dyn Syscalls| s.call(&call), &host)
+        let sides = [(&case.a, b'a'), (&case.b, b'b')]
+            .map(|(side, byte)| (resolve(side, &consumed, &setup, &*host, 0, byte), if side.in_q { &q } else { &p }));
+        let times_now = |(call, runner): &(Call, &Process)| {
+            let call = call.clone();
+            runner.run(move |_| stat_times(&call), &host)
         };
-        let (a, b) = if b_first {
-            let b = on(&case.b, b'b')?;
-            (on(&case.a, b'a')?, b)
+        // The times a stat-like call sees on the initial state. Then the
+        // coarse clock moves past them, so a change by either call shows
+        // as a new time (kernels with multigrain stamps would stamp it
+        // finely anyway: the look just taken asked for the times).
+        let initial = [times_now(&sides[0])?, times_now(&sides[1])?];
+        if let Some(latest) = initial.iter().flatten().flat_map(|t| [t[1], t[2]]).max() {
+            wait_for_coarse_clock_past(latest);
+        }
+        let on = |k: usize| -> Result<(Outcome, TimesSeen), String> {
+            let (call, runner) = &sides[k];
+            let call = call.clone();
+            let outcome = runner.run(move |s: &dyn Syscalls| s.call(&call), &host)?;
+            let seen = match (initial[k], times_now(&sides[k])?) {
+                (Some(before), Some(now)) => Some([0, 1, 2].map(|t| before[t] != now[t])),
+                _ => None,
+            };
+            Ok((outcome, seen))
+        };
+        let ((a, a_times), (b, b_times)) = if b_first {
+            let b = on(1)?;
+            (on(0)?, b)
         } else {
-            let a = on(&case.a, b'a')?;
-            (a, on(&case.b, b'b')?)
+            let a = on(0)?;
+            (a, on(1)?)
         };
         // Read while P and Q still hold their descriptors and locks.
         let state = State::read(&dir.path, &setup)?;
-        Ok(([a, b], state))
+        Ok(([a, b], [a_times, b_times], state))
     })();
     for fd in setup.all_fds().chain(setup.dirs.iter().flatten().copied()) {
         // Best effort: the scratch directory goes with `dir` anyway.
@@ -93,11 +124,11 @@ impl Process {
     }
 
     /// Runs `f` on this process's thread, with the host's calls.
-    fn run(
+    fn run<R: Send + 'static>(
         &self,
-        f: impl FnOnce(&dyn Syscalls) -> Outcome + Send + 'static,
+        f: impl FnOnce(&dyn Syscalls) -> R + Send + 'static,
         host: &Arc<dyn Syscalls>,
-    ) -> Result<Outcome, String> {
+    ) -> Result<R, String> {
         let (reply, answer) = mpsc::channel();
         let host = Arc::clone(host);
         let job: Job = Box::new(move || {
