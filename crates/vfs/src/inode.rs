@@ -11,6 +11,7 @@
 
 use crate::dirents::{Design, Entries};
 use crate::errno::{Errno, VfsResult};
+use crate::opens::DOTDOT;
 use crate::pages::PageMap;
 use crate::reclaim::Reclaim;
 use crate::space::{Space, BOGO_INODE_SIZE};
@@ -21,10 +22,12 @@ use crossbeam_epoch::{Guard, Owned};
 use std::any::Any;
 use std::cell::Cell;
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::{Arc, Weak};
 use vfscale_sync::audited::EpochAtomic;
-use vfscale_sync::audited::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use vfscale_sync::audited::{fence, AtomicBool, AtomicU32, AtomicU64, CountedArc, Ordering};
 use vfscale_sync::audited::{Mutex, OnceLock};
+use vfscale_sync::cpu::current_cpu;
 use vfscale_sync::dlock_list::{ConcurrentList, ListHandle};
 use vfscale_sync::pad::LinePad;
 use vfscale_sync::poison::unpoisoned;
@@ -45,6 +48,82 @@ pub(crate) struct Attrs {
     pub ctime: Timespec,
 }
 
+/// The per-CPU ref of `inode`'s open counts (`opens::InodeOpens`), made
+/// live on first use, which keeps one `Arc` on the inode (`keep`) while it
+/// is live. One made after the last link went is killed at once (the
+/// unlink may not have seen it), so it never keeps an unlinked inode.
+pub(crate) fn opens_ref<'i>(inode: &'i Arc<Inode>, reclaim: &Arc<Reclaim>) -> &'i PercpuRef {
+    let opens = &inode.opens;
+    if let Some(r) = opens.percpu.get() {
+        return r;
+    }
+    let mut made = false;
+    let r = opens.percpu.get_or_init(|| {
+        made = true;
+        let keep = Mutex::new(Some(Arc::clone(inode)));
+        let reclaim = Arc::clone(reclaim);
+        PercpuRef::new(move || {
+            if let Some(inode) = unpoisoned(keep.lock()).take() {
+                // The release runs inside the inode it may free: let
+                // the epoch drop it after this call has returned (and
+                // `drop_caches` wait for that).
+                reclaim.defer(&crossbeam_epoch::pin(), inode);
+            }
+        })
+    });
+    // Pairs with the fence in `kill`: either the unlink saw the ref,
+    // or this sees the unlink.
+    fence(Ordering::SeqCst);
+    if made && inode.stat().nlink == 0 {
+        r.kill();
+    }
+    r
+}
+
+/// A directory's reference to its parent, which `..` leads to: while the
+/// parent is linked, a count on the calling CPU's slot of the parent's
+/// open-count ref ([`opens_ref`]), so mkdirs of different names in one
+/// directory share no line (Linux's `d_parent` counts on the parent's
+/// `d_lockref`); otherwise an `Arc`. Dropped, it puts its count back.
+pub(crate) struct ParentLink {
+    /// Per CPU: an `Arc` that owns no count (the ref's `keep` does), never
+    /// dropped.
+    inode: ManuallyDrop<Arc<Inode>>,
+    percpu: bool,
+}
+
+impl ParentLink {
+    /// A link to `parent`, per CPU while `parent` is linked.
+    pub fn new(parent: &Arc<Inode>, reclaim: &Arc<Reclaim>) -> ParentLink {
+        if opens_ref(parent, reclaim).tryget_live_many_on(current_cpu(), DOTDOT) {
+            // SAFETY: the live count just taken keeps the ref's own `Arc`
+            // (`keep`) until it is put, so the pointer stays valid, and this
+            // uncounted `Arc` is never dropped (see `Drop`).
+            let borrowed = unsafe { Arc::from_raw(Arc::as_ptr(parent)) };
+            return ParentLink { inode: ManuallyDrop::new(borrowed), percpu: true };
+        }
+        ParentLink::counted(CountedArc::new(parent).into_arc())
+    }
+
+    /// A link that owns `parent`'s count.
+    pub fn counted(parent: Arc<Inode>) -> ParentLink {
+        ParentLink { inode: ManuallyDrop::new(parent), percpu: false }
+    }
+}
+
+impl Drop for ParentLink {
+    fn drop(&mut self) {
+        if self.percpu {
+            let r = self.inode.opens.percpu.get().expect("a per-CPU link has its ref");
+            r.put_on(current_cpu(), DOTDOT);
+        } else {
+            // SAFETY: the field owns its count and is taken exactly once,
+            // here, and dropped as the counted reference it is.
+            drop(CountedArc::adopt(unsafe { ManuallyDrop::take(&mut self.inode) }));
+        }
+    }
+}
+
 /// A directory's state beyond its attributes.
 ///
 /// What walks read (the parent, the dead flag) comes first, on the line of
@@ -55,7 +134,7 @@ pub(crate) struct Attrs {
 pub(crate) struct Directory {
     /// The parent directory, swapped by rename and released through the
     /// epoch; null for the root.
-    parent: EpochAtomic<Arc<Inode>>,
+    parent: EpochAtomic<ParentLink>,
     /// Set by rmdir: nothing may be created in a removed directory.
     dead: AtomicBool,
     _written_below: LinePad,
@@ -335,7 +414,7 @@ impl Inode {
                 (Body::Symlink(spec.symlink_target), 1, len)
             }
             FileType::Directory => {
-                let parent = spec.parent.map_or_else(EpochAtomic::null, EpochAtomic::new);
+                let parent = spec.parent.map_or_else(EpochAtomic::null, |p| EpochAtomic::new(ParentLink::counted(p)));
                 let dir = Directory {
                     parent,
                     dead: AtomicBool::new(false),
@@ -622,12 +701,13 @@ impl Inode {
         before
     }
 
-    /// Sets the link count; for a split directory, whose records no
-    /// change may touch meanwhile (it is locked whole), net of them.
-    pub(crate) fn set_nlink(&self, nlink: u32) {
-        let pending = self.dir_changes().map_or(0, |c| c.snapshot(|| ()).0);
-        self.update_attrs(|a| a.nlink = (i64::from(nlink) - pending as i64) as u32);
-        self.nlink_changed(nlink);
+    /// Removes an empty directory, locked whole: its link count, which is
+    /// 2 (its name and its `.`) whatever its split records hold, drops by
+    /// both, so it reads 0 with them folded in, without reading the
+    /// records (other CPUs' lines).
+    pub(crate) fn remove_empty_dir(&self) {
+        self.update_attrs(|a| a.nlink = a.nlink.wrapping_sub(2));
+        self.nlink_changed(0);
     }
 
     /// The last link went: open files stop keeping the inode per CPU.
@@ -644,12 +724,12 @@ impl Directory {
     pub fn parent<'g>(&self, guard: &'g Guard) -> Option<&'g Arc<Inode>> {
         // SAFETY: the parent is only replaced by `set_parent`, which releases
         // the old one through the epoch, so it outlives the pinned guard.
-        unsafe { self.parent.load(Ordering::Acquire, guard).as_ref() }
+        unsafe { self.parent.load(Ordering::Acquire, guard).as_ref() }.map(|link| &*link.inode)
     }
 
     /// Re-parents a moved directory; the caller holds the rename lock for
     /// writing.
-    pub fn set_parent(&self, parent: Arc<Inode>, reclaim: &Arc<Reclaim>, guard: &Guard) {
+    pub fn set_parent(&self, parent: ParentLink, reclaim: &Arc<Reclaim>, guard: &Guard) {
         let old = self.parent.swap(Owned::new(parent), Ordering::AcqRel, guard);
         if !old.is_null() {
             // SAFETY: `old` is no longer reachable from this directory; the

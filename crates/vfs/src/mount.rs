@@ -36,6 +36,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::NonNull;
 use std::sync::Arc;
 use vfscale_sync::audited::{fence, AtomicPtr, AtomicU32, AtomicU64, EpochAtomic, Mutex, Ordering};
+use vfscale_sync::pad::LinePad;
 use vfscale_sync::{seq_gate, PercpuCounter, PercpuRef, SeqCount};
 
 /// Per-mount flags (`mount(2)`'s `MS_*` values).
@@ -112,7 +113,12 @@ const WRITE_HOLD: u32 = 1 << 31;
 
 /// One mount: a filesystem instance's superblock seen from `root`, with
 /// per-mount flags.
+#[repr(C)]
 pub struct Mount {
+    /// Every operation through the mount reads its fields: a line of
+    /// never-touched bytes at each end keeps heap neighbours' writes (a
+    /// new inode's counts) off their lines.
+    _before: LinePad,
     id: u64,
     pub(crate) sb: Arc<SuperBlock>,
     pub(crate) locks: Arc<LockManager>,
@@ -122,6 +128,7 @@ pub struct Mount {
     /// Files open for writing through the mount (Linux `mnt_writers`):
     /// a remount to read-only is EBUSY while any is open.
     writers: PercpuCounter,
+    _after: LinePad,
 }
 
 impl fmt::Debug for Mount {
@@ -247,6 +254,7 @@ impl MountRef {
         });
         let id = NEXT_MOUNT_ID.fetch_add(1, Ordering::Relaxed);
         let mount = Box::into_raw(Box::new(Mount {
+            _before: LinePad::new(),
             id,
             sb,
             locks,
@@ -254,6 +262,7 @@ impl MountRef {
             flags: AtomicU32::new(flags.0),
             users,
             writers: PercpuCounter::new(),
+            _after: LinePad::new(),
         }));
         home.store(mount, Ordering::Release);
         // SAFETY: `mount` is the live box just made; the reference taken

@@ -14,7 +14,7 @@ use crate::cred::{may_delete_in_sticky, Access, Capabilities};
 use crate::dentry::Dentry;
 use crate::dirlock::{NameLock, RenameLocks};
 use crate::errno::{Errno, VfsResult};
-use crate::inode::{Inode, NewInode};
+use crate::inode::{Inode, NewInode, ParentLink};
 use crate::mode::{S_IALLUGO, S_IFDIR, S_IFMT, S_ISGID, S_ISVTX, S_IXGRP};
 use crate::mount::{MountNamespace, MountRef};
 use crate::namei::{walk, At, Intent, Scope, Start, Walked};
@@ -254,13 +254,16 @@ impl<'a> Ctx<'a> {
                 perm,
                 uid: self.cred.uid(),
                 gid: if inherit_gid { dir_attrs.gid } else { self.cred.gid() },
-                // `..`: a count on the parent, as Linux's `d_parent`.
-                parent: (file_type == FileType::Directory).then(|| CountedArc::new(&dir.inode).into_arc()),
                 symlink_target,
                 rdev,
                 ..NewInode::of(file_type, perm)
             },
         )?;
+        if let Ok(made) = inode.dir() {
+            // `..`: a count on the parent, per CPU (Linux's `d_parent`),
+            // linked before the directory is published.
+            made.set_parent(ParentLink::new(dir, &dir.sb().reclaim), &dir.sb().reclaim, &crossbeam_epoch::pin());
+        }
         let subdirs = i32::from(file_type == FileType::Directory);
         self.add_entry(dir, &mut locked, name, Arc::clone(&inode), subdirs);
         Ok(inode)
@@ -427,7 +430,7 @@ impl<'a> Ctx<'a> {
             return Err(Errno::ENOTEMPTY);
         }
         victim_dir.mark_dead();
-        victim.set_nlink(0);
+        victim.remove_empty_dir();
         drop(whole);
         self.remove_entry(&dir, &mut locked, name, 1);
         Ok(())
@@ -577,7 +580,7 @@ impl<'a> Ctx<'a> {
         if let Some(target) = &target {
             if let Ok(target_dir) = target.dir() {
                 target_dir.mark_dead();
-                target.set_nlink(0);
+                target.remove_empty_dir();
             } else {
                 self.unlink_nondir(sb, target);
             }
@@ -585,7 +588,7 @@ impl<'a> Ctx<'a> {
         let moved_dir = i32::from(source.is_dir() && !same_dir);
         let replaced_dir = i32::from(target.as_ref().is_some_and(|t| t.is_dir()));
         if moved_dir == 1 {
-            source.dir()?.set_parent(Arc::clone(new_dir), &sb.reclaim, &guard);
+            source.dir()?.set_parent(ParentLink::new(new_dir, &sb.reclaim), &sb.reclaim, &guard);
         }
         if same_dir {
             new_dir.entries_changed(-replaced_dir);

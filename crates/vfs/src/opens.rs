@@ -31,6 +31,11 @@ pub(crate) const READ: isize = 2;
 pub(crate) const WRITE: isize = 1 << 20;
 /// Weight of an open for neither (access mode 3).
 pub(crate) const OTHER: isize = 1 << 40;
+/// Weight of a child directory's `..` (`inode::ParentLink`). Only leases
+/// decode the counts, and only a regular file takes a lease, so a
+/// directory's counts need no classes: the smallest weight, which leaves
+/// room for 2^61 subdirectories.
+pub(crate) const DOTDOT: isize = READ;
 const CLASS_MASK: isize = WRITE - 1;
 
 /// The open counts of one inode; the last field of its `Inode`.

@@ -326,3 +326,34 @@ fn file_moves_around_a_cycle_of_directories_neither_deadlock_nor_lose_the_file()
         assert_eq!(places, 1, "{dir_locking:?}: the file is in exactly one place after {moved} moves");
     }
 }
+
+/// A removed directory reads a link count of 0, however its records of
+/// subdirectories made and removed on other CPUs stand; and its `..`,
+/// which counts per CPU on the parent, keeps the parent after the parent
+/// is removed too, so a walk up from it finds the removed parent.
+#[test]
+fn removed_directories_read_no_links_and_keep_their_parent() {
+    for dir_locking in [DirLocking::Split, DirLocking::RwSem] {
+        let vfs = Vfs::new(VfsConfig { dir_locking, ..VfsConfig::default() });
+        let p = vfs.process(Credentials::root());
+        p.mkdir("/a", 0o755).unwrap();
+        p.mkdir("/a/b", 0o755).unwrap();
+        for cpu in 0..4 {
+            with_virtual_cpu(cpu, || p.mkdir(format!("/a/b/s{cpu}"), 0o755)).unwrap();
+        }
+        for cpu in 0..4 {
+            with_virtual_cpu(3 - cpu, || p.rmdir(format!("/a/b/s{cpu}"))).unwrap();
+        }
+        let b = p.open("/a/b", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+        let a_ino = p.stat("/a").unwrap().ino;
+        with_virtual_cpu(1, || p.rmdir("/a/b")).unwrap();
+        assert_eq!(p.fstat(b).unwrap().nlink, 0, "{dir_locking:?}: removed");
+        p.rmdir("/a").unwrap();
+        assert_eq!(p.stat("/a").unwrap_err(), Errno::ENOENT);
+        let up = p.openat(b, "..", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0).unwrap();
+        let parent = p.fstat(up).unwrap();
+        assert_eq!((parent.ino, parent.nlink), (a_ino, 0), "{dir_locking:?}: `..` of a removed directory");
+        p.close(up).unwrap();
+        p.close(b).unwrap();
+    }
+}

@@ -7,8 +7,4 @@
 /// `commutative_pairs_are_conflict_free` asserts that exactly these
 /// conflict: remove a line when its conflict is fixed, add one (with the
 /// reason) when a conflict is accepted.
-pub const KNOWN_CONFLICTS: &[(&str, &str)] = &[("mkdir-one-dir", NEW_DIRECTORY_PARENT)];
-
-const NEW_DIRECTORY_PARENT: &str = "each new directory's `..` counts a reference on the parent both are made in \
-                                    (Linux: d_parent's d_lockref); the names' buckets and the parent's link \
-                                    count and times, kept per CPU, share no line";
+pub const KNOWN_CONFLICTS: &[(&str, &str)] = &[];

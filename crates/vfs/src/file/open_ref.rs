@@ -9,47 +9,14 @@
 //! the shared count, and the last per-CPU reference's put lets `keep` go
 //! through the epoch.
 
-use crate::inode::Inode;
+use crate::inode::{opens_ref, Inode};
 use crate::opens::{OTHER, READ, WRITE};
 use crate::reclaim::Reclaim;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
-use vfscale_sync::audited::{fence, Mutex, Ordering};
-use vfscale_sync::poison::unpoisoned;
-use vfscale_sync::PercpuRef;
-
-/// The per-CPU ref of `inode`, made live on first use. One made after
-/// the last link went is killed at once (the unlink may not have seen
-/// it), so it never keeps an unlinked inode.
-fn percpu<'i>(inode: &'i Arc<Inode>, reclaim: &Arc<Reclaim>) -> &'i PercpuRef {
-    let opens = &inode.opens;
-    if let Some(r) = opens.percpu.get() {
-        return r;
-    }
-    let mut made = false;
-    let r = opens.percpu.get_or_init(|| {
-        made = true;
-        let keep = Mutex::new(Some(Arc::clone(inode)));
-        let reclaim = Arc::clone(reclaim);
-        PercpuRef::new(move || {
-            if let Some(inode) = unpoisoned(keep.lock()).take() {
-                // The release runs inside the inode it may free: let
-                // the epoch drop it after this call has returned (and
-                // `drop_caches` wait for that).
-                reclaim.defer(&crossbeam_epoch::pin(), inode);
-            }
-        })
-    });
-    // Pairs with the fence in `kill`: either the unlink saw the ref,
-    // or this sees the unlink.
-    fence(Ordering::SeqCst);
-    if made && inode.stat().nlink == 0 {
-        r.kill();
-    }
-    r
-}
+use vfscale_sync::audited::{fence, Ordering};
 
 /// A counted reference to an open file's inode: per-CPU while the inode
 /// is linked, an `Arc` otherwise. Derefs to the inode's `Arc`.
@@ -90,7 +57,7 @@ impl OpenRef {
             // are only acquire loads).
             fence(Ordering::SeqCst);
         }
-        if !created && percpu(inode, reclaim).tryget_live_many_on(cpu, weight) {
+        if !created && opens_ref(inode, reclaim).tryget_live_many_on(cpu, weight) {
             // SAFETY: the live reference just taken keeps the ref's own
             // `Arc` (`keep`) until it is put, so the pointer stays valid and
             // this uncounted `Arc` is never dropped (see `Drop`).

@@ -598,7 +598,7 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
             "crates/vfs/src/syscalls/open.rs",
         ],
         "a change of a name takes the lock of its bucket, which a change of another name in the same bucket \
-         takes too, a new directory's `..` counts a reference on its parent, a move of a directory between \
+         takes too, a move of a directory between \
          directories takes the rename lock for writing and writes the rename seqcount every walk reads, and a \
          look-up that misses the dcache or races a change of its name leaves rcu-walk for ref-walk, counting \
          references on the dentries it passes (Linux: d_lockref, i_rwsem, d_alloc_parallel, \

@@ -61,7 +61,7 @@ pub use attr::{Attribute, MAX_WRITE};
 use crate::cred::Access;
 use crate::errno::{Errno, VfsResult};
 use crate::fs::{FileOps, Filesystem, Guard, Instance, Revalidate};
-use crate::inode::{Inode, NewInode};
+use crate::inode::{Inode, NewInode, ParentLink};
 use crate::types::{DirEntry, FileType, OpenFlags};
 use crate::{Credentials, Vfs, VfsConfig};
 use active::Active;
@@ -522,7 +522,7 @@ impl Kernfs {
         // guard pinned now has unpinned.
         unsafe { guard.defer_destroy(old) };
         if let Ok(dir) = node.inode.dir() {
-            dir.set_parent(Arc::clone(&new_parent.inode), &self.vfs.sb.reclaim, &guard);
+            dir.set_parent(ParentLink::counted(Arc::clone(&new_parent.inode)), &self.vfs.sb.reclaim, &guard);
             if let Some(old_dir) = self.find_dir(&tree, old_parent) {
                 old_dir.inode.change_nlink(-1);
             }
