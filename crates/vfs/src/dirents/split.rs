@@ -16,8 +16,9 @@
 //! buckets, so names in small directories rarely share a bucket (4.5 KiB,
 //! the price of a line per bucket). Past [`SPLIT_AT`] entries a bucket
 //! splits: it rewrites its own slots, under the resize lock held for
-//! reading (such splits run side by side), or, if its depth was the
-//! table's, makes a table twice the size under the lock held for writing.
+//! reading (such splits run side by side, and the lock is per CPU, so
+//! they share no line), or, if its depth was the table's, makes a table
+//! twice the size under the lock held for writing.
 //! Creates and unlinks that split nothing take no lock but their bucket's,
 //! in the old table or the new one, which share the buckets.
 
@@ -27,14 +28,15 @@ use crate::reclaim::Reclaim;
 use crossbeam_epoch::{Guard, Owned, Shared};
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use vfscale_sync::audited::{AtomicBool, AtomicPtr, EpochAtomic, Ordering};
-use vfscale_sync::rwsem::{RwSem, RwSemWriteGuard, SpinPolicy};
+use vfscale_sync::audited::{AtomicBool, AtomicPtr, EpochAtomic, Mutex, MutexGuard, OnceLock, Ordering};
+use vfscale_sync::percpu_rwsem::PerCpuRwSem;
+use vfscale_sync::poison::unpoisoned;
 use vfscale_sync::spin::{RawSpinLock, TasLock};
 
 /// Depth of a directory's first table: 64 buckets.
 pub(crate) const INITIAL_DEPTH: u32 = 6;
 /// Entries a bucket takes before it splits.
-pub(crate) const SPLIT_AT: usize = 16;
+pub(crate) const SPLIT_AT: usize = 8;
 /// No bucket splits past this depth (names whose hashes agree on this
 /// many bits share a bucket however many there are).
 const MAX_DEPTH: u32 = 40;
@@ -120,10 +122,15 @@ impl Table {
 pub(crate) struct SplitEntries {
     /// Null until the first entry.
     table: EpochAtomic<Table>,
+    /// Held by the create that makes the table, and by an rmdir of the
+    /// directory while it has none, so that none is made meanwhile.
+    first: Mutex<()>,
     /// Taken for reading by a split that rewrites its bucket's slots, for
-    /// writing by one that replaces the table (or makes the first);
-    /// never by a create or unlink that splits nothing.
-    resize: RwSem<()>,
+    /// writing by one that replaces the table; never by a create or
+    /// unlink that splits nothing. Per CPU, so splits on different CPUs
+    /// share no line, and made by the first split, so directories that
+    /// never split (most) carry none.
+    resize: OnceLock<PerCpuRwSem<()>>,
 }
 
 /// A bucket held locked (and readable: the guard keeps it from being
@@ -150,7 +157,7 @@ impl Drop for BucketGuard {
 
 impl SplitEntries {
     pub fn new() -> SplitEntries {
-        SplitEntries { table: EpochAtomic::null(), resize: RwSem::new((), SpinPolicy::Block) }
+        SplitEntries { table: EpochAtomic::null(), first: Mutex::new(()), resize: OnceLock::new() }
     }
 
     /// The entry named `name` (whose hash is `hash`), locking nothing.
@@ -184,7 +191,7 @@ impl SplitEntries {
     }
 
     fn make_table(&self, guard: &Guard) {
-        let _resize = self.resize.write();
+        let _first = unpoisoned(self.first.lock());
         if self.table.load(Ordering::Acquire, guard).is_null() {
             let slots = (0..1 << INITIAL_DEPTH).map(|bits| AtomicPtr::new(Bucket::new(INITIAL_DEPTH, bits))).collect();
             self.table.store(Owned::new(Table { depth: INITIAL_DEPTH, slots }), Ordering::Release);
@@ -192,17 +199,17 @@ impl SplitEntries {
     }
 
     /// Locks every bucket (for rmdir), in lock order, in a table no
-    /// split has replaced; `None` while the directory has no table, with
-    /// the resize lock held so that none is made until it drops.
+    /// split has replaced; `NoTable` while the directory has no table,
+    /// holding the lock that keeps one from being made until it drops.
     pub fn lock_all(&self) -> AllBuckets<'_> {
         let guard = crossbeam_epoch::pin();
         loop {
-            let resize = self.resize.write();
+            let first = unpoisoned(self.first.lock());
             // SAFETY: as in `get`.
             let Some(table) = (unsafe { self.table.load(Ordering::Acquire, &guard).as_ref() }) else {
-                return AllBuckets::NoTable { _resize: resize };
+                return AllBuckets::NoTable { _first: first };
             };
-            drop(resize);
+            drop(first);
             let mut buckets: Vec<(u64, *const Bucket)> =
                 distinct(table, &guard).map(|(slot, b)| (lock_order(slot as u64), b as *const Bucket)).collect();
             buckets.sort_by_key(|(order, _)| *order);
@@ -297,7 +304,7 @@ fn find<'g>(bucket: &Bucket, name: &[u8], hash: u64, guard: &'g Guard) -> Option
 /// Every bucket of a directory, locked (or, with no table yet, the lock
 /// that keeps one from being made).
 pub(crate) enum AllBuckets<'a> {
-    NoTable { _resize: RwSemWriteGuard<'a, ()> },
+    NoTable { _first: MutexGuard<'a, ()> },
     Locked(Vec<BucketGuard>),
 }
 
@@ -395,10 +402,11 @@ impl SplitEntries {
             // tables are freed through the epoch and `guard` is pinned.
             bucket.depth >= unsafe { current.deref() }.depth
         };
-        let shared = self.resize.read();
+        let resize = self.resize.get_or_init(|| PerCpuRwSem::new(()));
+        let shared = resize.read();
         let _resize = if doubling(self.table.load(Ordering::Acquire, guard)) {
             drop(shared);
-            Err(self.resize.write())
+            Err(resize.write())
         } else {
             Ok(shared)
         };

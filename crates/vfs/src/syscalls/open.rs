@@ -11,7 +11,7 @@ use crate::file::OpenFile;
 use crate::inode::{Body, Inode};
 use crate::mount::{MountFlags, MountRef};
 use crate::namei::{At, Intent, Walked, MAX_SYMLINKS};
-use crate::namespace::{keep_mount_on, Ctx, Dir};
+use crate::namespace::{keep_mount_on, Ctx, Dir, ParentDir};
 use crate::path::Last;
 use crate::types::{FileType, OpenFlags};
 use std::sync::Arc;
@@ -164,7 +164,7 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
         if trailing_slash {
             return Err(Errno::EISDIR);
         }
-        let existing = dir.mount.sb.dir_locks.lookup(dir.dir()?, name).map(CountedArc::into_arc);
+        let existing = existing_child(&dir, name)?;
         let Some(existing) = existing else {
             match here.create(&dir, name, FileType::Regular, perm, Box::default(), 0) {
                 // Lost a race with another creator: look again.
@@ -204,4 +204,21 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
             _ => return Ok((Dir { mount: on.unwrap_or(dir.mount), inode: CountedArc::adopt(existing) }, false)),
         }
     }
+}
+
+/// The inode `name` of `dir` names, if any, counted. A native tree's
+/// dcache holds every name of its directories, so a positive dentry there
+/// answers; a miss (or a negative) goes on to the create, which looks
+/// again under the name's lock. That spares a create of a new name in a
+/// split directory one walk of its bucket's list, whose nodes other CPUs
+/// wrote.
+fn existing_child(dir: &ParentDir, name: &[u8]) -> VfsResult<Option<Arc<Inode>>> {
+    let directory = dir.dir()?;
+    let sb = &dir.mount.sb;
+    if !sb.native {
+        return Ok(sb.dir_locks.lookup(directory, name).map(CountedArc::into_arc));
+    }
+    let guard = crossbeam_epoch::pin();
+    let cached = sb.dcache.lookup(dir.ino(), name, &guard).and_then(|dentry| dentry.inode.as_ref());
+    Ok(cached.map(|inode| CountedArc::new(inode).into_arc()))
 }
