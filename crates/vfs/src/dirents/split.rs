@@ -278,12 +278,25 @@ impl Drop for SplitEntries {
     }
 }
 
-/// Each bucket of `table` once (a bucket of depth `d` fills every slot
-/// whose low `d` bits are its own; the first of them is below `1 << d`).
+/// Each bucket of `table` once: a bucket of depth `d` fills every slot
+/// whose low `d` bits are its own, the first of them below `1 << d`. So
+/// slot `i` can be its bucket's first only if slot `i` without its
+/// highest bit (which agrees with `i` on every bit below it) names
+/// another bucket: that comparison of two slots, read in order, skips
+/// most slots of a large table without reading their bucket, and the
+/// depth then decides. The comparison never skips a first slot, even
+/// beside a split: a bucket whose first slot is `i` is deeper than `i`'s
+/// highest bit, in which `below` differs from `i`, so it never sits in
+/// `below` (a split puts new buckets in slots, never an existing one).
 fn distinct<'g>(table: &'g Table, _guard: &'g Guard) -> impl Iterator<Item = (usize, &'g Bucket)> {
     table.slots.iter().enumerate().filter_map(|(i, slot)| {
+        let bucket = slot.load(Ordering::Acquire);
+        let below = i & !(1usize << i.checked_ilog2().unwrap_or(0));
+        if i != 0 && std::ptr::eq(bucket, table.slots[below].load(Ordering::Acquire)) {
+            return None;
+        }
         // SAFETY: as in `Table::bucket`.
-        let bucket = unsafe { &*slot.load(Ordering::Acquire) };
+        let bucket = unsafe { &*bucket };
         (i < 1 << bucket.depth).then_some((i, bucket))
     })
 }
