@@ -28,7 +28,8 @@
 //! ```
 
 use crate::percpu_alloc::Slots;
-use crate::shim::{fence, spin_wait, wake_spinners, Ordering};
+use crate::shim::{fence, wake_spinners, Ordering};
+use crate::spin::relax;
 use std::fmt;
 
 /// Counts and times changed per CPU, folded by readers.
@@ -133,12 +134,13 @@ impl PercpuChanges {
     /// `cpu`'s version once no write to its record is in progress.
     fn stable_version(&self, cpu: usize) -> isize {
         let version = self.versions.get(cpu);
+        let mut spins = 0;
         loop {
             let seen = version.load(Ordering::Acquire);
             if seen & 1 == 0 {
                 return seen;
             }
-            spin_wait(version, seen);
+            relax(version, seen, &mut spins);
         }
     }
 
@@ -146,10 +148,13 @@ impl PercpuChanges {
     /// the returned guard drops.
     fn write(&self, cpu: usize) -> WriteSection<'_> {
         let version = self.versions.get(cpu);
+        let mut spins = 0;
         loop {
             let seen = version.load(Ordering::Relaxed);
             if seen & 1 == 1 {
-                spin_wait(version, seen);
+                // Yielding now and then: the writer may be another thread
+                // of this CPU, preempted in its section.
+                relax(version, seen, &mut spins);
             } else if version.compare_exchange(seen, seen + 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 // Acquire: the last writer's stores (its release of the
                 // version) are what this one reads and adds to.

@@ -48,8 +48,8 @@
 //! assert_eq!(extent.sequence(), 2);
 //! ```
 
-use crate::shim::{fence, spin_wait, wake_spinners, AtomicU32, AtomicU64, Ordering};
-use crate::spin::{SpinLock, TasLock};
+use crate::shim::{fence, wake_spinners, AtomicU32, AtomicU64, Ordering};
+use crate::spin::{relax, SpinLock, TasLock};
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::size_of;
@@ -95,12 +95,14 @@ impl SeqCount {
     /// returns the (even) count to hand to [`read_retry`](Self::read_retry).
     #[inline]
     pub fn read_begin(&self) -> u32 {
+        let mut spins = 0;
         loop {
             let seq = self.seq.load(Ordering::Acquire);
             if seq & 1 == 0 {
                 return seq;
             }
-            spin_wait(&self.seq, seq);
+            // Yielding now and then: the writer may be preempted.
+            relax(&self.seq, seq, &mut spins);
         }
     }
 
