@@ -428,6 +428,14 @@ impl SplitEntries {
         let table = unsafe { current.deref() };
         let depth = bucket.depth;
         let halves = [Bucket::new(depth + 1, bucket.bits), Bucket::new(depth + 1, bucket.bits | 1 << depth)];
+        // Locked until every slot names them and the old bucket is marked
+        // replaced: a writer that finds a half through a slot rewritten
+        // already waits, so no split of a half rewrites a slot this split
+        // has yet to rewrite (and has it overwritten with the half).
+        for half in halves {
+            // SAFETY: the halves are not yet in any slot: this thread's alone.
+            unsafe { &*half }.lock.lock();
+        }
         for node in bucket.nodes(guard) {
             // SAFETY: the halves are not yet in any slot: this thread's alone.
             let half = unsafe { &*halves[(node.hash >> depth) as usize & 1] };
@@ -460,8 +468,80 @@ impl SplitEntries {
             reclaim.defer(guard, unsafe { current.into_owned() });
         }
         bucket.replaced.store(true, Ordering::Release);
+        for half in halves {
+            // SAFETY: locked above by this thread; a half is freed only
+            // through the epoch, after a later split, so it is live here.
+            unsafe { (*half).lock.unlock() };
+        }
         // SAFETY: no slot names the old bucket any more; a reader or
         // writer that found it before is pinned and holds off the release.
         reclaim.defer(guard, unsafe { Box::from_raw(old.cast_mut()) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dirents::next_cookie;
+
+    fn insert(dir: &SplitEntries, hash: u64, reclaim: &Reclaim) {
+        let entry = Entry { cookie: next_cookie(), dentry: Dentry::new(1, hash.to_string().as_bytes(), None, 0) };
+        dir.lock(hash).insert(dir, entry, hash, reclaim);
+    }
+
+    /// Splits of a bucket and of its halves overlap: hashes that agree on
+    /// their low 13 bits split every bucket of their chain lopsidedly, so
+    /// the insert after a split splits the half again, and they name the
+    /// highest slot of a shallow bucket in a deep table, which a split
+    /// rewrites first and then many lower ones. Afterwards no slot of the
+    /// table names a replaced bucket (one that did would send every
+    /// writer of its names round the retry of `lock` for ever) and every
+    /// name is found.
+    #[test]
+    fn overlapping_splits_of_a_bucket_and_its_halves_leave_no_slot_on_a_replaced_bucket() {
+        let rounds = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+        for round in 0..rounds {
+            let dir = Arc::new(SplitEntries::new());
+            let reclaim = Arc::new(Reclaim::default());
+            // Deepen the table through the bucket of slot 1.
+            for k in 0..40u64 {
+                insert(&dir, k << 12 | 1, &reclaim);
+            }
+            let high_slot = 0b111_1110_0000_0000_u64 >> 1; // 8064: bits 7-12 set, bits 0-6 clear
+            let (done, finished) = std::sync::mpsc::channel();
+            let writers: Vec<_> = (0..3u64)
+                .map(|t| {
+                    let (dir, reclaim, done) = (Arc::clone(&dir), Arc::clone(&reclaim), done.clone());
+                    std::thread::spawn(move || {
+                        for i in 0..40u64 {
+                            insert(&dir, (t * 1000 + i + 1) << 13 | high_slot, &reclaim);
+                        }
+                        done.send(()).unwrap();
+                    })
+                })
+                .collect();
+            for _ in &writers {
+                // A slot left on a replaced bucket makes a writer retry for
+                // ever: fail rather than hang (the writers take microseconds).
+                finished
+                    .recv_timeout(std::time::Duration::from_secs(120))
+                    .unwrap_or_else(|_| panic!("round {round}: a writer never finished (or panicked)"));
+            }
+            writers.into_iter().for_each(|w| w.join().unwrap());
+            let guard = crossbeam_epoch::pin();
+            // SAFETY: as in `get`.
+            let table = unsafe { dir.table.load(Ordering::Acquire, &guard).deref() };
+            for (slot, bucket) in table.slots.iter().enumerate() {
+                // SAFETY: as in `Table::bucket`.
+                let bucket = unsafe { &*bucket.load(Ordering::Acquire) };
+                assert!(!bucket.replaced.load(Ordering::Acquire), "round {round}: slot {slot} names a replaced bucket");
+            }
+            for t in 0..3u64 {
+                for i in 0..40u64 {
+                    let hash = (t * 1000 + i + 1) << 13 | high_slot;
+                    assert!(dir.get(hash.to_string().as_bytes(), hash, &guard).is_some(), "round {round}: {hash}");
+                }
+            }
+        }
     }
 }
