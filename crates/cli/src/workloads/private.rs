@@ -13,7 +13,8 @@
 //! which no design can have, so verdicts never pit a design against it.
 //! All instances are built with the subject, for the most threads any of
 //! its runs will have, so no run times a constructor; each run prepares
-//! the instances of its threads as 1-thread runs of their own.
+//! every instance as a 1-thread run of its own, so that none keeps what
+//! its last run left.
 
 use super::{Params, Subject, Workload};
 use crossbeam_utils::CachePadded;
@@ -41,7 +42,12 @@ impl Subject for Private {
             "private built for {} threads, run with {threads}",
             self.instances.len()
         );
-        for instance in &self.instances[..threads] {
+        // Every instance, those this run leaves idle too: what an idle one
+        // kept from its last run (the files of a 16-thread run of
+        // `dir-create`, say) would otherwise weigh on the ones running
+        // (a 1-thread `dir-create` ran at half the speed of the shared
+        // design's after a 16-thread run).
+        for instance in &self.instances {
             instance.prepare_run(1);
         }
     }
