@@ -624,27 +624,20 @@ struct RenameEnd<'a> {
 /// directories could close into a cycle. Stable while the caller holds the
 /// rename lock, since only moves of directories change a depth.
 fn lock_rank(dir: &Arc<Inode>) -> (usize, u64, usize) {
-    let guard = crossbeam_epoch::pin();
-    let mut depth = 0;
-    let mut cursor = dir.dir().ok().and_then(|d| d.parent(&guard));
-    while let Some(inode) = cursor {
-        depth += 1;
-        cursor = inode.dir().ok().and_then(|d| d.parent(&guard));
-    }
+    let depth = ancestors(dir, &crossbeam_epoch::pin()).count();
     (depth, dir.ino(), Arc::as_ptr(dir) as usize)
+}
+
+/// `dir`'s parent, its parent, and so on up to its superblock's root,
+/// valid while `guard` is pinned.
+fn ancestors<'g>(dir: &Arc<Inode>, guard: &'g crossbeam_epoch::Guard) -> impl Iterator<Item = &'g Arc<Inode>> {
+    let parent = |inode: &Arc<Inode>| inode.dir().ok().and_then(|d| d.parent(guard));
+    std::iter::successors(parent(dir), move |inode| parent(inode))
 }
 
 /// Whether `ancestor` is a proper ancestor of `dir`. Stable while the
 /// caller holds the rename lock (for reading, or for writing to move a
 /// directory), since only moves of directories change an ancestry.
 fn is_ancestor(ancestor: &Arc<Inode>, dir: &Arc<Inode>) -> bool {
-    let guard = crossbeam_epoch::pin();
-    let mut cursor = dir.dir().ok().and_then(|d| d.parent(&guard));
-    while let Some(inode) = cursor {
-        if Arc::ptr_eq(inode, ancestor) {
-            return true;
-        }
-        cursor = inode.dir().ok().and_then(|d| d.parent(&guard));
-    }
-    false
+    ancestors(dir, &crossbeam_epoch::pin()).any(|inode| Arc::ptr_eq(inode, ancestor))
 }
