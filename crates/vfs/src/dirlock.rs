@@ -277,6 +277,22 @@ impl DirLocks {
         self.with_entry(dir, name, |dentry| dentry.inode.as_ref().filter(|inode| inode.is_dir()).map(|_| ())).is_some()
     }
 
+    /// Whether `dir` has an entry `name`, where the design can tell
+    /// without a lock: the split design's look-up takes none, and what it
+    /// finds (or misses) was so at a moment of the call, so a change that
+    /// needs the name absent (or present) can fail at once, writing
+    /// nothing. None in the locked designs, which decide under the lock
+    /// as Linux does.
+    pub fn peek(&self, dir: &Directory, name: &[u8]) -> Option<bool> {
+        match &dir.entries {
+            Entries::Locked(_) => None,
+            Entries::Split(entries) => {
+                let guard = crossbeam_epoch::pin();
+                Some(entries.get(name, name_hash(name), &guard).is_some())
+            }
+        }
+    }
+
     /// Whether `dir` has an entry `name`, taking no count on it.
     pub fn contains(&self, dir: &Directory, name: &[u8]) -> bool {
         self.with_entry(dir, name, |_| Some(())).is_some()

@@ -185,6 +185,18 @@ impl<'a> Ctx<'a> {
         Ok(locked)
     }
 
+    /// [`Self::lock_name`] for a change that needs `name` to be in `dir`
+    /// (`exists`, an unlink or rmdir: else ENOENT) or not (a create or
+    /// link: else EEXIST). Where the directory's design can tell without
+    /// a lock, a change that must fail fails at once, writing nothing
+    /// (see [`crate::dirlock::DirLocks::peek`]).
+    fn lock_name_expecting<'d>(&self, dir: &'d ParentDir, name: &[u8], exists: bool) -> VfsResult<NameLock<'d>> {
+        if dir.sb().native && dir.sb().dir_locks.peek(dir.dir()?, name) == Some(!exists) {
+            return Err(if exists { Errno::ENOENT } else { Errno::EEXIST });
+        }
+        self.lock_name(dir, name)
+    }
+
     /// Linux `may_create`: write and search permission on the directory.
     fn may_create(&self, dir: &Inode) -> VfsResult<()> {
         dir.permission(self.cred, Access::WRITE | Access::EXEC)
@@ -221,7 +233,7 @@ impl<'a> Ctx<'a> {
         if !dir.sb().native && file_type == FileType::Regular {
             return Err(if dir.sb().read_only { Errno::EROFS } else { Errno::EACCES });
         }
-        let mut locked = self.lock_name(dir, name)?;
+        let mut locked = self.lock_name_expecting(dir, name, false)?;
         if locked.contains(name) {
             return Err(Errno::EEXIST);
         }
@@ -370,7 +382,7 @@ impl<'a> Ctx<'a> {
         if self.provided_name_exists(&dir, name)? {
             return Err(Errno::EEXIST);
         }
-        let mut locked = self.lock_name(&dir, name)?;
+        let mut locked = self.lock_name_expecting(&dir, name, false)?;
         if locked.contains(name) {
             return Err(Errno::EEXIST);
         }
@@ -398,7 +410,7 @@ impl<'a> Ctx<'a> {
         let (dir, last, trailing_slash) = self.parent(path)?;
         let name = last.require_normal(DirOp::Unlink)?;
         dir.mount.want_write()?;
-        let mut locked = self.lock_name(&dir, name)?;
+        let mut locked = self.lock_name_expecting(&dir, name, true)?;
         let victim = Arc::clone(child_inode(locked.get(name))?);
         if trailing_slash {
             return Err(if victim.is_dir() { Errno::EISDIR } else { Errno::ENOTDIR });
@@ -416,7 +428,7 @@ impl<'a> Ctx<'a> {
         let (dir, last, _) = self.parent(path)?;
         let name = last.require_normal(DirOp::Rmdir)?;
         dir.mount.want_write()?;
-        let mut locked = self.lock_name(&dir, name)?;
+        let mut locked = self.lock_name_expecting(&dir, name, true)?;
         let victim = Arc::clone(child_inode(locked.get(name))?);
         self.may_delete(&dir, &victim, true)?;
         if self.is_mountpoint(&victim) {
@@ -476,6 +488,11 @@ impl<'a> Ctx<'a> {
         let new_name = new_last.require_normal(new_op)?;
         old_dir.mount.want_write()?;
         let sb = old_dir.sb();
+        // A missing old name fails before any lock, as in
+        // `lock_name_expecting`.
+        if sb.native && sb.dir_locks.peek(old_dir.dir()?, old_name) == Some(false) {
+            return Err(Errno::ENOENT);
+        }
         let same_dir = Arc::ptr_eq(&old_dir, &new_dir);
         // Only a directory that moves between directories changes an
         // ancestry, so only such a move excludes every other move between

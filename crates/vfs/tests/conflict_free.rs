@@ -390,3 +390,39 @@ fn moves_of_different_files_between_two_directories_share_no_line() {
     let sites: Vec<&String> = dirs.conflicts.iter().flat_map(|c| &c.sites).collect();
     assert!(sites.iter().any(|s| s.contains("percpu_rwsem")), "the rename lock, for writing: {sites:#?}");
 }
+
+/// A change that must fail fails without a shared write: an unlink,
+/// rmdir or rename of a missing name, or a mkdir of an existing one,
+/// beside a look-up of that name shares no line in a split directory,
+/// whose look-ups take no lock, and writes nothing but its CPU's own slot
+/// of the mount's count. The rwsem design decides under the directory's
+/// lock, as Linux does, and is caught.
+#[test]
+fn changes_that_must_fail_write_nothing() {
+    use vfscale::config::DirLocking;
+    let beside_a_lookup = |dir_locking: DirLocking, change: fn(&Process) -> Result<(), Errno>| {
+        let (vfs, p) = tree(VfsConfig { dir_locking, ..VfsConfig::default() });
+        p.mkdir("/d", 0o755).unwrap();
+        p.mkdir("/d/here", 0o755).unwrap();
+        let q = vfs.process(Credentials::root());
+        verdict(|| assert!(matches!(p.stat("/d/gone"), Err(Errno::ENOENT))), || assert!(change(&q).is_err()))
+    };
+    let failing: [(&str, fn(&Process) -> Result<(), Errno>); 4] = [
+        ("unlink", |q| q.unlink("/d/gone")),
+        ("rmdir", |q| q.rmdir("/d/gone")),
+        ("rename", |q| q.rename("/d/gone", "/d/other")),
+        ("mkdir", |q| q.mkdir("/d/here", 0o755)),
+    ];
+    for (what, change) in failing {
+        let split = beside_a_lookup(DirLocking::Split, change);
+        assert!(split.conflict_free(), "{what}: {:#?}", split.conflicts);
+        let sites = split.b.write_sites();
+        assert!(
+            sites.iter().all(|s| s.contains("percpu_ref")),
+            "{what} writes only its CPU's count of the mount: {sites:#?}"
+        );
+    }
+    let rwsem = beside_a_lookup(DirLocking::RwSem, |q| q.unlink("/d/gone"));
+    let sites = rwsem.b.write_sites();
+    assert!(sites.iter().any(|s| s.contains("rwsem")), "the directory's rwsem: {sites:#?}");
+}
