@@ -282,10 +282,14 @@ pub struct Inode {
     // Written by creates, unlinks, writes and attribute changes.
     _written_below: LinePad,
     attrs: SeqLock<Attrs>,
+    /// Extended attributes (whose change sets `attrs.ctime` too).
+    pub(crate) xattrs: crate::xattr_store::Xattrs,
+    // Written once each (by the first lock, the first open), read by
+    // every lock call and open: apart from the lines every change of the
+    // inode writes.
+    _written_above: LinePad,
     /// File locks (`i_flctx`).
     pub(crate) locks: crate::locks::InodeLocks,
-    /// Extended attributes.
-    pub(crate) xattrs: crate::xattr_store::Xattrs,
     /// Open counts (`i_readcount`, `i_writecount`) and the references
     /// open files hold; last, so its count of writers (on a line apart)
     /// is followed by the tail pad alone.
@@ -440,6 +444,7 @@ impl Inode {
         let inode = Arc::new(Inode {
             _head: LinePad::new(),
             _written_below: LinePad::new(),
+            _written_above: LinePad::new(),
             ino: next_ino(),
             attrs: SeqLock::new(attrs),
             mode: AtomicU32::new(attrs.mode),
@@ -782,5 +787,24 @@ impl Drop for Inode {
             let removed = self.registry.list.remove(*handle);
             debug_assert!(removed.is_some(), "inode {} missing from the inode list", self.ino);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+    use vfscale_sync::audit::LINE_SIZE;
+
+    /// The lock context and the open counts, which every lock request and
+    /// open reads, start a whole line past the attributes and extended
+    /// attributes every change writes, wherever the inode lies: a change
+    /// of a file and a lock request on it share no line.
+    #[test]
+    fn lock_context_and_open_counts_lie_a_line_past_the_attributes() {
+        let written_end = offset_of!(Inode, xattrs) + size_of::<crate::xattr_store::Xattrs>();
+        assert!(offset_of!(Inode, attrs) < offset_of!(Inode, xattrs));
+        assert!(offset_of!(Inode, locks) >= written_end + LINE_SIZE);
+        assert!(offset_of!(Inode, opens) > offset_of!(Inode, locks));
     }
 }
