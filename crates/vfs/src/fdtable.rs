@@ -20,14 +20,15 @@
 //! in all). Allocation (lowest free first, as POSIX requires) and growth
 //! are serialized by `alloc`, which also keeps which slots are in use.
 //!
-//! The table, its [`Srcu`] and its slots are made at the first install:
-//! a process that never holds a descriptor (a benchmark's short-lived
-//! processes) allocates none of them.
+//! The table, its [`Srcu`], its slots and the process's [`PosixMarks`]
+//! are made at the first install: a process that never holds a descriptor
+//! (a benchmark's short-lived processes) allocates none of them.
 //!
-//! May import `errno` and `file`.
+//! May import `errno`, `file` and `posix_marks`.
 
 use crate::errno::{Errno, VfsResult};
 use crate::file::OpenFile;
+use crate::posix_marks::PosixMarks;
 use crossbeam_utils::CachePadded;
 use std::mem::ManuallyDrop;
 use std::ptr;
@@ -95,6 +96,18 @@ impl FdTable {
         self.0.get().ok_or(Errno::EBADF)?.remove(fd)
     }
 
+    /// Marks `inode` (its address) as a file the process may hold POSIX
+    /// locks on: before it asks for one (see [`PosixMarks`]).
+    pub fn mark_posix(&self, inode: usize) {
+        self.0.get_or_init(Descriptors::new).posix_marks.mark(inode);
+    }
+
+    /// Whether the process may hold POSIX locks on `inode`: a close of a
+    /// file it never marked has none of its locks to drop.
+    pub fn may_hold_posix(&self, inode: usize) -> bool {
+        self.0.get().map_or(true, |d| d.posix_marks.may_hold(inode))
+    }
+
     /// Empties every descriptor (exit), returning the files.
     pub fn take_all(&mut self) -> Vec<Arc<OpenFile>> {
         self.0.get_mut().map(Descriptors::take_all).unwrap_or_default()
@@ -110,6 +123,9 @@ struct Descriptors {
     /// On a line of its own: every open and close writes it, while every
     /// look-up reads `slots` and the process's working directory.
     alloc: CachePadded<Mutex<Alloc>>,
+    /// The files the process may hold POSIX locks on: read by its closes,
+    /// written by its first lock of each file.
+    posix_marks: PosixMarks,
 }
 
 impl Descriptors {
@@ -119,6 +135,7 @@ impl Descriptors {
             slots: AtomicPtr::new(Box::into_raw(first)),
             lookups: Srcu::new(),
             alloc: CachePadded::new(Mutex::new(Alloc { used: Vec::new(), retired: Vec::new() })),
+            posix_marks: PosixMarks::default(),
         }
     }
 

@@ -400,14 +400,15 @@ fn moves_of_different_files_between_two_directories_share_no_line() {
 #[test]
 fn changes_that_must_fail_write_nothing() {
     use vfscale::config::DirLocking;
-    let beside_a_lookup = |dir_locking: DirLocking, change: fn(&Process) -> Result<(), Errno>| {
+    type Change = fn(&Process) -> Result<(), Errno>;
+    let beside_a_lookup = |dir_locking: DirLocking, change: Change| {
         let (vfs, p) = tree(VfsConfig { dir_locking, ..VfsConfig::default() });
         p.mkdir("/d", 0o755).unwrap();
         p.mkdir("/d/here", 0o755).unwrap();
         let q = vfs.process(Credentials::root());
         verdict(|| assert!(matches!(p.stat("/d/gone"), Err(Errno::ENOENT))), || assert!(change(&q).is_err()))
     };
-    let failing: [(&str, fn(&Process) -> Result<(), Errno>); 4] = [
+    let failing: [(&str, Change); 4] = [
         ("unlink", |q| q.unlink("/d/gone")),
         ("rmdir", |q| q.rmdir("/d/gone")),
         ("rename", |q| q.rename("/d/gone", "/d/other")),
@@ -425,4 +426,61 @@ fn changes_that_must_fail_write_nothing() {
     let rwsem = beside_a_lookup(DirLocking::RwSem, |q| q.unlink("/d/gone"));
     let sites = rwsem.b.write_sites();
     assert!(sites.iter().any(|s| s.contains("rwsem")), "the directory's rwsem: {sites:#?}");
+}
+
+/// A file's lock list is left alone by a close that has no lock of its
+/// own to drop: a process that never asked for a POSIX lock on the file,
+/// through a description that never asked for an OFD lock, opens and
+/// closes it beside another process's lock requests on it without a
+/// common line. A process that once locked the file is caught taking the
+/// list on its close (Linux `locks_remove_posix`).
+#[test]
+fn closes_without_locks_leave_the_lock_list_alone() {
+    use vfscale::locks::{Flock, F_RDLCK};
+    let (vfs, p) = tree(VfsConfig::default());
+    let fd = p.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    let ofd = p.open("/f", OpenFlags::RDWR, 0).unwrap();
+    let posix_lock = || p.fcntl_setlk(fd, &Flock::new(F_RDLCK, 0, 16)).unwrap();
+    let ofd_lock = || p.ofd_setlk(ofd, &Flock::new(F_RDLCK, 32, 16)).unwrap();
+    posix_lock();
+    ofd_lock();
+    let q = vfs.process(Credentials::root());
+    let open_close = |who: &Process| who.close(who.open("/f", OpenFlags::RDONLY, 0).unwrap()).unwrap();
+    for (what, lock) in [("a POSIX lock", &posix_lock as &(dyn Fn() + Sync)), ("an OFD lock", &ofd_lock)] {
+        let v = verdict(lock, || open_close(&q));
+        assert!(v.conflict_free(), "{what}: {:#?}", v.conflicts);
+    }
+    let locked_once = vfs.process(Credentials::root());
+    let held = locked_once.open("/f", OpenFlags::RDONLY, 0).unwrap();
+    locked_once.fcntl_setlk(held, &Flock::new(F_RDLCK, 64, 16)).unwrap();
+    locked_once.fcntl_setlk(held, &Flock::new(vfscale::locks::F_UNLCK, 64, 16)).unwrap();
+    let v = verdict(posix_lock, || open_close(&locked_once));
+    let sites: Vec<&String> = v.conflicts.iter().flat_map(|c| &c.sites).collect();
+    assert!(sites.iter().any(|s| s.contains("records.rs")), "the record list, on close: {sites:#?}");
+}
+
+/// A seek to where the offset already is writes nothing, and a lock
+/// request whose range starts at an absolute offset reads neither the
+/// offset nor the size: two rewinds of one description, or a rewind and a
+/// lock request through it, share no line. A change of the file's
+/// attributes beside a lock request on it shares none either.
+#[test]
+fn seeks_writes_and_lock_requests_of_one_file_share_no_line() {
+    use vfscale::locks::{Flock, F_RDLCK};
+    use vfscale::Whence;
+    let (vfs, p) = tree(VfsConfig::default());
+    let fd = p.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    let rewind = || assert_eq!(p.lseek(fd, 0, Whence::Set), Ok(0));
+    assert_conflict_free("rewinds", rewind);
+    let v = verdict(rewind, || p.ofd_setlk(fd, &Flock::new(F_RDLCK, 32, 16)).unwrap());
+    assert!(v.conflict_free(), "a rewind and a lock request: {:#?}", v.conflicts);
+    let q = vfs.process(Credentials::root());
+    let other = q.open("/f", OpenFlags::RDWR, 0).unwrap();
+    q.ofd_setlk(other, &Flock::new(F_RDLCK, 64, 16)).unwrap();
+    let change = || {
+        p.chmod("/f", 0o600).unwrap();
+        p.chmod("/f", 0o644).unwrap();
+    };
+    let v = verdict(change, || q.ofd_setlk(other, &Flock::new(F_RDLCK, 64, 16)).unwrap());
+    assert!(v.conflict_free(), "a change of the inode and a lock request: {:#?}", v.conflicts);
 }

@@ -27,7 +27,7 @@ use crate::Credentials;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
-use vfscale_sync::audited::Mutex;
+use vfscale_sync::audited::{AtomicBool, AtomicU64, Mutex, Ordering};
 use vfscale_sync::pad::LinePad;
 use vfscale_sync::poison::unpoisoned;
 
@@ -94,13 +94,17 @@ pub struct OpenFile {
     flags: OpenFlags,
     readable: bool,
     writable: bool,
-    offset: Mutex<u64>,
+    offset: Offset,
     dir_pos: Mutex<DirPos>,
     max_file_size: u64,
     /// Where its inode's flock list keeps this description's flock.
     flock_home: crate::locks::HomeShard,
     /// Where its inode's lease list keeps this description's lease.
     lease_home: crate::locks::HomeShard,
+    /// Whether an OFD lock was ever asked for through it: set before the
+    /// first request, so a description without one leaves the inode's
+    /// record list alone when it goes.
+    ofd_locks: AtomicBool,
     /// The mount's write access, held while a regular file is open for
     /// writing (so a remount to read-only is EBUSY).
     pub(crate) write_access: Option<crate::mount::WriteAccess>,
@@ -111,7 +115,8 @@ impl Drop for OpenFile {
     /// The last reference went: its flock and OFD locks and its lease go,
     /// then its counts on the inode and the mount.
     fn drop(&mut self) {
-        self.inode.locks.file_released(self.lock_id(), &self.flock_home, &self.lease_home);
+        let ofd_locks = self.ofd_locks.load(Ordering::Acquire);
+        self.inode.locks.file_released(self.lock_id(), &self.flock_home, &self.lease_home, ofd_locks);
         let cpu = vfscale_sync::cpu::current_cpu();
         // SAFETY: each field is taken once, here, and not used after.
         let (inode, mount) = unsafe { (ManuallyDrop::take(&mut self.inode), ManuallyDrop::take(&mut self.mount)) };
@@ -148,6 +153,14 @@ impl OpenFile {
         &self.lease_home
     }
 
+    /// Notes that an OFD lock is asked for through the description (the
+    /// first time only, a write of its own line).
+    pub(crate) fn mark_ofd_locks(&self) {
+        if !self.ofd_locks.load(Ordering::Relaxed) {
+            self.ofd_locks.store(true, Ordering::Release);
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         inode: open_ref::OpenRef,
@@ -169,11 +182,12 @@ impl OpenFile {
             flags,
             readable: flags.may_read(),
             writable: flags.may_write(),
-            offset: Mutex::new(0),
+            offset: Offset::default(),
             dir_pos: Mutex::new(DirPos::Dot),
             max_file_size,
             flock_home: crate::locks::HomeShard::default(),
             lease_home: crate::locks::HomeShard::default(),
+            ofd_locks: AtomicBool::new(false),
             write_access,
             _tail: LinePad::new(),
         }
@@ -181,7 +195,7 @@ impl OpenFile {
 
     /// The current offset (`SEEK_CUR` of a lock request).
     pub(crate) fn position(&self) -> u64 {
-        *lock(&self.offset)
+        self.offset.get()
     }
 
     /// The inode this description refers to.
@@ -219,10 +233,10 @@ impl OpenFile {
 
     /// Reads at the current offset and advances it.
     pub fn read(&self, buf: &mut [u8]) -> VfsResult<usize> {
-        let mut offset = lock(&self.offset);
-        let n = self.pread(buf, *offset)?;
-        *offset += n as u64;
-        Ok(n)
+        self.offset.update(|at| {
+            let n = self.pread(buf, at)?;
+            Ok((n, at + n as u64))
+        })
     }
 
     /// Reads at `offset` without moving the file offset.
@@ -254,10 +268,7 @@ impl OpenFile {
     /// Writes at the current offset (at the end with `O_APPEND`) and
     /// advances it.
     pub fn write(&self, buf: &[u8], cred: &Credentials) -> VfsResult<usize> {
-        let mut offset = lock(&self.offset);
-        let (n, end) = self.write_at(buf, *offset, cred)?;
-        *offset = end;
-        Ok(n)
+        self.offset.update(|at| self.write_at(buf, at, cred))
     }
 
     /// Writes at `offset` without moving the file offset (`O_APPEND` still
@@ -316,10 +327,19 @@ impl OpenFile {
             *pos = DirPos::at_offset(new);
             return Ok(new);
         }
-        let mut current = lock(&self.offset);
+        // A seek to where the offset is already writes nothing (two
+        // rewinds of one description share no line).
+        if whence == Whence::Set && u64::try_from(offset).is_ok_and(|at| at == self.offset.get()) {
+            return Ok(offset as u64);
+        }
+        self.offset.update(|current| self.seek_from(current, offset, whence).map(|new| (new, new)))
+    }
+
+    /// Where `lseek(offset, whence)` from `current` moves a file's offset.
+    fn seek_from(&self, current: u64, offset: i64, whence: Whence) -> VfsResult<u64> {
         let new = match whence {
             Whence::Set => offset,
-            Whence::Cur => (*current as i64).checked_add(offset).ok_or(Errno::EOVERFLOW)?,
+            Whence::Cur => (current as i64).checked_add(offset).ok_or(Errno::EOVERFLOW)?,
             Whence::End => (self.inode.attrs().size as i64).checked_add(offset).ok_or(Errno::EOVERFLOW)?,
             Whence::Data | Whence::Hole => {
                 let start = u64::try_from(offset).map_err(|_| Errno::ENXIO)?;
@@ -341,11 +361,7 @@ impl OpenFile {
                 }
             }
         };
-        if new < 0 {
-            return Err(Errno::EINVAL);
-        }
-        *current = new as u64;
-        Ok(*current)
+        u64::try_from(new).map_err(|_| Errno::EINVAL)
     }
 
     /// `ftruncate`: EINVAL unless a regular file open for writing.
@@ -500,6 +516,31 @@ fn remove_privileges(a: &mut crate::inode::Attrs, cred: &Credentials) {
         if a.mode & S_IXGRP != 0 || !cred.in_group(a.gid) {
             a.mode &= !S_ISGID;
         }
+    }
+}
+
+/// A description's offset: changed only under its mutex (Linux
+/// `f_pos_lock`, so a `read` or `write` and the offset it advances are one
+/// step), read without it (a lock request's `SEEK_CUR`, a seek to where
+/// the offset already is).
+#[derive(Default)]
+struct Offset {
+    lock: Mutex<()>,
+    at: AtomicU64,
+}
+
+impl Offset {
+    fn get(&self) -> u64 {
+        self.at.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` on the offset under the mutex; `f` gives its result and
+    /// the new offset.
+    fn update<R>(&self, f: impl FnOnce(u64) -> VfsResult<(R, u64)>) -> VfsResult<R> {
+        let _locked = lock(&self.lock);
+        let (result, new) = f(self.at.load(Ordering::Relaxed))?;
+        self.at.store(new, Ordering::Release);
+        Ok(result)
     }
 }
 

@@ -416,13 +416,16 @@ impl FileLockContext {
         Taken::Parked { shard, id, waiter: locks.park(id, Owner::File(holder)) }
     }
 
-    /// The last reference to description `file` went: its flock and OFD
-    /// locks and its lease go.
-    pub(crate) fn release_file(&self, file: FileId, home: &HomeShard, lease_home: &HomeShard) {
+    /// The last reference to description `file` went: its flock, its OFD
+    /// locks (if `ofd_locks`: a description that never asked for one
+    /// leaves the record list alone) and its lease go.
+    pub(crate) fn release_file(&self, file: FileId, home: &HomeShard, lease_home: &HomeShard, ofd_locks: bool) {
         let owner = Owner::File(file);
         let mut sys = self.mgr.enter();
         while self.drop_flock(&mut sys, file, home, None).is_some() {}
-        self.remove_owner_locked(&mut sys, owner);
+        if ofd_locks {
+            self.remove_owner_locked(&mut sys, owner);
+        }
         self.release_lease(&mut sys, file, lease_home);
     }
 }

@@ -409,10 +409,11 @@ impl InodeLocks {
     }
 
     /// The last reference to open file description `file` went: its flock
-    /// and OFD locks and its lease go (`locks_remove_file`).
-    pub(crate) fn file_released(&self, file: FileId, flock_home: &HomeShard, lease_home: &HomeShard) {
+    /// and OFD locks (if `ofd_locks`, it ever asked for one) and its lease
+    /// go (`locks_remove_file`).
+    pub(crate) fn file_released(&self, file: FileId, flock_home: &HomeShard, lease_home: &HomeShard, ofd_locks: bool) {
         if let Some(ctx) = self.existing() {
-            ctx.release_file(file, flock_home, lease_home);
+            ctx.release_file(file, flock_home, lease_home, ofd_locks);
         }
     }
 

@@ -25,15 +25,24 @@ impl Piece {
     }
 }
 
-/// The range `l_whence`/`l_start`/`l_len` name, `pos` being the file
-/// offset (`SEEK_CUR`) and `size` the file size (`SEEK_END`), with
+/// The range `l_whence`/`l_start`/`l_len` name, `pos` giving the file
+/// offset (`SEEK_CUR`) and `size` the file size (`SEEK_END`), each asked
+/// only for its own whence (so a `SEEK_SET` request reads neither the
+/// description's offset nor the inode's attributes, and shares no line
+/// with a seek or a write), with
 /// Linux's checks: EINVAL for a bad whence or a range starting before 0,
 /// EOVERFLOW for one ending past `OFFSET_MAX`.
-pub(crate) fn to_range(whence: i16, l_start: i64, l_len: i64, pos: i64, size: i64) -> VfsResult<(i64, i64)> {
+pub(crate) fn to_range(
+    whence: i16,
+    l_start: i64,
+    l_len: i64,
+    pos: impl FnOnce() -> i64,
+    size: impl FnOnce() -> i64,
+) -> VfsResult<(i64, i64)> {
     let base = match i32::from(whence) {
         libc::SEEK_SET => 0,
-        libc::SEEK_CUR => pos,
-        libc::SEEK_END => size,
+        libc::SEEK_CUR => pos(),
+        libc::SEEK_END => size(),
         _ => return Err(Errno::EINVAL),
     };
     if l_start > OFFSET_MAX - base {
@@ -114,17 +123,19 @@ mod tests {
 
     #[test]
     fn ranges_as_linux_computes_them() {
-        assert_eq!(to_range(SET, 10, 5, 0, 0), Ok((10, 14)));
-        assert_eq!(to_range(SET, 10, 0, 0, 0), Ok((10, OFFSET_MAX)));
-        assert_eq!(to_range(SET, 10, -4, 0, 0), Ok((6, 9)));
-        assert_eq!(to_range(SET, 10, -11, 0, 0), Err(Errno::EINVAL));
-        assert_eq!(to_range(libc::SEEK_CUR as i16, -2, 1, 5, 0), Ok((3, 3)));
-        assert_eq!(to_range(libc::SEEK_END as i16, 0, 1, 0, 100), Ok((100, 100)));
-        assert_eq!(to_range(libc::SEEK_END as i16, -101, 1, 0, 100), Err(Errno::EINVAL));
-        assert_eq!(to_range(7, 0, 0, 0, 0), Err(Errno::EINVAL));
-        assert_eq!(to_range(SET, 1, i64::MAX, 0, 0), Ok((1, OFFSET_MAX)));
-        assert_eq!(to_range(SET, 2, i64::MAX, 0, 0), Err(Errno::EOVERFLOW));
-        assert_eq!(to_range(libc::SEEK_CUR as i16, i64::MAX, 1, 1, 0), Err(Errno::EOVERFLOW));
+        assert_eq!(to_range(SET, 10, 5, || 0, || 0), Ok((10, 14)));
+        assert_eq!(to_range(SET, 10, 0, || 0, || 0), Ok((10, OFFSET_MAX)));
+        assert_eq!(to_range(SET, 10, -4, || 0, || 0), Ok((6, 9)));
+        assert_eq!(to_range(SET, 10, -11, || 0, || 0), Err(Errno::EINVAL));
+        assert_eq!(to_range(libc::SEEK_CUR as i16, -2, 1, || 5, || 0), Ok((3, 3)));
+        assert_eq!(to_range(libc::SEEK_END as i16, 0, 1, || 0, || 100), Ok((100, 100)));
+        assert_eq!(to_range(libc::SEEK_END as i16, -101, 1, || 0, || 100), Err(Errno::EINVAL));
+        assert_eq!(to_range(7, 0, 0, || 0, || 0), Err(Errno::EINVAL));
+        assert_eq!(to_range(SET, 1, i64::MAX, || 0, || 0), Ok((1, OFFSET_MAX)));
+        assert_eq!(to_range(SET, 2, i64::MAX, || 0, || 0), Err(Errno::EOVERFLOW));
+        assert_eq!(to_range(libc::SEEK_CUR as i16, i64::MAX, 1, || 1, || 0), Err(Errno::EOVERFLOW));
+        let unasked = || -> i64 { panic!("a SEEK_SET range reads no offset or size") };
+        assert_eq!(to_range(SET, 3, 2, unasked, unasked), Ok((3, 4)));
         assert_eq!(to_start_len(6, 9), (6, 4));
         assert_eq!(to_start_len(6, OFFSET_MAX), (6, 0));
     }

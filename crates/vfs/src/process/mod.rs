@@ -22,7 +22,7 @@ use crate::fdtable::FdTable;
 pub use crate::fdtable::MAX_FDS;
 use crate::file::OpenFile;
 use crate::inode::Inode;
-use crate::locks::{Flock, Interrupt, LeaseNotifier, Pid};
+use crate::locks::{Flock, Interrupt, LeaseNotifier, Pid, F_UNLCK};
 use crate::mount::{Location, Mount, MountNamespace, MountRef};
 use crate::namei::At;
 use crate::syscalls::locks::{self as lock_calls, AccessModeCheck, RecordOwner};
@@ -119,6 +119,11 @@ mod paths;
 
 /// The `dirfd` that names the working directory.
 pub const AT_FDCWD: Fd = libc::AT_FDCWD;
+
+/// What a process's POSIX lock marks know a file's inode by.
+fn inode_key(file: &OpenFile) -> usize {
+    Arc::as_ptr(file.inode()) as usize
+}
 
 impl fmt::Debug for Process {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -240,7 +245,10 @@ impl Process {
     /// `close(2)`: also drops every POSIX lock this process holds on the
     /// file, whichever descriptor took it.
     pub fn close(&self, fd: Fd) -> VfsResult<()> {
-        lock_calls::posix_close(&*self.fds.remove(fd)?, self.pid);
+        let file = self.fds.remove(fd)?;
+        if self.fds.may_hold_posix(inode_key(&file)) {
+            lock_calls::posix_close(&file, self.pid);
+        }
         Ok(())
     }
 
@@ -347,6 +355,9 @@ impl Process {
 
     fn setlk(&self, fd: Fd, owner: RecordOwner, lock: &Flock, wait: Option<&Interrupt<'_>>) -> VfsResult<()> {
         let file = self.file(fd)?;
+        if owner == RecordOwner::Posix && lock.l_type != F_UNLCK {
+            self.fds.mark_posix(inode_key(&file));
+        }
         lock_calls::setlk(file.mount().locks(), &file, (self.pid, owner), lock, wait, AccessModeCheck::Check)
     }
 

@@ -69,8 +69,8 @@ fn record(
         lock.l_whence,
         lock.l_start,
         lock.l_len,
-        file.position() as i64,
-        file.inode().stat().size as i64,
+        || file.position() as i64,
+        || file.inode().stat().size as i64,
     )?;
     let write = match lock.l_type {
         F_RDLCK => Some(false),
@@ -88,7 +88,12 @@ fn record(
     }
     let owner = match who {
         RecordOwner::Ofd if lock.l_pid != 0 => return Err(Errno::EINVAL),
-        RecordOwner::Ofd => Owner::File(file.lock_id()),
+        RecordOwner::Ofd => {
+            if set && write.is_some() {
+                file.mark_ofd_locks();
+            }
+            Owner::File(file.lock_id())
+        }
         RecordOwner::Posix => Owner::Pid(pid),
     };
     let ctx = lock_context(locks, file);
