@@ -132,6 +132,9 @@ pub(crate) enum Stop {
     Error(Errno),
     /// rcu-walk cannot decide without blocking: restart in ref-walk.
     Fallback,
+    /// A `..` (in a symlink's target) met a walk that reads no rename
+    /// counts: walk again reading them (see [`RenameSeqs`]).
+    Climbs,
 }
 
 impl From<Errno> for Stop {
@@ -335,15 +338,35 @@ pub(crate) fn drive<'p, W: Walker>(
     }
 }
 
-/// The rename seqcounts an rcu-walk sampled, one per superblock entered.
+/// Whether a path climbs: has a `..` component. Only a walk that climbs
+/// follows a directory's parent link, which is all that a move of a
+/// directory between directories changes for a walk (the entries it
+/// changes are each seen whole, as a rename in one directory's are), so
+/// only such a walk reads the rename counts; one that meets a `..` in a
+/// symlink's target walks again ([`Stop::Climbs`]) reading them from its
+/// start.
+fn climbs(path: &[u8]) -> bool {
+    path.split(|&b| b == b'/').any(|component| component == b"..")
+}
+
+/// The rename seqcounts an rcu-walk sampled, one per superblock entered;
+/// none for a walk that does not climb (see [`climbs`]).
 struct RenameSeqs<'g> {
     seen: [Option<(&'g SuperBlock, u32)>; MAX_SUPERBLOCKS],
+    sampling: bool,
 }
 
 impl<'g> RenameSeqs<'g> {
+    fn new(sampling: bool) -> RenameSeqs<'g> {
+        RenameSeqs { seen: [None; MAX_SUPERBLOCKS], sampling }
+    }
+
     /// Samples `sb`'s count unless it was; false when full.
     #[inline]
     fn enter(&mut self, sb: &'g SuperBlock) -> bool {
+        if !self.sampling {
+            return true;
+        }
         for slot in &mut self.seen {
             match slot {
                 Some((seen, _)) if std::ptr::eq(*seen, sb) => return true,
@@ -421,6 +444,9 @@ impl<'g> Walker for RcuWalker<'g> {
     }
 
     fn parent(&mut self, pos: &At<'g>) -> Result<Option<At<'g>>, Stop> {
+        if !self.seqs.sampling {
+            return Err(Stop::Climbs);
+        }
         let mut at = *pos;
         loop {
             if at.is(&self.root) {
@@ -496,13 +522,14 @@ struct RefWalker<'a> {
     cwd: &'a At<'a>,
     no_xdev: bool,
     /// The superblocks entered, each once, with its rename count as first
-    /// seen.
+    /// seen; none unless `sampling` (see [`climbs`]).
     seqs: Vec<(Arc<SuperBlock>, u32)>,
+    sampling: bool,
 }
 
 impl RefWalker<'_> {
     fn enter(&mut self, sb: &Arc<SuperBlock>) {
-        if !self.seqs.iter().any(|(seen, _)| Arc::ptr_eq(seen, sb)) {
+        if self.sampling && !self.seqs.iter().any(|(seen, _)| Arc::ptr_eq(seen, sb)) {
             self.seqs.push((Arc::clone(sb), sb.rename_seq.read_begin()));
         }
     }
@@ -568,6 +595,9 @@ impl Walker for RefWalker<'_> {
     }
 
     fn parent(&mut self, pos: &RefPos) -> Result<Option<RefPos>, Stop> {
+        if !self.sampling {
+            return Err(Stop::Climbs);
+        }
         let is_root = |mount: &Mount, inode: &Arc<Inode>| At { mount, inode }.is(self.root);
         if is_root(&pos.mount, &pos.inode) {
             return Ok(None);
@@ -720,37 +750,45 @@ pub(crate) fn walk<'p, R>(
         return finish(Walked::Found(cwd));
     }
     PathName::new(path)?;
+    let mut sampling = climbs(path);
     if root.sb().rcu_walk_enabled() && cwd.sb().rcu_walk_enabled() {
-        let guard = crossbeam_epoch::pin();
-        let gate = ns.map(|ns| ns.gate.read_begin());
-        let table = ns.map(|ns| ns.table(&guard));
-        let seqs = RenameSeqs { seen: [None; MAX_SUPERBLOCKS] };
-        let mut walker = RcuWalker { cred, guard: &guard, table, root, cwd, no_xdev: scope.no_xdev, seqs };
-        walker.seqs.enter(root.sb());
-        walker.seqs.enter(cwd.sb());
-        let valid = |walker: &RcuWalker<'_>| {
-            !walker.seqs.retry() && ns.zip(gate).map_or(true, |(ns, start)| seq_gate::confirm(&ns.gate, start))
-        };
-        match drive(&mut walker, path, intent, scope) {
-            Ok(walked) => {
-                let result = finish(walked);
-                if valid(&walker) {
-                    return result;
+        loop {
+            let guard = crossbeam_epoch::pin();
+            let gate = ns.map(|ns| ns.gate.read_begin());
+            let table = ns.map(|ns| ns.table(&guard));
+            let seqs = RenameSeqs::new(sampling);
+            let mut walker = RcuWalker { cred, guard: &guard, table, root, cwd, no_xdev: scope.no_xdev, seqs };
+            walker.seqs.enter(root.sb());
+            walker.seqs.enter(cwd.sb());
+            let valid = |walker: &RcuWalker<'_>| {
+                !walker.seqs.retry() && ns.zip(gate).map_or(true, |(ns, start)| seq_gate::confirm(&ns.gate, start))
+            };
+            match drive(&mut walker, path, intent, scope) {
+                Ok(walked) => {
+                    let result = finish(walked);
+                    if valid(&walker) {
+                        return result;
+                    }
                 }
-            }
-            Err(Stop::Error(e)) => {
-                if valid(&walker) {
-                    return Err(e);
+                Err(Stop::Error(e)) => {
+                    if valid(&walker) {
+                        return Err(e);
+                    }
                 }
+                Err(Stop::Climbs) => {
+                    sampling = true;
+                    continue;
+                }
+                Err(Stop::Fallback) => {}
             }
-            Err(Stop::Fallback) => {}
+            break;
         }
     }
     if scope.cached {
         // Linux `LOOKUP_CACHED`: no ref-walk, which may block.
         return Err(Errno::EAGAIN);
     }
-    ref_walk(cred, start, path, intent, finish)
+    ref_walk(cred, start, path, intent, sampling, finish)
 }
 
 fn ref_walk<'p, R>(
@@ -758,6 +796,7 @@ fn ref_walk<'p, R>(
     start: Start<'_>,
     path: &'p [u8],
     intent: Intent,
+    sampling: bool,
     finish: impl Fn(Walked<'p, At<'_>>) -> VfsResult<R>,
 ) -> VfsResult<R> {
     const OPTIMISTIC_TRIES: usize = 2;
@@ -768,18 +807,26 @@ fn ref_walk<'p, R>(
         cwd: &start.cwd,
         no_xdev: start.scope.no_xdev,
         seqs: Vec::new(),
+        sampling,
     };
+    // None: the walk climbed without reading the rename counts.
     let run = |walker: &mut RefWalker<'_>| match drive(walker, path, intent, start.scope) {
-        Ok(Walked::Found(pos)) => finish(Walked::Found(At { mount: &pos.mount, inode: &pos.inode })),
+        Ok(Walked::Found(pos)) => Some(finish(Walked::Found(At { mount: &pos.mount, inode: &pos.inode }))),
         Ok(Walked::Parent { dir, last, trailing_slash }) => {
-            finish(Walked::Parent { dir: At { mount: &dir.mount, inode: &dir.inode }, last, trailing_slash })
+            Some(finish(Walked::Parent { dir: At { mount: &dir.mount, inode: &dir.inode }, last, trailing_slash }))
         }
-        Err(Stop::Error(e)) => Err(e),
+        Err(Stop::Error(e)) => Some(Err(e)),
+        Err(Stop::Climbs) => None,
         Err(Stop::Fallback) => unreachable!("ref-walk steps always decide"),
     };
-    for _ in 0..OPTIMISTIC_TRIES {
+    let mut tries = 0;
+    while tries < OPTIMISTIC_TRIES {
         walker.seqs.clear();
-        let result = run(&mut walker);
+        let Some(result) = run(&mut walker) else {
+            walker.sampling = true;
+            continue;
+        };
+        tries += 1;
         if !walker.seqs.iter().any(|(sb, seq)| sb.rename_seq.read_retry(*seq)) {
             return result;
         }
@@ -793,7 +840,7 @@ fn ref_walk<'p, R>(
         entered.sort_by_key(|sb| Arc::as_ptr(sb) as usize);
         let _no_renames: Vec<_> = entered.iter().map(|sb| sb.rename_lock.read()).collect();
         walker.seqs.clear();
-        let result = run(&mut walker);
+        let result = run(&mut walker).expect("the walks here read the rename counts");
         if walker.seqs.iter().all(|(sb, _)| entered.iter().any(|held| Arc::ptr_eq(held, sb))) {
             return result;
         }

@@ -6,9 +6,10 @@
 //! also in its parent's entries (and the reverse), both changed together
 //! under the name's lock (`dirlock`: its bucket's, or its directory's for
 //! write); `rename_seq` is odd while a rename moves a directory from one
-//! directory to another, so no walk that overlapped one is believed (any
-//! other rename is ordered by the locks of its two names alone, and
-//! changes no parent a walk could see).
+//! directory to another, so no walk that climbs (`..`) and overlapped one
+//! is believed (any other rename is ordered by the locks of its two names
+//! alone, and changes no parent a walk could see; a walk that does not
+//! climb follows no parent link, and reads no rename count).
 //!
 //! May import the base modules, the node types, `fs` and `dirlock`.
 

@@ -484,3 +484,29 @@ fn seeks_writes_and_lock_requests_of_one_file_share_no_line() {
     let v = verdict(change, || q.ofd_setlk(other, &Flock::new(F_RDLCK, 64, 16)).unwrap());
     assert!(v.conflict_free(), "a change of the inode and a lock request: {:#?}", v.conflicts);
 }
+
+/// Only a walk that climbs (`..`, in its path or in a symlink's target)
+/// reads the rename seqcount that a move of a directory between
+/// directories writes: a stat of a path without `..` beside such a move
+/// shares no line with it, and a stat through `..` or through a symlink
+/// to a path with `..` is caught reading it.
+#[test]
+fn only_climbing_walks_read_the_rename_count() {
+    let (vfs, p) = tree(VfsConfig::default());
+    for dir in ["/from", "/to", "/from/moving"] {
+        p.mkdir(dir, 0o755).unwrap();
+    }
+    p.symlink("../usr/share", "/from/up").unwrap();
+    let q = vfs.process(Credentials::root());
+    let move_and_back = || {
+        q.rename("/from/moving", "/to/moving").unwrap();
+        q.rename("/to/moving", "/from/moving").unwrap();
+    };
+    let v = verdict(|| assert!(p.stat(DEEP).is_ok()), move_and_back);
+    assert!(v.conflict_free(), "a walk that does not climb: {:#?}", v.conflicts);
+    for climbing in ["/usr/share/../share/doc", "/from/up/doc"] {
+        let v = verdict(|| assert!(p.stat(climbing).is_ok()), move_and_back);
+        let sites: Vec<&String> = v.conflicts.iter().flat_map(|c| &c.sites).collect();
+        assert!(sites.iter().any(|s| s.contains("seqcount")), "{climbing}: the rename count: {sites:#?}");
+    }
+}

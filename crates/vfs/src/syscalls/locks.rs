@@ -158,7 +158,10 @@ pub fn setlk(
 }
 
 /// Process `pid` closed a descriptor of `file`: every POSIX lock it holds
-/// on the file goes, whichever descriptor took it (FUSE's `flush`).
+/// on the file goes, whichever descriptor took it (FUSE's `flush`). A
+/// [`Process`](crate::Process) calls it on its own closes, only for files
+/// it marked before locking them; a caller of [`setlk`] for POSIX owners
+/// of its own calls it on each of their closes.
 pub fn posix_close(file: &OpenFile, pid: Pid) {
     file.inode().locks.posix_close(pid);
 }
