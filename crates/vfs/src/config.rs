@@ -38,7 +38,9 @@ pub enum DirLocking {
 pub enum NegativeDentries {
     /// A miss leaves a negative dentry: it answers ENOENT until the name
     /// is created (which replaces it) or, in a generator's tree, until the
-    /// directory's revision moves.
+    /// directory's revision moves. A tree of the VFS's own memory whose
+    /// directories split their names ([`DirLocking::Split`]) needs none:
+    /// its entries, read without a lock, answer a miss in rcu-walk.
     Cached,
     /// Every miss goes to the slow lookup under the directory lock.
     Uncached,

@@ -484,8 +484,15 @@ impl<'g> Walker for RcuWalker<'g> {
     #[inline]
     fn child(&mut self, pos: &At<'g>, name: &[u8], hash: u64) -> Result<Option<At<'g>>, Stop> {
         let sb = pos.sb();
-        let dentry: &'g Dentry =
-            sb.dcache.lookup_hashed(pos.inode.ino(), name, hash, self.guard).ok_or(Stop::Fallback)?;
+        let Some(dentry) = sb.dcache.lookup_hashed(pos.inode.ino(), name, hash, self.guard) else {
+            // A native tree's dcache holds every name its directories
+            // have; where their entries tell a missing name without a lock
+            // (`DirLocks::peek`), a miss ends here, in rcu-walk, as a
+            // cached negative would end it. Elsewhere ref-walk looks.
+            let missing =
+                sb.native && sb.fs.caches_negatives() && sb.dir_locks.peek(pos.inode.dir()?, name) == Some(false);
+            return if missing { Ok(None) } else { Err(Stop::Fallback) };
+        };
         let seq = dentry.seq.read_begin();
         if dentry.is_unhashed() || sb.revalidate(pos.inode, dentry, Some(self.guard)) != Revalidate::Valid {
             return Err(Stop::Fallback);

@@ -510,3 +510,39 @@ fn only_climbing_walks_read_the_rename_count() {
         assert!(sites.iter().any(|s| s.contains("seqcount")), "{climbing}: the rename count: {sites:#?}");
     }
 }
+
+/// A first look-up of a missing name (no negative dentry for it yet) ends
+/// in rcu-walk where the directory's split entries tell it is missing: two
+/// processes' stats of a name never looked up, or a stat beside a failing
+/// unlink of it, share no line. Two exclusive creates of an existing name
+/// fail without counting its inode. The rwsem design's miss goes to
+/// ref-walk and is caught counting references.
+#[test]
+fn first_misses_and_failing_exclusive_creates_share_no_line() {
+    use vfscale::config::DirLocking;
+    let pair = |dir_locking: DirLocking, a: fn(&Process, usize), b: fn(&Process, usize)| {
+        let (vfs, p) = tree(VfsConfig { dir_locking, ..VfsConfig::default() });
+        p.mkdir("/d", 0o755).unwrap();
+        p.close(p.open("/d/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
+        let q = vfs.process(Credentials::root());
+        let (a, b) = (|i| Ok(a(&p, i)), |i| Ok(b(&q, i)));
+        conflict::check_pair(&a, &b).unwrap()
+    };
+    let stat_missing: fn(&Process, usize) = |p, i| assert_eq!(p.stat(format!("/d/miss{i}")), Err(Errno::ENOENT));
+    let unlink_missing: fn(&Process, usize) = |p, i| assert_eq!(p.unlink(format!("/d/miss{i}")), Err(Errno::ENOENT));
+    let exclusive: fn(&Process, usize) = |p, _| {
+        let flags = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY;
+        assert_eq!(p.open("/d/f", flags, 0o644), Err(Errno::EEXIST));
+    };
+    for (what, a, b) in [
+        ("two first misses", stat_missing, stat_missing),
+        ("a miss and an unlink", stat_missing, unlink_missing),
+        ("exclusive creates", exclusive, exclusive),
+    ] {
+        let v = pair(DirLocking::Split, a, b);
+        assert!(v.conflict_free(), "{what}: {:#?}", v.conflicts);
+    }
+    let rwsem = pair(DirLocking::RwSem, stat_missing, stat_missing);
+    let sites: Vec<&String> = rwsem.conflicts.iter().flat_map(|c| &c.sites).collect();
+    assert!(sites.iter().any(|s| s.contains("namei.rs") || s.contains("dentry.rs")), "ref-walk's counts: {sites:#?}");
+}
