@@ -525,7 +525,14 @@ fn first_misses_and_failing_exclusive_creates_share_no_line() {
         p.mkdir("/d", 0o755).unwrap();
         p.close(p.open("/d/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
         let q = vfs.process(Credentials::root());
-        let (a, b) = (|i| Ok(a(&p, i)), |i| Ok(b(&q, i)));
+        let a = |i| {
+            a(&p, i);
+            Ok(())
+        };
+        let b = |i| {
+            b(&q, i);
+            Ok(())
+        };
         conflict::check_pair(&a, &b).unwrap()
     };
     let stat_missing: fn(&Process, usize) = |p, i| assert_eq!(p.stat(format!("/d/miss{i}")), Err(Errno::ENOENT));
