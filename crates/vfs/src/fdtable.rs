@@ -5,14 +5,16 @@
 //! or different ones, do not conflict (write no line another CPU reads), where Linux's
 //! `fget` in a multithreaded process writes the open file's `f_count`.
 //!
-//! Invariant: the table is an array of slots, each on its own cache line,
-//! each holding null or a pointer from `Arc::into_raw` that owns one count
-//! of its open file. A look-up loads a slot inside a read-side section and
-//! uses the file (or takes a count of its own) before the section ends;
-//! `remove` clears the slot and synchronizes before it hands the slot's
-//! count back, so the file outlives every section that could have loaded
-//! it, and a close still drops the last count (releasing the file's locks)
-//! before it returns. A table is never freed before the process: growing
+//! Invariant: the table is an array of slots ([`SrcuSlot`]s), each on its
+//! own cache line, each holding null or a pointer from `Arc::into_raw`
+//! that owns one count of its open file. A look-up borrows a slot's file
+//! inside a read-side section and uses it (or takes a count of its own)
+//! before the section ends; `remove` clears the slot and, if a look-up
+//! borrowed the file, synchronizes before it hands the slot's count back,
+//! so the file outlives every section that could have loaded it, and a
+//! close still drops the last count (releasing the file's locks) before it
+//! returns. A close of a descriptor no look-up used (an open and a close)
+//! reads no other CPU's reader count. A table is never freed before the process: growing
 //! publishes a larger copy (sharing the slots by `Arc`, so no file moves)
 //! and keeps the old one, so a reader needs no pin to follow the table
 //! pointer, and one that loaded an old table still finds every descriptor
@@ -31,10 +33,10 @@ use crate::file::OpenFile;
 use crate::posix_marks::PosixMarks;
 use crossbeam_utils::CachePadded;
 use std::mem::ManuallyDrop;
-use std::ptr;
 use std::sync::Arc;
 use vfscale_sync::audited::{AtomicPtr, CountedArc, Mutex, OnceLock, Ordering};
 use vfscale_sync::poison::unpoisoned;
+use vfscale_sync::srcu_slot::SrcuSlot;
 use vfscale_sync::Srcu;
 
 /// Most descriptors one process may hold open (`RLIMIT_NOFILE`'s usual
@@ -45,11 +47,11 @@ pub const MAX_FDS: usize = 1024;
 const FIRST_SIZE: usize = 16;
 
 /// Null, or a pointer from `Arc::into_raw` owning one count of its file.
-type Slot = Arc<CachePadded<AtomicPtr<OpenFile>>>;
+type Slot = Arc<CachePadded<SrcuSlot<OpenFile>>>;
 type Table = Box<Vec<Slot>>;
 
 fn new_slot() -> Slot {
-    Arc::new(CachePadded::new(AtomicPtr::new(ptr::null_mut())))
+    Arc::new(CachePadded::new(SrcuSlot::new()))
 }
 
 /// What only changes of the table touch.
@@ -163,16 +165,17 @@ impl Descriptors {
     /// Runs `f` on the file `fd` names inside a read-side section.
     fn in_section<R>(&self, fd: i32, f: impl FnOnce(&Arc<OpenFile>) -> R) -> VfsResult<R> {
         let index = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
-        let _section = self.lookups.read_lock();
+        let section = self.lookups.read_lock();
         let slot = self.slots().get(index).ok_or(Errno::EBADF)?;
-        let file = slot.load(Ordering::Acquire);
+        let file = slot.borrow(&section);
         if file.is_null() {
             return Err(Errno::EBADF);
         }
         // SAFETY: a non-null slot owns a count of the file, and `remove`
-        // synchronizes with this section before it gives that count up, so
-        // the file lives until the section ends; `ManuallyDrop` keeps this
-        // borrowed `Arc` from dropping a count it does not own.
+        // synchronizes with this section (the file is borrowed) before it
+        // gives that count up, so the file lives until the section ends;
+        // `ManuallyDrop` keeps this borrowed `Arc` from dropping a count it
+        // does not own.
         let file = ManuallyDrop::new(unsafe { Arc::from_raw(file) });
         Ok(f(&file))
     }
@@ -193,8 +196,7 @@ impl Descriptors {
             // published; kept (not freed) for readers that loaded it.
             alloc.retired.push(unsafe { Box::from_raw(old) });
         }
-        let old = self.slots()[index].swap(Arc::into_raw(file).cast_mut(), Ordering::Release);
-        debug_assert!(old.is_null(), "installed into a used slot");
+        self.slots()[index].publish(Arc::into_raw(file).cast_mut());
         if index == alloc.used.len() {
             alloc.used.push(true);
         } else {
@@ -209,14 +211,16 @@ impl Descriptors {
         if !alloc.used.get(index).copied().unwrap_or(false) {
             return Err(Errno::EBADF);
         }
-        let file = self.slots()[index].swap(ptr::null_mut(), Ordering::AcqRel);
+        let taken = self.slots()[index].take().expect("a used slot holds a file");
         alloc.used[index] = false;
         drop(alloc);
-        // Every look-up that may have loaded the file has left after this.
-        self.lookups.synchronize();
-        // SAFETY: `used` said the slot held a file, and only holders of
-        // `alloc` change it; the pointer's count is ours now (module doc).
-        Ok(unsafe { Arc::from_raw(file) })
+        // Every look-up that may have borrowed the file has left after this.
+        if taken.borrowed {
+            self.lookups.synchronize();
+        }
+        // SAFETY: the slot held the file, and only holders of `alloc`
+        // change it; the pointer's count is ours now (module doc).
+        Ok(unsafe { Arc::from_raw(taken.value) })
     }
 
     fn take_all(&mut self) -> Vec<Arc<OpenFile>> {
@@ -229,10 +233,9 @@ impl Descriptors {
 /// The file a slot holds, taken out; for callers with the table to
 /// themselves (no look-up can be running).
 fn take(slot: &Slot) -> Option<Arc<OpenFile>> {
-    let file = slot.swap(ptr::null_mut(), Ordering::Acquire);
     // SAFETY: a non-null slot owns a count of its file (module doc), which
     // the slot gives up here; with no look-up running, nobody borrows it.
-    (!file.is_null()).then(|| unsafe { Arc::from_raw(file) })
+    slot.take().map(|taken| unsafe { Arc::from_raw(taken.value) })
 }
 
 impl Drop for Descriptors {
@@ -337,6 +340,45 @@ mod tests {
                 other.flock(watch, crate::locks::LOCK_UN).unwrap();
             });
         }
+    }
+
+    /// Closes of descriptors no look-up used skip the grace period, and
+    /// racing look-ups of the same descriptor number, which may be the
+    /// first to borrow each new file, neither lose a close's release nor
+    /// read a released file: each new open's exclusive flock is granted,
+    /// so every earlier close released its flock before returning.
+    #[test]
+    fn first_borrows_race_closes_that_skip_the_grace_period() {
+        use crate::locks::{LOCK_EX, LOCK_NB};
+        let vfs = Vfs::default();
+        let setup = vfs.process(Credentials::root());
+        let fd = setup.open("/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        setup.write(fd, b"data").unwrap();
+        setup.close(fd).unwrap();
+        let p = vfs.process(Credentials::root());
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut buf = [0u8; 4];
+                while !done.load(Ordering::Relaxed) {
+                    match p.pread(0, &mut buf, 0) {
+                        Ok(n) => assert_eq!(&buf[..n], b"data"),
+                        Err(e) => assert_eq!(e, Errno::EBADF),
+                    }
+                }
+            });
+            for i in 0..2000 {
+                let fd = p.open("/f", OpenFlags::RDONLY, 0).unwrap();
+                assert_eq!(fd, 0);
+                // Every other file is borrowed by its own flock; the rest
+                // only by the reader, if it got there first.
+                if i % 2 == 0 {
+                    assert_eq!(p.flock(fd, LOCK_EX | LOCK_NB), Ok(()), "the last close released its flock");
+                }
+                p.close(fd).unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+        });
     }
 
     #[test]

@@ -553,3 +553,42 @@ fn first_misses_and_failing_exclusive_creates_share_no_line() {
     let sites: Vec<&String> = rwsem.conflicts.iter().flat_map(|c| &c.sites).collect();
     assert!(sites.iter().any(|s| s.contains("namei.rs") || s.contains("dentry.rs")), "ref-walk's counts: {sites:#?}");
 }
+
+/// A close of a descriptor no look-up borrowed waits for no reader: an
+/// open and close in a process beside reads and stats through another of
+/// its descriptors share no line. Non-blocking lock requests borrow their
+/// description instead of counting it, so two through one description
+/// share no count (two record locks in one stripe still share its lock). A close of a descriptor that was read is caught
+/// reading every CPU's reader count (its grace period).
+#[test]
+fn closes_of_unborrowed_descriptors_and_nonblocking_lock_requests_share_no_line() {
+    use vfscale::locks::{Flock, F_RDLCK, LOCK_NB, LOCK_SH};
+    let (_vfs, p) = tree(VfsConfig::default());
+    let fd = p.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    p.write(fd, b"data").unwrap();
+    let read = || {
+        let mut buf = [0u8; 4];
+        assert_eq!(p.pread(fd, &mut buf, 0), Ok(4));
+        assert_eq!(p.fstat(fd).unwrap().size, 4);
+    };
+    let open_close = || p.close(p.open(DEEP, OpenFlags::RDONLY, 0).unwrap()).unwrap();
+    let v = verdict(read, open_close);
+    assert!(v.conflict_free(), "an open and close beside reads: {:#?}", v.conflicts);
+    let lock = || p.fcntl_setlk(fd, &Flock::new(F_RDLCK, 0, 16)).unwrap();
+    let flock = || p.flock(fd, LOCK_SH | LOCK_NB).unwrap();
+    for (what, request) in [("record locks", &lock as &(dyn Fn() + Sync)), ("flocks", &flock)] {
+        // Two record locks of one stripe still share its list's lock.
+        let v = verdict(request, request);
+        let sites: Vec<&String> = v.conflicts.iter().flat_map(|c| &c.sites).collect();
+        let counted = |s: &&&String| s.contains("process/mod.rs") || s.contains("fdtable.rs");
+        assert!(!sites.iter().any(|s| counted(&s)), "{what} count their description: {sites:#?}");
+    }
+    let open_read_close = || {
+        let other = p.open(DEEP, OpenFlags::RDONLY, 0).unwrap();
+        assert!(p.fstat(other).is_ok());
+        p.close(other).unwrap();
+    };
+    let v = verdict(read, open_read_close);
+    let sites: Vec<&String> = v.conflicts.iter().flat_map(|c| &c.sites).collect();
+    assert!(sites.iter().any(|s| s.contains("srcu.rs")), "the close's grace period: {sites:#?}");
+}

@@ -316,8 +316,7 @@ impl Process {
 
     /// `fcntl(fd, F_GETLK, lock)`: see [`lock_calls::getlk`].
     pub fn fcntl_getlk(&self, fd: Fd, lock: &mut Flock) -> VfsResult<()> {
-        let file = self.file(fd)?;
-        lock_calls::getlk(file.mount().locks(), &file, self.pid, RecordOwner::Posix, lock)
+        self.fds.with(fd, |file| lock_calls::getlk(file.mount().locks(), file, self.pid, RecordOwner::Posix, lock))?
     }
 
     /// `fcntl(fd, F_SETLK, lock)`: takes, changes or releases this
@@ -337,8 +336,7 @@ impl Process {
     /// `fcntl(fd, F_OFD_GETLK, lock)`: as [`fcntl_getlk`](Self::fcntl_getlk)
     /// for the open file description as owner; `l_pid` must be 0.
     pub fn ofd_getlk(&self, fd: Fd, lock: &mut Flock) -> VfsResult<()> {
-        let file = self.file(fd)?;
-        lock_calls::getlk(file.mount().locks(), &file, self.pid, RecordOwner::Ofd, lock)
+        self.fds.with(fd, |file| lock_calls::getlk(file.mount().locks(), file, self.pid, RecordOwner::Ofd, lock))?
     }
 
     /// `fcntl(fd, F_OFD_SETLK, lock)`: a record lock owned by the open file
@@ -353,12 +351,20 @@ impl Process {
         self.setlk(fd, RecordOwner::Ofd, lock, Some(intr))
     }
 
+    /// A request that cannot wait borrows the description for its short
+    /// section, as a read does (two of them through one description count
+    /// nothing); one that may wait holds a count of it.
     fn setlk(&self, fd: Fd, owner: RecordOwner, lock: &Flock, wait: Option<&Interrupt<'_>>) -> VfsResult<()> {
-        let file = self.file(fd)?;
-        if owner == RecordOwner::Posix && lock.l_type != F_UNLCK {
-            self.fds.mark_posix(inode_key(&file));
+        let request = |file: &OpenFile| {
+            if owner == RecordOwner::Posix && lock.l_type != F_UNLCK {
+                self.fds.mark_posix(inode_key(file));
+            }
+            lock_calls::setlk(file.mount().locks(), file, (self.pid, owner), lock, wait, AccessModeCheck::Check)
+        };
+        match wait {
+            None => self.fds.with(fd, request)?,
+            Some(_) => request(&*self.file(fd)?),
         }
-        lock_calls::setlk(file.mount().locks(), &file, (self.pid, owner), lock, wait, AccessModeCheck::Check)
     }
 
     /// `flock(fd, op)`: `LOCK_SH`, `LOCK_EX` or `LOCK_UN`, with `LOCK_NB`
@@ -368,9 +374,15 @@ impl Process {
     }
 
     /// `flock(fd, op)` whose wait ends with EINTR when `intr` fires.
+    /// With `LOCK_NB` it borrows the description, as
+    /// [`fcntl_setlk`](Self::fcntl_setlk) does.
     pub fn flock_interruptible(&self, fd: Fd, op: i32, intr: &Interrupt<'_>) -> VfsResult<()> {
-        let file = self.file(fd)?;
-        lock_calls::flock(file.mount().locks(), &file, self.pid, op, intr)
+        let request = |file: &OpenFile| lock_calls::flock(file.mount().locks(), file, self.pid, op, intr);
+        if op & crate::locks::LOCK_NB != 0 {
+            self.fds.with(fd, request)?
+        } else {
+            request(&*self.file(fd)?)
+        }
     }
 
     /// `fcntl(fd, F_SETLEASE, arg)`: see [`lock_calls::setlease`].
