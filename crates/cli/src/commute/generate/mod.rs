@@ -574,9 +574,10 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
         "inode-attributes",
         &["crates/vfs/src/inode.rs"],
         "a change of an inode (the times every write and truncate sets, its size, mode and link count) is a write \
-         section of the inode's attribute seqlock, which every stat, permission check and open of it reads; a \
-         split directory's link count and times are per CPU, which a stat of it reads (Linux: the inode's \
-         fields, i_lock and i_rwsem)",
+         section of the inode's attribute seqlock, which every stat, permission check, open and relatime check of \
+         it reads; a split directory's link count and times are per CPU, which a stat of it folds, reading other \
+         CPUs' lines of the per-CPU arena, which those CPUs write for other objects too (a mount's count, an \
+         open file's) (Linux: the inode's fields, i_lock and i_rwsem)",
     ),
     (
         "file-pages",
@@ -598,19 +599,19 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
             "crates/vfs/src/syscalls/open.rs",
         ],
         "a change of a name takes the lock of its bucket, which a change of another name in the same bucket \
-         takes too, a move of a directory between \
-         directories takes the rename lock for writing and writes the rename seqcount every walk reads, and a \
-         look-up that misses the dcache or races a change of its name leaves rcu-walk for ref-walk, counting \
-         references on the dentries it passes (Linux: d_lockref, i_rwsem, d_alloc_parallel, \
+         takes too (two names of a small directory share one of its 64 buckets one time in 64), a move of a \
+         directory between directories takes the rename lock for writing and writes the rename seqcount that \
+         walks through `..` read, and a look-up that races a change of its name leaves rcu-walk for ref-walk, \
+         counting references on the dentries it passes (Linux: d_lockref, i_rwsem, d_alloc_parallel, \
          s_vfs_rename_mutex, rename_lock)",
     ),
     (
         "descriptor-table",
         &["crates/vfs/src/fdtable.rs", "crates/vfs/src/process/mod.rs", "crates/vfs/src/process/paths.rs"],
-        "an open or close installs into or clears a slot of the process's one descriptor table and synchronizes \
-         its SRCU, whose reader count every descriptor call of that process writes, and an `*at` call counts a \
-         reference on the description of its directory descriptor (Linux: files_struct's file_lock, the \
-         lowest-free-descriptor bitmap and fdget's f_count)",
+        "a close of a descriptor that a look-up borrowed (an open, a read and a close: getdents) synchronizes \
+         the process's SRCU, whose reader count every descriptor call of that process writes, and an `*at` call \
+         counts a reference on the description of its directory descriptor (Linux: files_struct's file_lock, \
+         the lowest-free-descriptor bitmap and fdget's f_count)",
     ),
     (
         "lock-lists",
@@ -621,10 +622,11 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
             "crates/vfs/src/locks/context/striped.rs",
         ],
         "a file's record locks are one list under one spinlock until locks within one stripe (4 KiB) have been \
-         taken in two stripes: until then every lock and unlock takes it, however far apart the ranges, and every \
-         close takes it to drop the closing process's POSIX locks; after, locks in one stripe share its lock; a \
-         file's first lock makes its lock context and names its home stripe, which every close and lock then reads \
-         (Linux: flc_lock and locks_remove_posix)",
+         taken in two stripes: until then every lock and unlock takes it, however far apart the ranges, and so \
+         does a close by a process that once asked for a POSIX lock on the file, or of a description that asked \
+         for an OFD lock; after, locks in one stripe share its lock; a file's first lock makes its lock context \
+         and names its home stripe, which every close, unlink and lock then reads (Linux: flc_lock and \
+         locks_remove_posix)",
     ),
     (
         "open-descriptions",
@@ -634,9 +636,11 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
             "crates/vfs/src/opens.rs",
             "crates/vfs/src/mount.rs",
         ],
-        "an open file description's offset is under one mutex that lseek and read take even to set the same \
-         offset, its truncate and directory listing take the inode's lock, and an open or close of a file \
-         counts the inode's opens (Linux: f_pos_lock, i_rwsem, i_writecount)",
+        "an open file description's offset is under one mutex that read and lseek take (a seek to where the \
+         offset is takes none), its truncate and directory listing take the inode's lock, an open or close of a \
+         file counts the inode's opens, and an unlink of an open file switches its per-CPU open count to atomic, \
+         writing every CPU's slot, on lines of the per-CPU arena that other objects' slots share (Linux: \
+         f_pos_lock, i_rwsem, i_writecount)",
     ),
     (
         "xattrs",
