@@ -21,6 +21,7 @@ use crate::dirents::{next_cookie, Children, Design, Entries, Entry};
 use crate::inode::{Directory, Inode};
 use crate::reclaim::Reclaim;
 use crate::types::DirEntry;
+use crossbeam_epoch::Guard;
 use std::fmt;
 use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
@@ -284,12 +285,16 @@ impl DirLocks {
     /// nothing. None in the locked designs, which decide under the lock
     /// as Linux does.
     pub fn peek(&self, dir: &Directory, name: &[u8]) -> Option<bool> {
+        self.peek_hashed(dir, name, name_hash(name), &crossbeam_epoch::pin())
+    }
+
+    /// [`Self::peek`] for a caller that has the name's hash and a pinned
+    /// guard (a walk).
+    pub fn peek_hashed(&self, dir: &Directory, name: &[u8], hash: u64, guard: &Guard) -> Option<bool> {
+        debug_assert_eq!(hash, name_hash(name), "a name's hash");
         match &dir.entries {
             Entries::Locked(_) => None,
-            Entries::Split(entries) => {
-                let guard = crossbeam_epoch::pin();
-                Some(entries.get(name, name_hash(name), &guard).is_some())
-            }
+            Entries::Split(entries) => Some(entries.get(name, hash, guard).is_some()),
         }
     }
 

@@ -132,8 +132,8 @@ pub(crate) enum Stop {
     Error(Errno),
     /// rcu-walk cannot decide without blocking: restart in ref-walk.
     Fallback,
-    /// A `..` (in a symlink's target) met a walk that reads no rename
-    /// counts: walk again reading them (see [`RenameSeqs`]).
+    /// A `..` met a walk that reads no rename counts: walk again reading
+    /// them (see [`RenameSeqs`]).
     Climbs,
 }
 
@@ -338,19 +338,16 @@ pub(crate) fn drive<'p, W: Walker>(
     }
 }
 
-/// Whether a path climbs: has a `..` component. Only a walk that climbs
-/// follows a directory's parent link, which is all that a move of a
-/// directory between directories changes for a walk (the entries it
-/// changes are each seen whole, as a rename in one directory's are), so
-/// only such a walk reads the rename counts; one that meets a `..` in a
-/// symlink's target walks again ([`Stop::Climbs`]) reading them from its
-/// start.
-fn climbs(path: &[u8]) -> bool {
-    path.split(|&b| b == b'/').any(|component| component == b"..")
-}
-
-/// The rename seqcounts an rcu-walk sampled, one per superblock entered;
-/// none for a walk that does not climb (see [`climbs`]).
+/// The rename seqcounts an rcu-walk sampled, one per superblock entered,
+/// once `sampling`.
+///
+/// Only a walk that climbs (`..`) follows a directory's parent link,
+/// which is all that a move of a directory between directories changes
+/// for a walk (the entries it changes are each seen whole, as a rename in
+/// one directory's are), so only such a walk reads the rename counts: a
+/// walk starts reading none, and the first `..` it meets, in its path or
+/// in a symlink's target, makes it walk again ([`Stop::Climbs`]) reading
+/// them from its start.
 struct RenameSeqs<'g> {
     seen: [Option<(&'g SuperBlock, u32)>; MAX_SUPERBLOCKS],
     sampling: bool,
@@ -489,8 +486,9 @@ impl<'g> Walker for RcuWalker<'g> {
             // have; where their entries tell a missing name without a lock
             // (`DirLocks::peek`), a miss ends here, in rcu-walk, as a
             // cached negative would end it. Elsewhere ref-walk looks.
-            let missing =
-                sb.native && sb.fs.caches_negatives() && sb.dir_locks.peek(pos.inode.dir()?, name) == Some(false);
+            let missing = sb.native
+                && sb.fs.caches_negatives()
+                && sb.dir_locks.peek_hashed(pos.inode.dir()?, name, hash, self.guard) == Some(false);
             return if missing { Ok(None) } else { Err(Stop::Fallback) };
         };
         let seq = dentry.seq.read_begin();
@@ -529,7 +527,7 @@ struct RefWalker<'a> {
     cwd: &'a At<'a>,
     no_xdev: bool,
     /// The superblocks entered, each once, with its rename count as first
-    /// seen; none unless `sampling` (see [`climbs`]).
+    /// seen; none unless `sampling` (see [`RenameSeqs`]).
     seqs: Vec<(Arc<SuperBlock>, u32)>,
     sampling: bool,
 }
@@ -757,7 +755,7 @@ pub(crate) fn walk<'p, R>(
         return finish(Walked::Found(cwd));
     }
     PathName::new(path)?;
-    let mut sampling = climbs(path);
+    let mut sampling = false;
     if root.sb().rcu_walk_enabled() && cwd.sb().rcu_walk_enabled() {
         loop {
             let guard = crossbeam_epoch::pin();
