@@ -271,15 +271,22 @@ mod tests {
         assert_eq!(table.get(0).err(), Some(Errno::EBADF));
     }
 
+    /// A filesystem with `/f` holding `contents`.
+    fn with_file(contents: &[u8]) -> Vfs {
+        let vfs = Vfs::default();
+        let setup = vfs.process(Credentials::root());
+        let fd = setup.open("/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
+        setup.write(fd, contents).unwrap();
+        setup.close(fd).unwrap();
+        vfs
+    }
+
     /// Readers of one descriptor never miss it while another thread grows
     /// the table and closes other descriptors; descriptors are reused
     /// lowest first.
     #[test]
     fn lookups_race_growth_and_closes() {
-        let vfs = Vfs::default();
-        let setup = vfs.process(Credentials::root());
-        let fd = setup.open("/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
-        setup.write(fd, b"kept").unwrap();
+        let vfs = with_file(b"kept");
         for _ in 0..50 {
             let p = vfs.process(Credentials::root());
             let kept = p.open("/f", OpenFlags::RDONLY, 0).unwrap();
@@ -350,11 +357,7 @@ mod tests {
     #[test]
     fn first_borrows_race_closes_that_skip_the_grace_period() {
         use crate::locks::{LOCK_EX, LOCK_NB};
-        let vfs = Vfs::default();
-        let setup = vfs.process(Credentials::root());
-        let fd = setup.open("/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
-        setup.write(fd, b"data").unwrap();
-        setup.close(fd).unwrap();
+        let vfs = with_file(b"data");
         let p = vfs.process(Credentials::root());
         let done = AtomicBool::new(false);
         std::thread::scope(|s| {
