@@ -280,17 +280,13 @@ impl DirLocks {
 
     /// Whether `dir` has an entry `name`, where the design can tell
     /// without a lock: the split design's look-up takes none, and what it
-    /// finds (or misses) was so at a moment of the call, so a change that
-    /// needs the name absent (or present) can fail at once, writing
-    /// nothing. None in the locked designs, which decide under the lock
-    /// as Linux does.
-    pub fn peek(&self, dir: &Directory, name: &[u8]) -> Option<bool> {
-        self.peek_hashed(dir, name, name_hash(name), &crossbeam_epoch::pin())
-    }
-
-    /// [`Self::peek`] for a caller that has the name's hash and a pinned
-    /// guard (a walk).
-    pub fn peek_hashed(&self, dir: &Directory, name: &[u8], hash: u64, guard: &Guard) -> Option<bool> {
+    /// finds (or misses) was so at a moment of the call. None in the
+    /// locked designs, which decide under the lock as Linux does. A
+    /// change of a name updates the entries before the dcache, so a
+    /// caller that answers for the name as a whole reads the dcache first
+    /// (`namespace::presence`, rcu-walk's miss). `hash` is the name's
+    /// `name_hash`; `guard` is pinned.
+    pub fn peek(&self, dir: &Directory, name: &[u8], hash: u64, guard: &Guard) -> Option<bool> {
         debug_assert_eq!(hash, name_hash(name), "a name's hash");
         match &dir.entries {
             Entries::Locked(_) => None,

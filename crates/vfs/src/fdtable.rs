@@ -150,7 +150,8 @@ impl Descriptors {
     /// Runs `f` on the file `fd` names; EBADF if there is none. A file of
     /// this VFS's own memory is borrowed inside a read-side section, with
     /// no count taken, so `f` must not keep it nor wait long (a close of
-    /// any descriptor of this process waits for the section). A file a
+    /// the descriptor, or of any other that a look-up borrowed, waits for
+    /// the section). A file a
     /// filesystem serves (a kernfs attribute's `show`/`store` may block on
     /// anything) is counted instead, and `f` runs outside the section.
     fn with<R>(&self, fd: i32, f: impl FnOnce(&OpenFile) -> R) -> VfsResult<R> {

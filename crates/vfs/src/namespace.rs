@@ -187,11 +187,10 @@ impl<'a> Ctx<'a> {
 
     /// [`Self::lock_name`] for a change that needs `name` to be in `dir`
     /// (`exists`, an unlink or rmdir: else ENOENT) or not (a create or
-    /// link: else EEXIST). Where the directory's design can tell without
-    /// a lock, a change that must fail fails at once, writing nothing
-    /// (see [`crate::dirlock::DirLocks::peek`]).
+    /// link: else EEXIST). Where [`presence`] can tell without a lock, a
+    /// change that must fail fails at once, writing nothing.
     fn lock_name_expecting<'d>(&self, dir: &'d ParentDir, name: &[u8], exists: bool) -> VfsResult<NameLock<'d>> {
-        if dir.sb().native && dir.sb().dir_locks.peek(dir.dir()?, name) == Some(!exists) {
+        if presence(dir, name)? == Some(!exists) {
             return Err(if exists { Errno::ENOENT } else { Errno::EEXIST });
         }
         self.lock_name(dir, name)
@@ -490,7 +489,7 @@ impl<'a> Ctx<'a> {
         let sb = old_dir.sb();
         // A missing old name fails before any lock, as in
         // `lock_name_expecting`.
-        if sb.native && sb.dir_locks.peek(old_dir.dir()?, old_name) == Some(false) {
+        if presence(&old_dir, old_name)? == Some(false) {
             return Err(Errno::ENOENT);
         }
         let same_dir = Arc::ptr_eq(&old_dir, &new_dir);
@@ -618,6 +617,32 @@ impl<'a> Ctx<'a> {
         drop(victim_guard);
         Ok(())
     }
+}
+
+/// Whether `name` is in `dir`, where a look-up without a lock can tell (a
+/// split directory of a tree of the VFS's own memory): present when the
+/// dcache holds it, absent when neither the dcache nor the entries, read
+/// after it, do; a name that is in the entries alone is being changed,
+/// and the name's lock decides. Every change updates the entries before
+/// the dcache (a create inserts, an unlink removes, a rename inserts the
+/// new name and removes the old one, each in the entries and then in the
+/// dcache), so each answer is a moment of the changes' order: a rename's
+/// is its removal of the old name from the dcache, before which the old
+/// name is present (in the dcache) and the new one absent (from the
+/// entries, which take it before), and after which the old one is absent
+/// and the new one is either present or left to the lock.
+fn presence(dir: &ParentDir, name: &[u8]) -> VfsResult<Option<bool>> {
+    let sb = dir.sb();
+    let directory = dir.dir()?;
+    if !sb.native || sb.dir_locks.dirents() != crate::dirents::Design::Split {
+        return Ok(None);
+    }
+    let guard = crossbeam_epoch::pin();
+    if sb.dcache.lookup(dir.ino(), name, &guard).is_some_and(|dentry| dentry.inode.is_some()) {
+        return Ok(Some(true));
+    }
+    let hash = crate::dentry::name_hash(name);
+    Ok((sb.dir_locks.peek(directory, name, hash, &guard) == Some(false)).then_some(false))
 }
 
 /// The inode of a looked-up child, or ENOENT.

@@ -168,10 +168,20 @@ impl RenameChain {
         }
     }
 
-    /// `Ok(true)` if found (and it is the watched inode), `Ok(false)` if
-    /// ENOENT; anything else fails the test.
-    fn find(&self, p: &Process, i: usize) -> bool {
+    /// Whether the watched object is found at `probe(i)`: by a `stat`
+    /// (which must find the watched inode), or by an rmdir of the probed
+    /// file, which fails without a lock where the name is missing (ENOENT)
+    /// and under the name's lock where it is there (ENOTDIR); anything
+    /// else fails the test.
+    fn find(&self, p: &Process, i: usize, by_rmdir: bool) -> bool {
         let path = (self.probe)(i);
+        if by_rmdir {
+            return match p.rmdir(&path) {
+                Err(Errno::ENOTDIR) => true,
+                Err(Errno::ENOENT) => false,
+                other => panic!("rmdir {path}: {other:?}"),
+            };
+        }
         match p.stat(&path) {
             Ok(stat) => {
                 assert_eq!(stat.ino as usize, self.ino.load(SeqCst), "{path}: another inode");
@@ -182,14 +192,15 @@ impl RenameChain {
         }
     }
 
-    fn observe(&self, p: &Process) {
+    fn observe(&self, p: &Process, by_rmdir: bool) {
+        let find = |i| self.find(p, i, by_rmdir);
         // Forward: the object is at k or k+1 throughout (k = done before,
         // started after <= k+1). If n_k is missing at t1 it was already at
         // k+1, so n_{k+1} must be there at t2 > t1: both missing would mean
         // the rename made the object vanish for a moment.
         let k = self.progress.done.load(SeqCst);
-        let at_k = self.find(p, k);
-        let at_next = self.find(p, k + 1);
+        let at_k = find(k);
+        let at_next = find(k + 1);
         let started = self.progress.started.load(SeqCst);
         if started <= k + 1 {
             assert!(at_k || at_next, "rename {k}->{} made the object vanish", k + 1);
@@ -203,12 +214,12 @@ impl RenameChain {
         // Backward: once found at k+1 it never reappears at k (names are
         // never reused, renames only go forward).
         let k = self.progress.done.load(SeqCst);
-        if self.find(p, k + 1) {
-            assert!(!self.find(p, k), "object back at {k} after being found at {}", k + 1);
+        if find(k + 1) {
+            assert!(!find(k), "object back at {k} after being found at {}", k + 1);
         }
         // Renamed away before we started: gone from the old name.
         if k > 0 {
-            assert!(!self.find(p, k - 1), "object still at {} after the rename away returned", k - 1);
+            assert!(!find(k - 1), "object still at {} after the rename away returned", k - 1);
         }
     }
 }
@@ -357,8 +368,9 @@ fn stress(config: VfsConfig) {
                 while left.load(SeqCst) > 0 && !stop.load(SeqCst) {
                     match (id + rounds) % 3 {
                         0 => u.look(p, rounds),
-                        1 => f.observe(p),
-                        _ => d.observe(p),
+                        // Every other round probes by failing rmdirs.
+                        1 => f.observe(p, rounds % 2 == 0),
+                        _ => d.observe(p, rounds % 2 == 0),
                     }
                     rounds += 1;
                 }
