@@ -1,4 +1,4 @@
-//! A pointer that readers load inside an [`Srcu`]'s read sections and that
+//! A pointer that readers load inside an [`Srcu`](crate::srcu::Srcu)'s read sections and that
 //! remembers whether a reader borrowed the value it holds, so taking a
 //! value no reader borrowed needs no grace period: a descriptor table's
 //! close of a descriptor no look-up used reads no other CPU's reader count.
