@@ -637,11 +637,10 @@ fn presence(dir: &ParentDir, name: &[u8]) -> VfsResult<Option<bool>> {
     if !sb.native || sb.dir_locks.dirents() != crate::dirents::Design::Split {
         return Ok(None);
     }
-    let guard = crossbeam_epoch::pin();
-    if sb.dcache.lookup(dir.ino(), name, &guard).is_some_and(|dentry| dentry.inode.is_some()) {
+    let (guard, hash) = (crossbeam_epoch::pin(), crate::dentry::name_hash(name));
+    if sb.dcache.lookup_hashed(dir.ino(), name, hash, &guard).is_some_and(|dentry| dentry.inode.is_some()) {
         return Ok(Some(true));
     }
-    let hash = crate::dentry::name_hash(name);
     Ok((sb.dir_locks.peek(directory, name, hash, &guard) == Some(false)).then_some(false))
 }
 

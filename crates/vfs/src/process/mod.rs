@@ -351,19 +351,24 @@ impl Process {
         self.setlk(fd, RecordOwner::Ofd, lock, Some(intr))
     }
 
-    /// A request that cannot wait borrows the description for its short
-    /// section, as a read does (two of them through one description count
-    /// nothing); one that may wait holds a count of it.
     fn setlk(&self, fd: Fd, owner: RecordOwner, lock: &Flock, wait: Option<&Interrupt<'_>>) -> VfsResult<()> {
-        let request = |file: &OpenFile| {
+        self.lock_request(fd, wait.is_some(), |file| {
             if owner == RecordOwner::Posix && lock.l_type != F_UNLCK {
                 self.fds.mark_posix(inode_key(file));
             }
             lock_calls::setlk(file.mount().locks(), file, (self.pid, owner), lock, wait, AccessModeCheck::Check)
-        };
-        match wait {
-            None => self.fds.with(fd, request)?,
-            Some(_) => request(&*self.file(fd)?),
+        })
+    }
+
+    /// Runs a lock request on the file `fd` names. One that cannot wait
+    /// borrows the description for its short section, as a read does (two
+    /// of them through one description count nothing); one that may wait
+    /// holds a count of it.
+    fn lock_request(&self, fd: Fd, may_wait: bool, request: impl FnOnce(&OpenFile) -> VfsResult<()>) -> VfsResult<()> {
+        if may_wait {
+            request(&*self.file(fd)?)
+        } else {
+            self.fds.with(fd, request)?
         }
     }
 
@@ -377,12 +382,9 @@ impl Process {
     /// With `LOCK_NB` it borrows the description, as
     /// [`fcntl_setlk`](Self::fcntl_setlk) does.
     pub fn flock_interruptible(&self, fd: Fd, op: i32, intr: &Interrupt<'_>) -> VfsResult<()> {
-        let request = |file: &OpenFile| lock_calls::flock(file.mount().locks(), file, self.pid, op, intr);
-        if op & crate::locks::LOCK_NB != 0 {
-            self.fds.with(fd, request)?
-        } else {
-            request(&*self.file(fd)?)
-        }
+        self.lock_request(fd, op & crate::locks::LOCK_NB == 0, |file| {
+            lock_calls::flock(file.mount().locks(), file, self.pid, op, intr)
+        })
     }
 
     /// `fcntl(fd, F_SETLEASE, arg)`: see [`lock_calls::setlease`].

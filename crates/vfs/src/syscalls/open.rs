@@ -164,7 +164,10 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
         if trailing_slash {
             return Err(Errno::EISDIR);
         }
-        let existing = existing_child(&dir, name, flags.excl())?;
+        // `O_EXCL` goes straight to the create, which fails on a name that
+        // exists (where its presence shows without a lock, before any lock
+        // or count: two failing exclusive creates share no line).
+        let existing = if flags.excl() { None } else { existing_child(&dir, name)? };
         let Some(existing) = existing else {
             match here.create(&dir, name, FileType::Regular, perm, Box::default(), 0) {
                 // Lost a race with another creator: look again.
@@ -175,9 +178,6 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
                 }
             }
         };
-        if flags.excl() {
-            return Err(Errno::EEXIST);
-        }
         // Onto whatever is mounted on the name, before its type counts.
         let (mut on, mut existing) = (None::<MountRef>, existing);
         if let Some(ns) = ctx.ns {
@@ -206,28 +206,19 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
     }
 }
 
-/// The inode `name` of `dir` names, if any, counted; EEXIST if `excl`
-/// and there is one. A native tree's dcache holds every name of its
-/// directories, so a positive dentry there answers (for `O_EXCL` without
-/// a count: two failing exclusive creates of one name share no line); a
-/// miss (or a negative) goes on to the create, which looks again under the
-/// name's lock. That spares a create of a new name in a split directory
-/// one walk of its bucket's list, whose nodes other CPUs wrote.
-fn existing_child(dir: &ParentDir, name: &[u8], excl: bool) -> VfsResult<Option<Arc<Inode>>> {
+/// The inode `name` of `dir` names, if any, counted. A native tree's
+/// dcache holds every name of its directories, so a positive dentry there
+/// answers; a miss (or a negative) goes on to the create, which looks
+/// again under the name's lock. That spares a create of a new name in a
+/// split directory one walk of its bucket's list, whose nodes other CPUs
+/// wrote.
+fn existing_child(dir: &ParentDir, name: &[u8]) -> VfsResult<Option<Arc<Inode>>> {
     let directory = dir.dir()?;
     let sb = &dir.mount.sb;
-    let found = if sb.native {
-        let guard = crossbeam_epoch::pin();
-        let cached = sb.dcache.lookup(dir.ino(), name, &guard).and_then(|dentry| dentry.inode.as_ref());
-        match cached {
-            Some(_) if excl => return Err(Errno::EEXIST),
-            cached => cached.map(|inode| CountedArc::new(inode).into_arc()),
-        }
-    } else {
-        sb.dir_locks.lookup(directory, name).map(CountedArc::into_arc)
-    };
-    match found {
-        Some(_) if excl => Err(Errno::EEXIST),
-        found => Ok(found),
+    if !sb.native {
+        return Ok(sb.dir_locks.lookup(directory, name).map(CountedArc::into_arc));
     }
+    let guard = crossbeam_epoch::pin();
+    let cached = sb.dcache.lookup(dir.ino(), name, &guard).and_then(|dentry| dentry.inode.as_ref());
+    Ok(cached.map(|inode| CountedArc::new(inode).into_arc()))
 }
