@@ -48,6 +48,11 @@ pub(crate) struct Attrs {
     pub ctime: Timespec,
 }
 
+/// `uid` and `gid` in one word (see [`Inode::owner`]).
+fn pack_owner(uid: u32, gid: u32) -> u64 {
+    (u64::from(uid) << 32) | u64::from(gid)
+}
+
 /// The per-CPU ref of `inode`'s open counts (`opens::InodeOpens`), made
 /// live on first use, which keeps one `Arc` on the inode (`keep`) while it
 /// is live. One made after the last link went is killed at once (the
@@ -269,6 +274,11 @@ pub struct Inode {
     /// A copy of `attrs.mode` readable with one load, for the search
     /// permission fast path of every walk step; stored only when it changes.
     mode: AtomicU32,
+    /// A copy of `attrs.uid` (high half) and `attrs.gid` (low half),
+    /// readable with one load, for permission checks that the mode alone
+    /// does not decide: they read neither the times nor the size, which
+    /// every write of the file changes. Stored only when the owner changes.
+    owner: AtomicU64,
     /// How many mounts, in any namespace, sit on this inode: a walk looks
     /// the mount table up only where this is not 0 (Linux's
     /// `DCACHE_MOUNTED`), so crossing nothing reads no table.
@@ -448,6 +458,7 @@ impl Inode {
             ino: next_ino(),
             attrs: SeqLock::new(attrs),
             mode: AtomicU32::new(attrs.mode),
+            owner: AtomicU64::new(pack_owner(attrs.uid, attrs.gid)),
             mounted: AtomicU32::new(0),
             body,
             registry: RegistryRef::new(registry),
@@ -512,16 +523,28 @@ impl Inode {
 
     pub(crate) fn update_attrs(&self, f: impl FnOnce(&mut Attrs)) {
         // Stored under the attributes' writer lock, so concurrent changes
-        // leave the copy equal to the attributes; and only when the mode
-        // changes: times change on every create in a directory, its mode
-        // rarely, and every walk through it reads this word.
+        // leave the copies equal to the attributes; and only when they
+        // change: times change on every create in a directory and write of
+        // a file, its mode and owner rarely, and every walk through it or
+        // open of it reads these words.
         self.attrs.update(|a| {
-            let before = a.mode;
+            let (mode, owner) = (a.mode, pack_owner(a.uid, a.gid));
             f(a);
-            if a.mode != before {
+            if a.mode != mode {
                 self.mode.store(a.mode, Ordering::Release);
             }
+            if pack_owner(a.uid, a.gid) != owner {
+                self.owner.store(pack_owner(a.uid, a.gid), Ordering::Release);
+            }
         });
+    }
+
+    /// The owner and group, `(uid, gid)`, with one load, without reading
+    /// the other attributes.
+    #[inline]
+    pub(crate) fn owner(&self) -> (u32, u32) {
+        let packed = self.owner.load(Ordering::Acquire);
+        ((packed >> 32) as u32, packed as u32)
     }
 
     /// The mode (type and permission bits), with one load: what
@@ -654,10 +677,13 @@ impl Inode {
         self.dir().ok().map(Directory::rev)
     }
 
-    /// Checks `mask` access for `cred` (Linux `generic_permission`).
+    /// Checks `mask` access for `cred` (Linux `generic_permission`): from
+    /// the mode and owner words, as Linux reads `i_mode`, `i_uid` and
+    /// `i_gid` each on its own, so a check reads nothing a write of the
+    /// file or a change of its times writes.
     pub(crate) fn permission(&self, cred: &crate::Credentials, mask: crate::cred::Access) -> VfsResult<()> {
-        let a = self.attrs();
-        crate::cred::permission(a.mode, a.uid, a.gid, cred, mask)
+        let (uid, gid) = self.owner();
+        crate::cred::permission(self.mode(), uid, gid, cred, mask)
     }
 
     /// Search permission on a directory, as every walk step checks it. A

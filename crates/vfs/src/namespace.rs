@@ -205,8 +205,7 @@ impl<'a> Ctx<'a> {
     /// the sticky-bit rule, then the victim's type against the operation.
     fn may_delete(&self, dir: &Inode, victim: &Inode, removing_dir: bool) -> VfsResult<()> {
         self.may_create(dir)?;
-        let dir_attrs = dir.attrs();
-        may_delete_in_sticky(dir_attrs.mode, dir_attrs.uid, victim.attrs().uid, self.cred)?;
+        may_delete_in_sticky(dir.mode(), dir.owner().0, victim.owner().0, self.cred)?;
         match (removing_dir, victim.is_dir()) {
             (true, false) => Err(Errno::ENOTDIR),
             (false, true) => Err(Errno::EISDIR),
@@ -243,8 +242,8 @@ impl<'a> Ctx<'a> {
         if file_type.is_device() && !self.cred.capable(Capabilities::MKNOD) {
             return Err(Errno::EPERM);
         }
-        let dir_attrs = dir.attrs();
-        let inherit_gid = dir_attrs.mode & S_ISGID != 0;
+        let dir_gid = dir.owner().1;
+        let inherit_gid = dir.mode() & S_ISGID != 0;
         let mut perm = perm & S_IALLUGO;
         if inherit_gid && file_type == FileType::Directory {
             perm |= S_ISGID;
@@ -254,7 +253,7 @@ impl<'a> Ctx<'a> {
         if inherit_gid
             && file_type != FileType::Directory
             && perm & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
-            && !self.cred.in_group_or_capable(dir_attrs.gid)
+            && !self.cred.in_group_or_capable(dir_gid)
         {
             perm &= !S_ISGID;
         }
@@ -264,7 +263,7 @@ impl<'a> Ctx<'a> {
                 file_type,
                 perm,
                 uid: self.cred.uid(),
-                gid: if inherit_gid { dir_attrs.gid } else { self.cred.gid() },
+                gid: if inherit_gid { dir_gid } else { self.cred.gid() },
                 symlink_target,
                 rdev,
                 ..NewInode::of(file_type, perm)

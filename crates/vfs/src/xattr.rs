@@ -125,11 +125,10 @@ fn permission(inode: &Inode, cred: &Credentials, name: &[u8], write: bool) -> Vf
         Namespace::Trusted => Ok(()),
         ns => {
             if ns == Namespace::User {
-                let a = inode.attrs();
                 match inode.file_type() {
                     FileType::Regular => {}
                     FileType::Directory => {
-                        if a.mode & S_ISVTX != 0 && write && !cred.owner_or_capable(a.uid) {
+                        if inode.mode() & S_ISVTX != 0 && write && !cred.owner_or_capable(inode.owner().0) {
                             return Err(Errno::EPERM);
                         }
                     }

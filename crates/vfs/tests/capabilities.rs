@@ -142,3 +142,22 @@ fn a_refused_setattr_changes_nothing() {
     // The access check uses the capabilities too.
     assert_eq!(ctx.access("/f", Access::READ, vfscale::AtFlags::NONE), Ok(()));
 }
+
+/// Permission checks read the owner and group as the last `chown` left
+/// them (the inode keeps a copy of both beside the mode, which a check
+/// reads instead of the attributes every write changes).
+#[test]
+fn permission_checks_follow_chown_and_chgrp() {
+    let vfs = setup();
+    let root = vfs.process(Credentials::root());
+    let bob = vfs.process(Credentials::user(BOB, BOB, [BOB]));
+    root.chmod("/f", 0o640).unwrap();
+    assert_eq!(bob.open("/f", OpenFlags::WRONLY, 0), Err(Errno::EACCES));
+    root.chown("/f", Some(BOB), None).unwrap();
+    bob.close(bob.open("/f", OpenFlags::WRONLY, 0).unwrap()).unwrap();
+    root.chown("/f", Some(ALICE), Some(BOB)).unwrap();
+    assert_eq!(bob.open("/f", OpenFlags::WRONLY, 0), Err(Errno::EACCES));
+    bob.close(bob.open("/f", OpenFlags::RDONLY, 0).unwrap()).unwrap();
+    root.chown("/f", None, Some(ALICE)).unwrap();
+    assert_eq!(bob.open("/f", OpenFlags::RDONLY, 0), Err(Errno::EACCES));
+}

@@ -485,6 +485,25 @@ fn seeks_writes_and_lock_requests_of_one_file_share_no_line() {
     assert!(v.conflict_free(), "a change of the inode and a lock request: {:#?}", v.conflicts);
 }
 
+/// A permission check that the mode alone does not decide (a write open
+/// of a 0644 file) reads the mode and owner words, not the attributes
+/// that every write and truncate of the file changes: an open and close
+/// of a file share no line with a write to it by another process.
+#[test]
+fn permission_checks_share_no_line_with_writes_of_the_file() {
+    let (vfs, p) = tree(VfsConfig::default());
+    let fd = p.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    let q = vfs.process(Credentials::root());
+    let open_close = || {
+        let other = q.open("/f", OpenFlags::WRONLY, 0).unwrap();
+        q.close(other).unwrap();
+    };
+    let v = verdict(open_close, || assert_eq!(p.pwrite(fd, b"0123456789abcdef", 0), Ok(16)));
+    assert!(v.conflict_free(), "a write open and a write: {:#?}", v.conflicts);
+    let v = verdict(open_close, || p.ftruncate(fd, 16).unwrap());
+    assert!(v.conflict_free(), "a write open and a truncate: {:#?}", v.conflicts);
+}
+
 /// Only a walk that climbs (`..`, in its path or in a symlink's target)
 /// reads the rename seqcount that a move of a directory between
 /// directories writes: a stat of a path without `..` beside such a move
