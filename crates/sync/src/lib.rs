@@ -19,7 +19,7 @@
 //! | [`PerCpuRwSem`] | `percpu_rw_semaphore` | [`percpu_rwsem`] |
 //! | [`RwSem`] with [`SpinPolicy`] | `rw_semaphore` + OSQ spinning | [`rwsem`] |
 //! | [`Srcu`] | `srcu_struct` (classic two-phase SRCU) | [`srcu`] |
-//! | [`srcu_slot::SrcuSlot`] | `rcu_assign_pointer` into an fd table, with a grace period only for a value a reader borrowed | [`srcu_slot`] |
+//! | [`srcu_slot::SrcuSlot`] | `rcu_assign_pointer` into an fd table, with a grace period only for a value a reader borrowed, and only for the CPUs it was borrowed on | [`srcu_slot`] |
 //!
 //! Every primitive is model-checked with loom: build with
 //! `RUSTFLAGS="--cfg loom"` and run `cargo test -p vfscale-sync --release --lib`

@@ -21,6 +21,11 @@
 //! on the other slots, waits for the old phase's slots to drain, and does
 //! it again for the other phase (a reader may have picked its phase just
 //! before an earlier flip). Updates are serialized.
+//! [`Srcu::synchronize_cpus`] does the same for the readers of some CPUs
+//! only, reading no other CPU's slots: an updater that knows on which
+//! CPUs the readers that may hold its value counted (a
+//! [`SrcuSlot`](crate::srcu_slot::SrcuSlot) records it) waits for those
+//! alone.
 //!
 //! ```
 //! use vfscale_sync::srcu::Srcu;
@@ -86,37 +91,90 @@ impl Srcu {
     }
 
     pub(crate) fn read_lock_on(&self, cpu: usize) -> SrcuReadGuard<'_> {
+        let cpu = cpu % self.readers.len();
         let phase = self.phase.load(Ordering::Relaxed) & 1;
-        let slot = &self.readers[cpu % self.readers.len()][phase];
+        let slot = &self.readers[cpu][phase];
         slot.fetch_add(1, Ordering::SeqCst);
         // The reader's half of the Dekker pair (module doc): what the
         // section loads comes after the increment.
         fence(Ordering::SeqCst);
-        SrcuReadGuard { slot }
+        SrcuReadGuard { slot, cpu }
     }
 
     /// Waits until every reader inside when this was called has left. Call
     /// it after unpublishing what those readers may hold.
     pub fn synchronize(&self) {
+        self.synchronize_cpus(CpuMask::ALL);
+    }
+
+    /// Waits until every reader that was inside on one of `cpus` when this
+    /// was called has left (the CPUs that
+    /// [`SrcuReadGuard::cpu`] names), reading no other CPU's slots. Call
+    /// it after unpublishing what only those readers may hold.
+    pub fn synchronize_cpus(&self, cpus: CpuMask) {
         // The updater's half of the Dekker pair: the caller's unpublishing
         // store comes before the slot loads.
         fence(Ordering::SeqCst);
-        if self.idle() {
+        if self.idle(cpus) {
             return;
         }
         let _serial = self.updaters.write();
         for _ in 0..2 {
             let old = self.phase.fetch_add(1, Ordering::SeqCst) & 1;
             seqcst_fence_for_loom();
-            for cpu in self.readers.iter() {
-                drain(&cpu[old]);
+            for (_, slots) in self.slots_of(cpus) {
+                drain(&slots[old]);
             }
         }
     }
 
-    /// Whether no reader of either phase is inside on any CPU right now.
-    fn idle(&self) -> bool {
-        self.readers.iter().flat_map(|cpu| cpu.iter()).all(|slot| slot.load(Ordering::Acquire) == 0)
+    /// The slots of the CPUs in `cpus`, with their numbers.
+    fn slots_of(&self, cpus: CpuMask) -> impl Iterator<Item = (usize, &[AtomicUsize; 2])> {
+        self.readers.iter().map(|slots| &**slots).enumerate().filter(move |&(cpu, _)| cpus.contains(cpu))
+    }
+
+    /// Whether no reader of either phase is inside on any of `cpus` right
+    /// now.
+    fn idle(&self, cpus: CpuMask) -> bool {
+        self.slots_of(cpus).flat_map(|(_, slots)| slots.iter()).all(|slot| slot.load(Ordering::Acquire) == 0)
+    }
+}
+
+/// A set of CPUs, each kept as its number modulo 64 (so on a machine of
+/// more CPUs a set may hold some it was not given: a superset, which an
+/// updater may wait for in vain but never wrongly skips).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuMask(u64);
+
+impl CpuMask {
+    /// No CPU.
+    pub const EMPTY: CpuMask = CpuMask(0);
+    /// Every CPU.
+    pub const ALL: CpuMask = CpuMask(u64::MAX);
+
+    /// The set of `cpu` alone.
+    pub fn of(cpu: usize) -> CpuMask {
+        CpuMask(1 << (cpu % 64))
+    }
+
+    /// Whether `cpu` is in the set.
+    pub fn contains(self, cpu: usize) -> bool {
+        self.0 & CpuMask::of(cpu).0 != 0
+    }
+
+    /// Whether the set has no CPU.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The set as one word, for an atomic to keep.
+    pub fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// The set a word from [`bits`](Self::bits) holds.
+    pub fn from_bits(bits: u64) -> CpuMask {
+        CpuMask(bits)
     }
 }
 
@@ -146,6 +204,17 @@ fn drain(slot: &AtomicUsize) {
 pub struct SrcuReadGuard<'a> {
     /// The slot this reader counted on, whatever CPU it runs on later.
     slot: &'a AtomicUsize,
+    /// The CPU whose slot that is.
+    cpu: usize,
+}
+
+impl SrcuReadGuard<'_> {
+    /// The CPU this reader counted on: what an updater waiting for it
+    /// must [synchronize](Srcu::synchronize_cpus), wherever the reader
+    /// runs now.
+    pub fn cpu(&self) -> usize {
+        self.cpu
+    }
 }
 
 impl Drop for SrcuReadGuard<'_> {
@@ -160,7 +229,7 @@ impl Drop for SrcuReadGuard<'_> {
 
 impl fmt::Debug for SrcuReadGuard<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SrcuReadGuard").finish_non_exhaustive()
+        f.debug_struct("SrcuReadGuard").field("cpu", &self.cpu).finish_non_exhaustive()
     }
 }
 
@@ -187,7 +256,31 @@ mod tests {
         left.store(true, Ordering::SeqCst);
         drop(reader);
         updater.join().unwrap();
-        assert!(srcu.idle());
+        assert!(srcu.idle(CpuMask::ALL));
+    }
+
+    /// `synchronize_cpus` waits for a reader inside on a CPU it names and
+    /// returns with one inside on a CPU it does not name.
+    #[test]
+    fn synchronize_cpus_waits_for_the_readers_of_the_cpus_named() {
+        let srcu = Arc::new(Srcu::new());
+        let elsewhere = srcu.read_lock_on(0);
+        srcu.synchronize_cpus(CpuMask::of(1));
+        let left = Arc::new(AtomicBool::new(false));
+        let named = srcu.read_lock_on(1);
+        let updater = {
+            let (srcu, left) = (Arc::clone(&srcu), Arc::clone(&left));
+            std::thread::spawn(move || {
+                srcu.synchronize_cpus(CpuMask::of(1));
+                assert!(left.load(Ordering::SeqCst), "synchronize_cpus returned under a reader of a CPU it named");
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        left.store(true, Ordering::SeqCst);
+        drop(named);
+        updater.join().unwrap();
+        drop(elsewhere);
+        assert!(srcu.idle(CpuMask::ALL));
     }
 
     /// A steady stream of overlapping readers on one CPU never lets its

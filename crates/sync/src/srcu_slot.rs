@@ -1,24 +1,30 @@
 //! A pointer that readers load inside an [`Srcu`](crate::srcu::Srcu)'s read sections and that
-//! remembers whether a reader borrowed the value it holds, so taking a
-//! value no reader borrowed needs no grace period: a descriptor table's
-//! close of a descriptor no look-up used reads no other CPU's reader count.
+//! remembers on which CPUs readers borrowed the value it holds, so taking
+//! a value no reader borrowed needs no grace period, and taking one needs
+//! a grace period for those CPUs' readers alone: a descriptor table's
+//! close of a descriptor no look-up used reads no other CPU's reader
+//! count, nor does the close of one that only look-ups on the closing
+//! CPU used.
 //!
 //! Invariant: each publication of a value has a generation, one above the
-//! last; `borrowed` only grows (`fetch_max`), and a reader uses a value
-//! only after `borrowed` reached the value's generation and then, loading
-//! both again, found the same value of the same generation published. A
-//! take unpublishes the value, then reads `borrowed`, all in one `SeqCst`
-//! order with the reader's loads: either it finds the generation borrowed
-//! (and the caller synchronizes, waiting for the reader's section) or the
-//! reader finds the value gone. Publications and takes of one slot are
-//! serialized by its owner.
+//! last, and clears `readers` first; `readers` only gains CPUs between
+//! publications (`fetch_or`), and a reader uses a value only after adding
+//! its section's CPU to `readers` and then, loading both again, finding
+//! the same value of the same generation published (so its CPU was added
+//! after that publication cleared the set). A take unpublishes the value,
+//! then reads `readers`, all in one `SeqCst` order with the reader's
+//! loads: either it finds the reader's CPU (and the caller synchronizes
+//! that CPU's readers, waiting for the section) or the reader finds the
+//! value gone. A reader that loaded an older value may add its CPU after
+//! the clear: the set is then a superset, never short. Publications and
+//! takes of one slot are serialized by its owner.
 //!
-//! The first reader of a publication writes `borrowed` once; later readers
-//! only read it, so readers of one value share no written line after the
-//! first.
+//! The first reader of a publication on each CPU writes `readers` once;
+//! later readers only read it, so readers of one value share no written
+//! line after the first on each CPU.
 
 use crate::shim::{seqcst_fence_for_loom, AtomicPtr, AtomicU64, Ordering};
-use crate::srcu::SrcuReadGuard;
+use crate::srcu::{CpuMask, SrcuReadGuard};
 use std::fmt;
 use std::ptr;
 
@@ -27,8 +33,8 @@ pub struct SrcuSlot<T> {
     value: AtomicPtr<T>,
     /// The generation of the value published last.
     generation: AtomicU64,
-    /// The highest generation a reader borrowed.
-    borrowed: AtomicU64,
+    /// The CPUs ([`CpuMask::bits`]) of the sections that borrowed it.
+    readers: AtomicU64,
 }
 
 /// A value a take unpublished.
@@ -36,10 +42,12 @@ pub struct SrcuSlot<T> {
 pub struct Taken<T> {
     /// The value (not null).
     pub value: *mut T,
-    /// Whether a reader borrowed it: the caller must then synchronize the
-    /// [`Srcu`](crate::srcu::Srcu) whose sections read the slot before the
-    /// value goes.
-    pub borrowed: bool,
+    /// The CPUs of the read sections that may have borrowed it (empty when
+    /// none did): before the value goes, the caller must
+    /// [synchronize](crate::srcu::Srcu::synchronize_cpus) those CPUs'
+    /// readers of the [`Srcu`](crate::srcu::Srcu) whose sections read the
+    /// slot.
+    pub readers: CpuMask,
 }
 
 impl<T> Default for SrcuSlot<T> {
@@ -57,30 +65,32 @@ impl<T> fmt::Debug for SrcuSlot<T> {
 impl<T> SrcuSlot<T> {
     /// An empty slot.
     pub fn new() -> SrcuSlot<T> {
-        SrcuSlot { value: AtomicPtr::new(ptr::null_mut()), generation: AtomicU64::new(0), borrowed: AtomicU64::new(0) }
+        SrcuSlot { value: AtomicPtr::new(ptr::null_mut()), generation: AtomicU64::new(0), readers: AtomicU64::new(0) }
     }
 
     /// Publishes `value` (not null) in the empty slot. Serialized with the
     /// slot's other publications and takes by its owner.
     pub fn publish(&self, value: *mut T) {
         debug_assert!(!value.is_null(), "SrcuSlot: publishing null");
+        self.readers.store(0, Ordering::SeqCst);
         let generation = self.generation.load(Ordering::Relaxed) + 1;
         self.generation.store(generation, Ordering::SeqCst);
         let old = self.value.swap(value, Ordering::SeqCst);
         debug_assert!(old.is_null(), "SrcuSlot: publishing into a full slot");
     }
 
-    /// The published value, or null; usable until `_section` ends (it may
+    /// The published value, or null; usable until `section` ends (it may
     /// be taken meanwhile, but not released before the section ends).
-    pub fn borrow(&self, _section: &SrcuReadGuard<'_>) -> *mut T {
+    pub fn borrow(&self, section: &SrcuReadGuard<'_>) -> *mut T {
+        let cpu = CpuMask::of(section.cpu()).bits();
         loop {
             let generation = self.generation.load(Ordering::SeqCst);
             let value = self.value.load(Ordering::SeqCst);
             if value.is_null() {
                 return value;
             }
-            if self.borrowed.load(Ordering::SeqCst) < generation {
-                self.borrowed.fetch_max(generation, Ordering::SeqCst);
+            if self.readers.load(Ordering::SeqCst) & cpu == 0 {
+                self.readers.fetch_or(cpu, Ordering::SeqCst);
             }
             // Still the value of that generation, now that it is borrowed
             // (the reader's half of the store-then-load pair).
@@ -91,18 +101,19 @@ impl<T> SrcuSlot<T> {
         }
     }
 
-    /// Unpublishes the value, if any, and says whether a reader borrowed
-    /// it. Serialized with the slot's other publications and takes.
+    /// Unpublishes the value, if any, and says on which CPUs readers may
+    /// have borrowed it. Serialized with the slot's other publications and
+    /// takes.
     pub fn take(&self) -> Option<Taken<T>> {
         let value = self.value.swap(ptr::null_mut(), Ordering::SeqCst);
         if value.is_null() {
             return None;
         }
         // The owner's half of the pair: the unpublishing swap, then the
-        // load of `borrowed`.
+        // load of `readers`.
         seqcst_fence_for_loom();
-        let borrowed = self.borrowed.load(Ordering::SeqCst) >= self.generation.load(Ordering::SeqCst);
-        Some(Taken { value, borrowed })
+        let readers = CpuMask::from_bits(self.readers.load(Ordering::SeqCst));
+        Some(Taken { value, readers })
     }
 }
 
@@ -112,22 +123,23 @@ mod tests {
     use crate::srcu::Srcu;
 
     #[test]
-    fn a_take_knows_whether_the_value_was_borrowed() {
+    fn a_take_knows_on_which_cpus_the_value_was_borrowed() {
         let srcu = Srcu::new();
         let slot = SrcuSlot::new();
         let (mut a, mut b) = (1u32, 2u32);
         assert!(slot.take().is_none());
         slot.publish(&mut a);
         let taken = slot.take().unwrap();
-        assert_eq!((taken.value, taken.borrowed), (&mut a as *mut u32, false), "never borrowed");
+        assert_eq!((taken.value, taken.readers), (&mut a as *mut u32, CpuMask::EMPTY), "never borrowed");
         slot.publish(&mut b);
-        assert_eq!(slot.borrow(&srcu.read_lock()), &mut b as *mut u32);
-        assert!(slot.take().unwrap().borrowed);
+        assert_eq!(slot.borrow(&srcu.read_lock_on(1)), &mut b as *mut u32);
+        assert_eq!(slot.borrow(&srcu.read_lock_on(1)), &mut b as *mut u32);
+        assert_eq!(slot.take().unwrap().readers, CpuMask::of(1), "borrowed on CPU 1 alone");
         assert!(slot.borrow(&srcu.read_lock()).is_null());
         // The same address published again is a new generation, not yet
         // borrowed.
         slot.publish(&mut b);
-        assert!(!slot.take().unwrap().borrowed);
+        assert!(slot.take().unwrap().readers.is_empty());
     }
 }
 
@@ -165,9 +177,7 @@ mod loom_models {
     /// overwrites it as a release would.
     fn take_and_release(srcu: &Srcu, slot: &SrcuSlot<Cell>, cell: &Cell) {
         let taken = slot.take().unwrap();
-        if taken.borrowed {
-            srcu.synchronize();
-        }
+        srcu.synchronize_cpus(taken.readers);
         // SAFETY: taken, and any reader that borrowed it has left.
         cell.with_mut(|p| unsafe { *p = 0 });
     }
@@ -205,6 +215,23 @@ mod loom_models {
             take_and_release(&srcu, &slot, &second);
             stale.join().unwrap();
             later.join().unwrap();
+        });
+    }
+
+    /// Readers on two CPUs borrow the value while the owner takes it: the
+    /// take's set names both CPUs whose readers may still hold it.
+    #[test]
+    fn readers_on_two_cpus_are_both_waited_for() {
+        loom::model(|| {
+            let srcu = Arc::new(Srcu::new());
+            let slot = Arc::new(SrcuSlot::new());
+            let cell = Arc::new(UnsafeCell::new(7));
+            publish(&slot, &cell);
+            let first = reader(&srcu, &slot, 0);
+            let second = reader(&srcu, &slot, 1);
+            take_and_release(&srcu, &slot, &cell);
+            first.join().unwrap();
+            second.join().unwrap();
         });
     }
 }

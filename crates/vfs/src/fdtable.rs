@@ -215,9 +215,11 @@ impl Descriptors {
         let taken = self.slots()[index].take().expect("a used slot holds a file");
         alloc.used[index] = false;
         drop(alloc);
-        // Every look-up that may have borrowed the file has left after this.
-        if taken.borrowed {
-            self.lookups.synchronize();
+        // Every look-up that may have borrowed the file has left after this
+        // (those of the CPUs it was borrowed on: the others' counts are not
+        // read).
+        if !taken.readers.is_empty() {
+            self.lookups.synchronize_cpus(taken.readers);
         }
         // SAFETY: the slot held the file, and only holders of `alloc`
         // change it; the pointer's count is ours now (module doc).

@@ -577,8 +577,12 @@ fn first_misses_and_failing_exclusive_creates_share_no_line() {
 /// open and close in a process beside reads and stats through another of
 /// its descriptors share no line. Non-blocking lock requests borrow their
 /// description instead of counting it, so two through one description
-/// share no count (two record locks in one stripe still share its lock). A close of a descriptor that was read is caught
-/// reading every CPU's reader count (its grace period).
+/// share no count (two record locks in one stripe still share its lock).
+/// A close of a descriptor that was read waits for the readers of the
+/// CPUs it was read on alone: an open, read and close (`getdents`) beside
+/// reads through another descriptor shares no line with them, and a close
+/// of a descriptor read on the other CPU is caught reading that CPU's
+/// reader count (its grace period).
 #[test]
 fn closes_of_unborrowed_descriptors_and_nonblocking_lock_requests_share_no_line() {
     use vfscale::locks::{Flock, F_RDLCK, LOCK_NB, LOCK_SH};
@@ -608,6 +612,20 @@ fn closes_of_unborrowed_descriptors_and_nonblocking_lock_requests_share_no_line(
         p.close(other).unwrap();
     };
     let v = verdict(read, open_read_close);
+    assert!(v.conflict_free(), "an open, read and close beside reads: {:#?}", v.conflicts);
+    // Descriptors opened and read on one CPU, closed on the other: each
+    // run of the reader leaves two, each run of the closer takes one, so
+    // the closer always has one, whichever ran first.
+    let read_elsewhere = std::sync::Mutex::new(Vec::new());
+    let open_and_read = || {
+        for _ in 0..2 {
+            let other = p.open(DEEP, OpenFlags::RDONLY, 0).unwrap();
+            assert!(p.fstat(other).is_ok());
+            read_elsewhere.lock().unwrap().push(other);
+        }
+    };
+    let close = || p.close(read_elsewhere.lock().unwrap().pop().expect("one left")).unwrap();
+    let v = verdict(open_and_read, close);
     let sites: Vec<&String> = v.conflicts.iter().flat_map(|c| &c.sites).collect();
     assert!(sites.iter().any(|s| s.contains("srcu.rs")), "the close's grace period: {sites:#?}");
 }

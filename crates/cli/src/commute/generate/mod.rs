@@ -607,14 +607,6 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
          s_vfs_rename_mutex, rename_lock)",
     ),
     (
-        "descriptor-table",
-        &["crates/vfs/src/fdtable.rs", "crates/vfs/src/process/mod.rs", "crates/vfs/src/process/paths.rs"],
-        "a close of a descriptor that a look-up borrowed (an open, a read and a close: getdents) synchronizes \
-         the process's SRCU, whose reader count every descriptor call of that process writes, and an `*at` call \
-         counts a reference on the description of its directory descriptor (Linux: files_struct's file_lock, \
-         the lowest-free-descriptor bitmap and fdget's f_count)",
-    ),
-    (
         "lock-lists",
         &[
             "crates/vfs/src/locks/mod.rs",
