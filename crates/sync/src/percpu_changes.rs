@@ -11,9 +11,12 @@
 //! then no record changed in between, so the sum and the maximum it
 //! returns held together at one instant of that window.
 //!
-//! Cost: three per-CPU slots (`alloc_percpu`) per object; a change is one
-//! compare-and-swap and three stores on the caller's CPU's line; a
-//! snapshot reads three slots per CPU, twice.
+//! Cost: a line per CPU per object (64 bytes a CPU), of this object
+//! alone: a snapshot reads those lines, twice, and no other object's (in
+//! the per-CPU arena's rows, where slots of eight objects share a line,
+//! a snapshot would read lines that other CPUs write for a mount's or a
+//! file's count). A change is one compare-and-swap and three stores on
+//! the caller's CPU's line.
 //!
 //! ```
 //! use vfscale_sync::percpu_changes::PercpuChanges;
@@ -27,17 +30,24 @@
 //! assert_eq!(dir.snapshot(|| ()).1, None);
 //! ```
 
-use crate::percpu_alloc::Slots;
-use crate::shim::{fence, wake_spinners, Ordering};
+use crate::shim::{fence, wake_spinners, AtomicIsize, Ordering};
 use crate::spin::relax;
+use crossbeam_utils::CachePadded;
 use std::fmt;
 
 /// Counts and times changed per CPU, folded by readers.
 pub struct PercpuChanges {
-    versions: Slots,
-    deltas: Slots,
-    /// Latest times, offset so that 0 (a fresh slot) is below every time.
-    latest: Slots,
+    records: Box<[CachePadded<Record>]>,
+}
+
+/// One CPU's changes.
+#[derive(Default)]
+struct Record {
+    version: AtomicIsize,
+    delta: AtomicIsize,
+    /// The latest time, offset so that 0 (a fresh record) is below every
+    /// time.
+    latest: AtomicIsize,
 }
 
 impl fmt::Debug for PercpuChanges {
@@ -69,7 +79,7 @@ fn decode(slot: isize) -> Option<i64> {
 impl PercpuChanges {
     /// No change recorded.
     pub fn new() -> PercpuChanges {
-        PercpuChanges { versions: Slots::new(), deltas: Slots::new(), latest: Slots::new() }
+        PercpuChanges { records: (0..crate::cpu::possible_cpus()).map(|_| CachePadded::default()).collect() }
     }
 
     /// Adds `delta` and raises the latest time to `time` (nanoseconds) on
@@ -80,21 +90,20 @@ impl PercpuChanges {
 
     /// [`record`](Self::record) on `cpu`'s record.
     pub fn record_on(&self, cpu: usize, delta: isize, time: i64) {
-        let _write = self.write(cpu);
-        let (deltas, latest) = (self.deltas.get(cpu), self.latest.get(cpu));
-        deltas.store(deltas.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
+        let (_write, record) = self.write(cpu);
+        record.delta.store(record.delta.load(Ordering::Relaxed) + delta, Ordering::Relaxed);
         let time = encode(time);
-        if time as usize > latest.load(Ordering::Relaxed) as usize {
-            latest.store(time, Ordering::Relaxed);
+        if time as usize > record.latest.load(Ordering::Relaxed) as usize {
+            record.latest.store(time, Ordering::Relaxed);
         }
     }
 
     /// Forgets every CPU's latest time (an explicit time set on the object
     /// replaces them); the deltas stay.
     pub fn clear_times(&self) {
-        for cpu in 0..self.versions.len() {
-            let _write = self.write(cpu);
-            self.latest.get(cpu).store(0, Ordering::Relaxed);
+        for cpu in 0..self.records.len() {
+            let (_write, record) = self.write(cpu);
+            record.latest.store(0, Ordering::Relaxed);
         }
     }
 
@@ -103,7 +112,7 @@ impl PercpuChanges {
     /// `read_base` reads the state the deltas are relative to and may run
     /// more than once.
     pub fn snapshot<B>(&self, mut read_base: impl FnMut() -> B) -> (isize, Option<i64>, B) {
-        let cpus = self.versions.len();
+        let cpus = self.records.len();
         let (mut on_stack, mut on_heap) = ([0isize; STACK_CPUS], Vec::new());
         let before: &mut [isize] = if cpus <= STACK_CPUS {
             &mut on_stack[..cpus]
@@ -116,16 +125,21 @@ impl PercpuChanges {
                 *seen = self.stable_version(cpu);
             }
             let (mut delta, mut latest) = (0isize, 0isize);
-            for cpu in 0..cpus {
-                delta = delta.wrapping_add(self.deltas.get(cpu).load(Ordering::Relaxed));
-                let time = self.latest.get(cpu).load(Ordering::Relaxed);
+            for record in self.records.iter() {
+                delta = delta.wrapping_add(record.delta.load(Ordering::Relaxed));
+                let time = record.latest.load(Ordering::Relaxed);
                 if time as usize > latest as usize {
                     latest = time;
                 }
             }
             let base = read_base();
             fence(Ordering::Acquire);
-            if (0..cpus).all(|cpu| self.versions.get(cpu).load(Ordering::Relaxed) == before[cpu]) {
+            if self
+                .records
+                .iter()
+                .zip(before.iter())
+                .all(|(record, &seen)| record.version.load(Ordering::Relaxed) == seen)
+            {
                 return (delta, decode(latest), base);
             }
         }
@@ -133,7 +147,7 @@ impl PercpuChanges {
 
     /// `cpu`'s version once no write to its record is in progress.
     fn stable_version(&self, cpu: usize) -> isize {
-        let version = self.versions.get(cpu);
+        let version = &self.records[cpu].version;
         let mut spins = 0;
         loop {
             let seen = version.load(Ordering::Acquire);
@@ -145,9 +159,10 @@ impl PercpuChanges {
     }
 
     /// Makes `cpu`'s version odd (waiting out another writer there) until
-    /// the returned guard drops.
-    fn write(&self, cpu: usize) -> WriteSection<'_> {
-        let version = self.versions.get(cpu);
+    /// the returned guard drops; and `cpu`'s record.
+    fn write(&self, cpu: usize) -> (WriteSection<'_>, &Record) {
+        let record = &self.records[cpu % self.records.len()];
+        let version = &record.version;
         let mut spins = 0;
         loop {
             let seen = version.load(Ordering::Relaxed);
@@ -160,7 +175,7 @@ impl PercpuChanges {
                 // version) are what this one reads and adds to.
                 // Orders the odd version before the record's stores.
                 fence(Ordering::Release);
-                return WriteSection { version, even: seen + 2 };
+                return (WriteSection { version, even: seen + 2 }, record);
             }
         }
     }
@@ -168,7 +183,7 @@ impl PercpuChanges {
 
 /// A write to one CPU's record: its version is odd until this drops.
 struct WriteSection<'a> {
-    version: &'a crate::shim::AtomicIsize,
+    version: &'a AtomicIsize,
     even: isize,
 }
 
@@ -186,7 +201,7 @@ mod tests {
     #[test]
     fn deltas_sum_and_times_take_the_latest_across_cpus() {
         let changes = PercpuChanges::new();
-        let cpus = changes.versions.len();
+        let cpus = changes.records.len();
         changes.record_on(0, 3, -5);
         changes.record_on(cpus - 1, -1, -7);
         changes.record_on(0, 0, i64::MIN + 1);

@@ -147,9 +147,10 @@ pub(crate) struct Directory {
     /// contents, which the dcache mirrors for lock-free lookup.
     pub entries: Entries,
     /// Link count and time changes made per CPU by the split design's
-    /// creates and unlinks, which `stat` folds in; none in the rwsem
-    /// design, which changes the attributes themselves.
-    pub changes: Option<PercpuChanges>,
+    /// creates and unlinks, which `stat` folds in, made by the first (a
+    /// line per CPU, so a directory never changed pays none); none in the
+    /// rwsem design, which changes the attributes themselves.
+    pub changes: Option<OnceLock<PercpuChanges>>,
     /// Bumped by a filesystem whose names change behind the dcache's back
     /// (kernfs) whenever a directory's set of children changes; a negative
     /// dentry of such a tree is valid while this equals the revision it
@@ -434,7 +435,7 @@ impl Inode {
                     dead: AtomicBool::new(false),
                     _written_below: LinePad::new(),
                     entries: Entries::new(registry.dirents),
-                    changes: (registry.dirents == Design::Split).then(PercpuChanges::new),
+                    changes: (registry.dirents == Design::Split).then(OnceLock::new),
                     rev: AtomicU64::new(0),
                 };
                 (Body::Directory(dir), 2, 0)
@@ -571,10 +572,10 @@ impl Inode {
         a
     }
 
-    /// A split directory's per-CPU link count and time changes; none for
-    /// other inodes.
+    /// A split directory's per-CPU link count and time changes, once it
+    /// has any; none for other inodes.
     fn dir_changes(&self) -> Option<&PercpuChanges> {
-        self.dir().ok().and_then(|d| d.changes.as_ref())
+        self.dir().ok().and_then(|d| d.changes.as_ref()?.get())
     }
 
     /// A directory's entries changed, by `nlink_delta` subdirectories: its
@@ -582,8 +583,10 @@ impl Inode {
     /// the split design on the calling CPU's record only, so changes on
     /// two CPUs share no line.
     pub(crate) fn entries_changed(&self, nlink_delta: i32) {
-        match self.dir_changes() {
-            Some(changes) => changes.record(nlink_delta as isize, Timespec::now().as_nanos()),
+        match self.dir().ok().and_then(|d| d.changes.as_ref()) {
+            Some(changes) => {
+                changes.get_or_init(PercpuChanges::new).record(nlink_delta as isize, Timespec::now().as_nanos())
+            }
             None => {
                 let now = Timespec::now();
                 self.update_attrs(|a| {

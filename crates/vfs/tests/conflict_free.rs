@@ -504,6 +504,31 @@ fn permission_checks_share_no_line_with_writes_of_the_file() {
     assert!(v.conflict_free(), "a write open and a truncate: {:#?}", v.conflicts);
 }
 
+/// A split directory's `stat` folds its per-CPU link count and time
+/// records, each CPU's on a line of its own: it shares no line with opens
+/// and closes of files (whose counts and their mount's are per-CPU slots
+/// in the arena's rows), nor with changes of another directory's records.
+#[test]
+fn stats_of_a_split_directory_share_no_line_with_work_elsewhere() {
+    let (_vfs, p) = tree(VfsConfig::default());
+    for dir in ["/d", "/e"] {
+        p.mkdir(dir, 0o755).unwrap();
+    }
+    for file in ["/d/x", "/e/f"] {
+        p.close(p.open(file, OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap()).unwrap();
+    }
+    let stat = || assert_eq!(p.stat("/d").unwrap().nlink, 2);
+    let open_close = || p.close(p.open("/e/f", OpenFlags::RDONLY, 0).unwrap()).unwrap();
+    let v = verdict(stat, open_close);
+    assert!(v.conflict_free(), "a stat and an open and close elsewhere: {:#?}", v.conflicts);
+    let change_elsewhere = || {
+        p.mkdir("/e/sub", 0o755).unwrap();
+        p.rmdir("/e/sub").unwrap();
+    };
+    let v = verdict(stat, change_elsewhere);
+    assert!(v.conflict_free(), "a stat and a change of another directory: {:#?}", v.conflicts);
+}
+
 /// Only a walk that climbs (`..`, in its path or in a symlink's target)
 /// reads the rename seqcount that a move of a directory between
 /// directories writes: a stat of a path without `..` beside such a move

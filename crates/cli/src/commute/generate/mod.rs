@@ -575,10 +575,8 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
         &["crates/vfs/src/inode.rs"],
         "a change of an inode (the times every write and truncate sets, its size, mode and link count) is a write \
          section of the inode's attribute seqlock, which every stat, relatime check and hard link of it reads, \
-         and a change of its mode or owner writes the words every permission check reads; a split directory's \
-         link count and times are per CPU, which a stat of it folds, reading other CPUs' lines of the per-CPU \
-         arena, which those CPUs write for other objects too (a mount's count, an open file's) (Linux: the \
-         inode's fields, i_lock and i_rwsem)",
+         and a change of its mode or owner writes the words every permission check reads (Linux: the inode's \
+         fields, i_lock and i_rwsem)",
     ),
     (
         "file-pages",
