@@ -299,8 +299,10 @@ pub struct Inode {
     // every lock call and open: apart from the lines every change of the
     // inode writes.
     _written_above: LinePad,
-    /// File locks (`i_flctx`).
+    /// File locks (`i_flctx`), which the first lock request makes: apart
+    /// from the open counts every open and unlink reads.
     pub(crate) locks: crate::locks::InodeLocks,
+    _made_by_first_lock: LinePad,
     /// Open counts (`i_readcount`, `i_writecount`) and the references
     /// open files hold; last, so its count of writers (on a line apart)
     /// is followed by the tail pad alone.
@@ -456,6 +458,7 @@ impl Inode {
             _head: LinePad::new(),
             _written_below: LinePad::new(),
             _written_above: LinePad::new(),
+            _made_by_first_lock: LinePad::new(),
             ino: next_ino(),
             attrs: SeqLock::new(attrs),
             mode: AtomicU32::new(attrs.mode),
@@ -834,6 +837,7 @@ mod tests {
         let written_end = offset_of!(Inode, xattrs) + size_of::<crate::xattr_store::Xattrs>();
         assert!(offset_of!(Inode, attrs) < offset_of!(Inode, xattrs));
         assert!(offset_of!(Inode, locks) >= written_end + LINE_SIZE);
-        assert!(offset_of!(Inode, opens) > offset_of!(Inode, locks));
+        let locks_end = offset_of!(Inode, locks) + size_of::<crate::locks::InodeLocks>();
+        assert!(offset_of!(Inode, opens) >= locks_end + LINE_SIZE, "the first lock's write is apart from opens");
     }
 }

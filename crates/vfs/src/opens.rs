@@ -21,7 +21,7 @@
 //! May import nothing of the crate.
 
 use vfscale_sync::audited::OnceLock;
-use vfscale_sync::audited::{fence, AtomicIsize, Ordering};
+use vfscale_sync::audited::{fence, AtomicBool, AtomicIsize, Ordering};
 use vfscale_sync::pad::LinePad;
 use vfscale_sync::PercpuRef;
 
@@ -46,6 +46,11 @@ pub(crate) struct InodeOpens {
     pub(crate) percpu: OnceLock<PercpuRef>,
     /// Opens counted outside the per-CPU ref (after it was killed).
     pub(crate) slow: AtomicIsize,
+    /// Set (for good) before the first lease request on the inode: an
+    /// open that finds it clear, after counting itself, has no lease to
+    /// break, and reads no lock state (the request, which sets it first,
+    /// then sees the open counted).
+    leased: AtomicBool,
     /// Keeps `writers` off the lines of the fields every open and `stat`
     /// read (this struct's others, the inode's attributes).
     _apart: LinePad,
@@ -68,6 +73,22 @@ impl InodeOpens {
         if let Some(r) = self.percpu.get() {
             r.kill();
         }
+    }
+
+    /// A lease is about to be asked for: opens from now on look for
+    /// leases to break (`SeqCst`, before the request reads the counts).
+    pub fn note_lease(&self) {
+        // Stored once: lease requests of one file after the first share no
+        // written line here.
+        if !self.leased.load(Ordering::SeqCst) {
+            self.leased.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether a lease was ever asked for on the inode (`SeqCst`, after
+    /// the open counted itself).
+    pub fn maybe_leased(&self) -> bool {
+        self.leased.load(Ordering::SeqCst)
     }
 
     /// Whether the inode is open for writing, exactly, for a read lease

@@ -529,6 +529,34 @@ fn stats_of_a_split_directory_share_no_line_with_work_elsewhere() {
     assert!(v.conflict_free(), "a stat and a change of another directory: {:#?}", v.conflicts);
 }
 
+/// A file's first lock request makes its lock context, on a line apart
+/// from the open counts; an open learns from those counts' line whether
+/// a lease was ever asked for, and a close of a description that holds no
+/// flock, lease or OFD lock reads no lock state: a first lock of a file
+/// shares no line with an open and close of it, or with its unlink.
+#[test]
+fn first_locks_share_no_line_with_opens_closes_and_unlinks() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use vfscale::locks::{Flock, F_RDLCK, LOCK_NB, LOCK_SH};
+    let (vfs, p) = tree(VfsConfig::default());
+    let q = vfs.process(Credentials::root());
+    // Each side's k-th run works on file k (warm-ups included).
+    const FILES: usize = 8;
+    let name = |k: usize| format!("/f{k}");
+    let fds: Vec<_> = (0..FILES).map(|k| p.open(name(k), OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap()).collect();
+    let next = |counter: &AtomicUsize| counter.fetch_add(1, Ordering::Relaxed);
+    let (locked, opened) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let first_lock = || p.fcntl_setlk(fds[next(&locked)], &Flock::new(F_RDLCK, 0, 16)).unwrap();
+    let open_close = || q.close(q.open(name(next(&opened)), OpenFlags::RDONLY, 0).unwrap()).unwrap();
+    let v = verdict(first_lock, open_close);
+    assert!(v.conflict_free(), "a first record lock and an open and close: {:#?}", v.conflicts);
+    let (flocked, unlinked) = (AtomicUsize::new(4), AtomicUsize::new(4));
+    let first_flock = || p.flock(fds[next(&flocked)], LOCK_SH | LOCK_NB).unwrap();
+    let unlink = || q.unlink(name(next(&unlinked))).unwrap();
+    let v = verdict(first_flock, unlink);
+    assert!(v.conflict_free(), "a first flock and an unlink: {:#?}", v.conflicts);
+}
+
 /// Only a walk that climbs (`..`, in its path or in a symlink's target)
 /// reads the rename seqcount that a move of a directory between
 /// directories writes: a stat of a path without `..` beside such a move

@@ -184,6 +184,11 @@ impl HomeShard {
     fn clear(&self) {
         self.0.store(0, Ordering::Release);
     }
+
+    /// Whether the description holds a flock (or lease) in some shard.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire) != 0
+    }
 }
 
 /// How a flock request went under the shard locks.

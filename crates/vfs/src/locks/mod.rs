@@ -412,6 +412,11 @@ impl InodeLocks {
     /// and OFD locks (if `ofd_locks`, it ever asked for one) and its lease
     /// go (`locks_remove_file`).
     pub(crate) fn file_released(&self, file: FileId, flock_home: &HomeShard, lease_home: &HomeShard, ofd_locks: bool) {
+        // A description holding no flock or lease that never asked for an
+        // OFD lock has nothing here, and reads nothing.
+        if !ofd_locks && !flock_home.is_set() && !lease_home.is_set() {
+            return;
+        }
         if let Some(ctx) = self.existing() {
             ctx.release_file(file, flock_home, lease_home, ofd_locks);
         }

@@ -211,6 +211,9 @@ pub fn setlease(
         return Err(Errno::EINVAL);
     }
     let opens = &inode.opens;
+    if want.is_some() {
+        opens.note_lease();
+    }
     let self_w = u32::from(file.is_writable());
     let self_r = u32::from(!file.is_writable() && file.is_readable());
     let conflicting_open = move |write: bool| {
@@ -237,5 +240,9 @@ pub fn getlease(file: &OpenFile) -> i16 {
 /// An `open` of `file`'s inode breaks conflicting leases and waits for
 /// them to go, up to the lease-break time (`break_lease`).
 pub(crate) fn break_lease(file: &OpenFile) -> VfsResult<()> {
-    file.inode().locks.break_lease(file.is_writable(), file.flags().contains(OpenFlags::NONBLOCK))
+    let inode = file.inode();
+    if !inode.opens.maybe_leased() {
+        return Ok(());
+    }
+    inode.locks.break_lease(file.is_writable(), file.flags().contains(OpenFlags::NONBLOCK))
 }

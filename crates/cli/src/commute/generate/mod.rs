@@ -615,9 +615,7 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
         "a file's record locks are one list under one spinlock until locks within one stripe (4 KiB) have been \
          taken in two stripes: until then every lock and unlock takes it, however far apart the ranges, and so \
          does a close by a process that once asked for a POSIX lock on the file, or of a description that asked \
-         for an OFD lock; after, locks in one stripe share its lock; a file's first lock makes its lock context \
-         and names its home stripe, which every close, unlink and lock then reads (Linux: flc_lock and \
-         locks_remove_posix)",
+         for an OFD lock; after, locks in one stripe share its lock (Linux: flc_lock and locks_remove_posix)",
     ),
     (
         "open-descriptions",
