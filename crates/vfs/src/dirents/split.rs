@@ -41,6 +41,11 @@ pub(crate) const SPLIT_AT: usize = 8;
 /// many bits share a bucket however many there are).
 const MAX_DEPTH: u32 = 40;
 
+/// One entry in a bucket's list, on a line of its own (as dentries are):
+/// the allocator may place nodes that two CPUs made side by side, and a
+/// walk of one bucket's list would then read a line that an insert into
+/// another bucket writes.
+#[repr(align(64))]
 struct Node {
     entry: Entry,
     hash: u64,
