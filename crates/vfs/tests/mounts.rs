@@ -550,12 +550,16 @@ fn walks_racing_mount_and_umount_see_one_side_or_the_other() {
     write(&p, "/mnt/hello", b"covered");
     let ns = namespace_of(&p);
     let done = Arc::new(AtomicBool::new(false));
+    // Walkers that have walked once: the mounts start after both have, so
+    // both walk while they race, on any scheduler.
+    let walking = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let walkers: Vec<_> = (0..2)
         .map(|_| {
             let (walker, done) = (root_fs.process_in(&ns, Credentials::root()), Arc::clone(&done));
+            let walking = Arc::clone(&walking);
             std::thread::spawn(move || {
                 let mut seen = [0usize; 2];
-                while !done.load(Ordering::Acquire) {
+                loop {
                     let fd = walker.open("/mnt/hello", OpenFlags::RDONLY, 0).expect("one side or the other");
                     let mut buf = [0u8; 16];
                     let n = walker.read(fd, &mut buf).unwrap();
@@ -565,11 +569,20 @@ fn walks_racing_mount_and_umount_see_one_side_or_the_other() {
                         b"from other" => seen[1] += 1,
                         other => panic!("a walk saw {other:?}"),
                     }
+                    if seen[0] + seen[1] == 1 {
+                        walking.fetch_add(1, Ordering::Release);
+                    }
+                    if done.load(Ordering::Acquire) {
+                        break;
+                    }
                 }
                 seen
             })
         })
         .collect();
+    while walking.load(Ordering::Acquire) < 2 {
+        std::thread::yield_now();
+    }
     let other = other_fs();
     for _ in 0..rounds {
         p.mount(&other, "tmpfs", "/mnt", MountFlags::NONE).unwrap();
