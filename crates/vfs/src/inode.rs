@@ -287,14 +287,16 @@ pub struct Inode {
     registry: RegistryRef,
     list_handle: OnceLock<ListHandle>,
     private: Option<Arc<dyn Any + Send + Sync>>,
+    /// Extended attributes (whose change sets `attrs.ctime` too): a
+    /// pointer the first change sets, to a cell of their own, so reading
+    /// them reads no line that changes of the inode write.
+    pub(crate) xattrs: crate::xattr_store::Xattrs,
     /// Its tag and a directory's read-mostly fields first (see
     /// [`Directory`]).
     pub(crate) body: Body,
     // Written by creates, unlinks, writes and attribute changes.
     _written_below: LinePad,
     attrs: SeqLock<Attrs>,
-    /// Extended attributes (whose change sets `attrs.ctime` too).
-    pub(crate) xattrs: crate::xattr_store::Xattrs,
     // Written once each (by the first lock, the first open), read by
     // every lock call and open: apart from the lines every change of the
     // inode writes.
@@ -829,13 +831,19 @@ mod tests {
     use vfscale_sync::audit::LINE_SIZE;
 
     /// The lock context and the open counts, which every lock request and
-    /// open reads, start a whole line past the attributes and extended
-    /// attributes every change writes, wherever the inode lies: a change
-    /// of a file and a lock request on it share no line.
+    /// open reads, start a whole line past the attributes every change
+    /// writes, and the extended attributes' pointer, which every getxattr
+    /// reads, ends a whole line before them, wherever the inode lies: a
+    /// change of a file shares no line with a lock request or a getxattr
+    /// on it; nor does a file's first lock with its opens.
     #[test]
-    fn lock_context_and_open_counts_lie_a_line_past_the_attributes() {
-        let written_end = offset_of!(Inode, xattrs) + size_of::<crate::xattr_store::Xattrs>();
-        assert!(offset_of!(Inode, attrs) < offset_of!(Inode, xattrs));
+    fn what_changes_write_lies_a_line_from_what_lock_requests_opens_and_getxattrs_read() {
+        let written_end = offset_of!(Inode, attrs) + size_of::<SeqLock<Attrs>>();
+        let xattrs_end = offset_of!(Inode, xattrs) + size_of::<crate::xattr_store::Xattrs>();
+        assert!(
+            offset_of!(Inode, attrs) >= xattrs_end + LINE_SIZE,
+            "the extended attributes are read apart from changes"
+        );
         assert!(offset_of!(Inode, locks) >= written_end + LINE_SIZE);
         let locks_end = offset_of!(Inode, locks) + size_of::<crate::locks::InodeLocks>();
         assert!(offset_of!(Inode, opens) >= locks_end + LINE_SIZE, "the first lock's write is apart from opens");

@@ -160,31 +160,32 @@ fn resolve(name: &[u8]) -> VfsResult<()> {
 pub(crate) fn get(inode: &Inode, cred: &Credentials, name: &[u8], buf: &mut [u8]) -> VfsResult<usize> {
     permission(inode, cred, name, false)?;
     resolve(name)?;
-    let map = inode.xattrs.lock();
-    let value = map.get(name).ok_or(Errno::ENODATA)?;
-    if buf.is_empty() {
-        return Ok(value.len());
-    }
-    if buf.len() < value.len() {
-        return Err(if buf.len() >= XATTR_SIZE_MAX { Errno::E2BIG } else { Errno::ERANGE });
-    }
-    buf[..value.len()].copy_from_slice(value);
-    Ok(value.len())
+    inode.xattrs.read(&crossbeam_epoch::pin(), |map| {
+        let value = map.get(name).ok_or(Errno::ENODATA)?;
+        if buf.is_empty() {
+            return Ok(value.len());
+        }
+        if buf.len() < value.len() {
+            return Err(if buf.len() >= XATTR_SIZE_MAX { Errno::E2BIG } else { Errno::ERANGE });
+        }
+        buf[..value.len()].copy_from_slice(value);
+        Ok(value.len())
+    })
 }
 
 /// `listxattr` on an inode: the names the caller may see, each followed by
 /// a NUL, as with [`get`] for the buffer.
 pub(crate) fn list(inode: &Inode, cred: &Credentials, buf: &mut [u8]) -> VfsResult<usize> {
-    let map = inode.xattrs.lock();
     let mut out = Vec::new();
-    for name in map.keys() {
-        if namespace(name) == Namespace::Trusted && !cred.capable(Capabilities::SYS_ADMIN) {
-            continue;
+    inode.xattrs.read(&crossbeam_epoch::pin(), |map| {
+        for name in map.keys() {
+            if namespace(name) == Namespace::Trusted && !cred.capable(Capabilities::SYS_ADMIN) {
+                continue;
+            }
+            out.extend_from_slice(name);
+            out.push(0);
         }
-        out.extend_from_slice(name);
-        out.push(0);
-    }
-    drop(map);
+    });
     if buf.is_empty() {
         return Ok(out.len());
     }
@@ -208,21 +209,22 @@ pub(crate) fn set(
 ) -> VfsResult<()> {
     permission(inode, cred, name, true)?;
     resolve(name)?;
-    let mut map = inode.xattrs.lock();
-    let old = map.get(name).map(|v| space(name, v.len()) as i64);
-    match (value, old) {
-        (Some(_), Some(_)) if flags & XATTR_CREATE != 0 => return Err(Errno::EEXIST),
-        (Some(_), None) if flags & XATTR_REPLACE != 0 => return Err(Errno::ENODATA),
-        (None, None) => return Err(Errno::ENODATA),
-        _ => {}
-    }
-    let new = value.map_or(0, |v| space(name, v.len()) as i64);
-    charge(new - old.unwrap_or(0))?;
-    match value {
-        Some(value) => map.insert(name.into(), value.into()),
-        None => map.remove(name),
-    };
-    drop(map);
+    inode.xattrs.change(|map| {
+        let old = map.get(name).map(|v| space(name, v.len()) as i64);
+        match (value, old) {
+            (Some(_), Some(_)) if flags & XATTR_CREATE != 0 => return Err(Errno::EEXIST),
+            (Some(_), None) if flags & XATTR_REPLACE != 0 => return Err(Errno::ENODATA),
+            (None, None) => return Err(Errno::ENODATA),
+            _ => {}
+        }
+        let new = value.map_or(0, |v| space(name, v.len()) as i64);
+        charge(new - old.unwrap_or(0))?;
+        match value {
+            Some(value) => map.insert(name.into(), value.into()),
+            None => map.remove(name),
+        };
+        Ok(())
+    })?;
     let now = Timespec::now();
     inode.update_attrs(|a| a.ctime = now);
     Ok(())

@@ -557,6 +557,31 @@ fn first_locks_share_no_line_with_opens_closes_and_unlinks() {
     assert!(v.conflict_free(), "a first flock and an unlink: {:#?}", v.conflicts);
 }
 
+/// A getxattr reads the file's attribute map under the epoch, at the end
+/// of an rcu-walk, with no lock and no count: getxattrs of one file share
+/// no line, nor does one with a write or a truncate of the file. A
+/// setxattr, which replaces the map, is caught.
+#[test]
+fn getxattrs_share_no_line_with_each_other_or_writes_of_the_file() {
+    let (vfs, p) = tree(VfsConfig::default());
+    let fd = p.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    p.setxattr("/f", b"user.a", b"value", 0).unwrap();
+    let q = vfs.process(Credentials::root());
+    let get = |who: &Process| {
+        let mut buf = [0u8; 8];
+        assert_eq!(who.getxattr("/f", b"user.a", &mut buf), Ok(5));
+    };
+    let v = verdict(|| get(&p), || get(&q));
+    assert!(v.conflict_free(), "two getxattrs: {:#?}", v.conflicts);
+    let v = verdict(|| get(&q), || assert_eq!(p.pwrite(fd, b"0123456789abcdef", 0), Ok(16)));
+    assert!(v.conflict_free(), "a getxattr and a write: {:#?}", v.conflicts);
+    let v = verdict(|| get(&q), || p.ftruncate(fd, 16).unwrap());
+    assert!(v.conflict_free(), "a getxattr and a truncate: {:#?}", v.conflicts);
+    let v = verdict(|| get(&q), || p.setxattr("/f", b"user.b", b"v", 0).unwrap());
+    let sites: Vec<&String> = v.conflicts.iter().flat_map(|c| &c.sites).collect();
+    assert!(sites.iter().any(|s| s.contains("xattr_store.rs")), "a setxattr replaces the map: {sites:#?}");
+}
+
 /// Only a walk that climbs (`..`, in its path or in a symlink's target)
 /// reads the rename seqcount that a move of a directory between
 /// directories writes: a stat of a path without `..` beside such a move

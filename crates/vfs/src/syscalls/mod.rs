@@ -390,7 +390,10 @@ impl<'a> Context<'a> {
     /// [`crate::xattr`] for the rules.
     pub fn getxattr(&self, path: impl AsRef<[u8]>, flags: AtFlags, name: &[u8], buf: &mut [u8]) -> VfsResult<usize> {
         crate::xattr::check_name(name)?;
-        crate::xattr::get(&self.xattr_target(path.as_ref(), flags)?.inode, self.names.cred, name, buf)
+        let buf = std::cell::RefCell::new(buf);
+        self.on_xattr_target(path.as_ref(), flags, |inode| {
+            crate::xattr::get(inode, self.names.cred, name, &mut buf.borrow_mut())
+        })
     }
 
     /// `setxattrat(2)`; `flags` as [`getxattr`](Self::getxattr)'s, and
@@ -411,13 +414,26 @@ impl<'a> Context<'a> {
     /// `listxattrat(2)`: the names, each ending in a NUL, as
     /// [`getxattr`](Self::getxattr) fills `buf`.
     pub fn listxattr(&self, path: impl AsRef<[u8]>, flags: AtFlags, buf: &mut [u8]) -> VfsResult<usize> {
-        crate::xattr::list(&self.xattr_target(path.as_ref(), flags)?.inode, self.names.cred, buf)
+        let buf = std::cell::RefCell::new(buf);
+        self.on_xattr_target(path.as_ref(), flags, |inode| {
+            crate::xattr::list(inode, self.names.cred, &mut buf.borrow_mut())
+        })
     }
 
     /// `removexattrat(2)`.
     pub fn removexattr(&self, path: impl AsRef<[u8]>, flags: AtFlags, name: &[u8]) -> VfsResult<()> {
         crate::xattr::check_name(name)?;
         self.set_xattr(&self.xattr_target(path.as_ref(), flags)?, name, None, 0)
+    }
+
+    /// `read` of the inode an xattr call names, at the end of its walk (as
+    /// `stat` is: no count taken on it; a walk may end more than once).
+    fn on_xattr_target<R>(&self, path: &[u8], flags: AtFlags, read: impl Fn(&Inode) -> VfsResult<R>) -> VfsResult<R> {
+        let (names, intent) = self.names_with(flags, AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)?;
+        names.walk(path, intent, |walked| match walked {
+            Walked::Found(at) => read(at.inode),
+            Walked::Parent { .. } => unreachable!("not a parent walk"),
+        })
     }
 
     /// The inode an xattr call names.

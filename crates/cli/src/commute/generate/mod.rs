@@ -634,8 +634,8 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
     (
         "xattrs",
         &["crates/vfs/src/xattr_store.rs", "crates/vfs/src/syscalls/mod.rs"],
-        "a file's extended attributes are one map under one mutex that getxattr takes as setxattr does, and a \
-         path call on them counts a reference on the inode (Linux: simple_xattrs' rwlock)",
+        "a setxattr replaces the map of a file's extended attributes that a getxattr reads, under a lock the \
+         file's setxattrs share, and counts a reference on the inode (Linux: simple_xattrs' rwlock)",
     ),
 ];
 
