@@ -11,7 +11,8 @@
 //! then no record changed in between, so the sum and the maximum it
 //! returns held together at one instant of that window.
 //!
-//! Cost: a line per CPU per object (64 bytes a CPU), of this object
+//! Cost: a padded record per CPU per object (`CachePadded`: 128 bytes a
+//! CPU on x86-64, against the adjacent-line prefetcher), of this object
 //! alone: a snapshot reads those lines, twice, and no other object's (in
 //! the per-CPU arena's rows, where slots of eight objects share a line,
 //! a snapshot would read lines that other CPUs write for a mount's or a
