@@ -187,14 +187,22 @@ mod loom_models {
     /// that got the value was waited for.
     #[test]
     fn no_reader_sees_a_released_value() {
-        loom::model(|| {
+        readers_race_a_take(&[1]);
+    }
+
+    /// Readers on `cpus` borrow the published value while the owner takes
+    /// and releases it.
+    fn readers_race_a_take(cpus: &'static [usize]) {
+        loom::model(move || {
             let srcu = Arc::new(Srcu::new());
             let slot = Arc::new(SrcuSlot::new());
             let cell = Arc::new(UnsafeCell::new(7));
             publish(&slot, &cell);
-            let reader = reader(&srcu, &slot, 1);
+            let readers: Vec<_> = cpus.iter().map(|&cpu| reader(&srcu, &slot, cpu)).collect();
             take_and_release(&srcu, &slot, &cell);
-            reader.join().unwrap();
+            for reader in readers {
+                reader.join().unwrap();
+            }
         });
     }
 
@@ -222,16 +230,6 @@ mod loom_models {
     /// take's set names both CPUs whose readers may still hold it.
     #[test]
     fn readers_on_two_cpus_are_both_waited_for() {
-        loom::model(|| {
-            let srcu = Arc::new(Srcu::new());
-            let slot = Arc::new(SrcuSlot::new());
-            let cell = Arc::new(UnsafeCell::new(7));
-            publish(&slot, &cell);
-            let first = reader(&srcu, &slot, 0);
-            let second = reader(&srcu, &slot, 1);
-            take_and_release(&srcu, &slot, &cell);
-            first.join().unwrap();
-            second.join().unwrap();
-        });
+        readers_race_a_take(&[0, 1]);
     }
 }
