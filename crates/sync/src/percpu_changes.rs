@@ -11,11 +11,11 @@
 //! then no record changed in between, so the sum and the maximum it
 //! returns held together at one instant of that window.
 //!
-//! Cost: a padded record per CPU per object (`CachePadded`: 128 bytes a
-//! CPU on x86-64, against the adjacent-line prefetcher), of this object
-//! alone: a snapshot reads those lines, twice, and no other object's (in
-//! the per-CPU arena's rows, where slots of eight objects share a line,
-//! a snapshot would read lines that other CPUs write for a mount's or a
+//! Cost: a line per CPU per object (64 bytes a CPU, aligned as the
+//! kernel's `____cacheline_aligned` data is), of this object alone: a
+//! snapshot reads those lines, twice, and no other object's (in the
+//! per-CPU arena's rows, where slots of eight objects share a line, a
+//! snapshot would read lines that other CPUs write for a mount's or a
 //! file's count). A change is one compare-and-swap and three stores on
 //! the caller's CPU's line.
 //!
@@ -33,16 +33,16 @@
 
 use crate::shim::{fence, wake_spinners, AtomicIsize, Ordering};
 use crate::spin::relax;
-use crossbeam_utils::CachePadded;
 use std::fmt;
 
 /// Counts and times changed per CPU, folded by readers.
 pub struct PercpuChanges {
-    records: Box<[CachePadded<Record>]>,
+    records: Box<[Record]>,
 }
 
 /// One CPU's changes.
 #[derive(Default)]
+#[repr(align(64))]
 struct Record {
     version: AtomicIsize,
     delta: AtomicIsize,
@@ -80,7 +80,7 @@ fn decode(slot: isize) -> Option<i64> {
 impl PercpuChanges {
     /// No change recorded.
     pub fn new() -> PercpuChanges {
-        PercpuChanges { records: (0..crate::cpu::possible_cpus()).map(|_| CachePadded::default()).collect() }
+        PercpuChanges { records: (0..crate::cpu::possible_cpus()).map(|_| Record::default()).collect() }
     }
 
     /// Adds `delta` and raises the latest time to `time` (nanoseconds) on

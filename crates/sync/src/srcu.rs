@@ -264,14 +264,22 @@ mod tests {
     #[test]
     fn synchronize_cpus_waits_for_the_readers_of_the_cpus_named() {
         let srcu = Arc::new(Srcu::new());
-        let elsewhere = srcu.read_lock_on(0);
-        srcu.synchronize_cpus(CpuMask::of(1));
+        let cpus = crate::cpu::possible_cpus();
+        let named_cpu = 1 % cpus;
+        // (A machine of one CPU has no other CPU to leave out.)
+        if cpus >= 2 {
+            let elsewhere = srcu.read_lock_on(named_cpu + 1);
+            assert_ne!(elsewhere.cpu(), named_cpu);
+            srcu.synchronize_cpus(CpuMask::of(named_cpu));
+            drop(elsewhere);
+        }
         let left = Arc::new(AtomicBool::new(false));
-        let named = srcu.read_lock_on(1);
+        let named = srcu.read_lock_on(named_cpu);
+        assert_eq!(named.cpu(), named_cpu);
         let updater = {
             let (srcu, left) = (Arc::clone(&srcu), Arc::clone(&left));
             std::thread::spawn(move || {
-                srcu.synchronize_cpus(CpuMask::of(1));
+                srcu.synchronize_cpus(CpuMask::of(named_cpu));
                 assert!(left.load(Ordering::SeqCst), "synchronize_cpus returned under a reader of a CPU it named");
             })
         };
@@ -279,7 +287,6 @@ mod tests {
         left.store(true, Ordering::SeqCst);
         drop(named);
         updater.join().unwrap();
-        drop(elsewhere);
         assert!(srcu.idle(CpuMask::ALL));
     }
 

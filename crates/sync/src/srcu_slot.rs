@@ -132,9 +132,11 @@ mod tests {
         let taken = slot.take().unwrap();
         assert_eq!((taken.value, taken.readers), (&mut a as *mut u32, CpuMask::EMPTY), "never borrowed");
         slot.publish(&mut b);
+        let section = srcu.read_lock_on(1);
+        assert_eq!(slot.borrow(&section), &mut b as *mut u32);
         assert_eq!(slot.borrow(&srcu.read_lock_on(1)), &mut b as *mut u32);
-        assert_eq!(slot.borrow(&srcu.read_lock_on(1)), &mut b as *mut u32);
-        assert_eq!(slot.take().unwrap().readers, CpuMask::of(1), "borrowed on CPU 1 alone");
+        assert_eq!(slot.take().unwrap().readers, CpuMask::of(section.cpu()), "borrowed on one CPU alone");
+        drop(section);
         assert!(slot.borrow(&srcu.read_lock()).is_null());
         // The same address published again is a new generation, not yet
         // borrowed.
@@ -211,15 +213,27 @@ mod loom_models {
     /// second reader borrows the new value, and its take still waits.
     #[test]
     fn a_stale_reader_does_not_hide_a_later_borrow() {
-        loom::model(|| {
+        stale_reader_beside_a_later_borrow(0, 1);
+    }
+
+    /// The same with both readers on one CPU: the later reader may skip
+    /// its `fetch_or`, finding the CPU in the set, which the stale one may
+    /// have set before the new publication cleared it.
+    #[test]
+    fn a_stale_reader_on_the_same_cpu_does_not_hide_a_later_borrow() {
+        stale_reader_beside_a_later_borrow(1, 1);
+    }
+
+    fn stale_reader_beside_a_later_borrow(stale_cpu: usize, later_cpu: usize) {
+        loom::model(move || {
             let srcu = Arc::new(Srcu::new());
             let slot = Arc::new(SrcuSlot::new());
             let (first, second) = (Arc::new(UnsafeCell::new(1)), Arc::new(UnsafeCell::new(2)));
             publish(&slot, &first);
-            let stale = reader(&srcu, &slot, 0);
+            let stale = reader(&srcu, &slot, stale_cpu);
             take_and_release(&srcu, &slot, &first);
             publish(&slot, &second);
-            let later = reader(&srcu, &slot, 1);
+            let later = reader(&srcu, &slot, later_cpu);
             take_and_release(&srcu, &slot, &second);
             stale.join().unwrap();
             later.join().unwrap();
@@ -231,5 +245,12 @@ mod loom_models {
     #[test]
     fn readers_on_two_cpus_are_both_waited_for() {
         readers_race_a_take(&[0, 1]);
+    }
+
+    /// Two readers on one CPU: the second may find the CPU already in the
+    /// set and skip its `fetch_or`; the take still waits for both.
+    #[test]
+    fn readers_on_one_cpu_are_both_waited_for() {
+        readers_race_a_take(&[1, 1]);
     }
 }
