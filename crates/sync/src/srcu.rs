@@ -242,14 +242,20 @@ mod tests {
 
     #[test]
     fn synchronize_waits_for_a_reader_inside() {
+        waits_for_a_reader_on(1, Srcu::synchronize);
+    }
+
+    /// `update` on another thread returns only after the reader this takes
+    /// on `cpu` has left.
+    fn waits_for_a_reader_on(cpu: usize, update: fn(&Srcu)) {
         let srcu = Arc::new(Srcu::new());
         let left = Arc::new(AtomicBool::new(false));
-        let reader = srcu.read_lock_on(1);
+        let reader = srcu.read_lock_on(cpu);
         let updater = {
             let (srcu, left) = (Arc::clone(&srcu), Arc::clone(&left));
             std::thread::spawn(move || {
-                srcu.synchronize();
-                assert!(left.load(Ordering::SeqCst), "synchronize returned under a reader");
+                update(&srcu);
+                assert!(left.load(Ordering::SeqCst), "the update returned under a reader it had to wait for");
             })
         };
         std::thread::sleep(Duration::from_millis(20));
@@ -263,31 +269,15 @@ mod tests {
     /// returns with one inside on a CPU it does not name.
     #[test]
     fn synchronize_cpus_waits_for_the_readers_of_the_cpus_named() {
-        let srcu = Arc::new(Srcu::new());
+        let srcu = Srcu::new();
         let cpus = crate::cpu::possible_cpus();
-        let named_cpu = 1 % cpus;
         // (A machine of one CPU has no other CPU to leave out.)
         if cpus >= 2 {
-            let elsewhere = srcu.read_lock_on(named_cpu + 1);
-            assert_ne!(elsewhere.cpu(), named_cpu);
-            srcu.synchronize_cpus(CpuMask::of(named_cpu));
+            let elsewhere = srcu.read_lock_on(0);
+            srcu.synchronize_cpus(CpuMask::of(1));
             drop(elsewhere);
         }
-        let left = Arc::new(AtomicBool::new(false));
-        let named = srcu.read_lock_on(named_cpu);
-        assert_eq!(named.cpu(), named_cpu);
-        let updater = {
-            let (srcu, left) = (Arc::clone(&srcu), Arc::clone(&left));
-            std::thread::spawn(move || {
-                srcu.synchronize_cpus(CpuMask::of(named_cpu));
-                assert!(left.load(Ordering::SeqCst), "synchronize_cpus returned under a reader of a CPU it named");
-            })
-        };
-        std::thread::sleep(Duration::from_millis(20));
-        left.store(true, Ordering::SeqCst);
-        drop(named);
-        updater.join().unwrap();
-        assert!(srcu.idle(CpuMask::ALL));
+        waits_for_a_reader_on(1 % cpus, |srcu| srcu.synchronize_cpus(CpuMask::of(1 % crate::cpu::possible_cpus())));
     }
 
     /// A steady stream of overlapping readers on one CPU never lets its
