@@ -122,21 +122,21 @@ impl Srcu {
         for _ in 0..2 {
             let old = self.phase.fetch_add(1, Ordering::SeqCst) & 1;
             seqcst_fence_for_loom();
-            for (_, slots) in self.slots_of(cpus) {
+            for slots in self.slots_of(cpus) {
                 drain(&slots[old]);
             }
         }
     }
 
-    /// The slots of the CPUs in `cpus`, with their numbers.
-    fn slots_of(&self, cpus: CpuMask) -> impl Iterator<Item = (usize, &[AtomicUsize; 2])> {
-        self.readers.iter().map(|slots| &**slots).enumerate().filter(move |&(cpu, _)| cpus.contains(cpu))
+    /// The slots of the CPUs in `cpus`.
+    fn slots_of(&self, cpus: CpuMask) -> impl Iterator<Item = &[AtomicUsize; 2]> {
+        self.readers.iter().enumerate().filter(move |&(cpu, _)| cpus.contains(cpu)).map(|(_, slots)| &**slots)
     }
 
     /// Whether no reader of either phase is inside on any of `cpus` right
     /// now.
     fn idle(&self, cpus: CpuMask) -> bool {
-        self.slots_of(cpus).flat_map(|(_, slots)| slots.iter()).all(|slot| slot.load(Ordering::Acquire) == 0)
+        self.slots_of(cpus).flatten().all(|slot| slot.load(Ordering::Acquire) == 0)
     }
 }
 
@@ -247,7 +247,7 @@ mod tests {
 
     /// `update` on another thread returns only after the reader this takes
     /// on `cpu` has left.
-    fn waits_for_a_reader_on(cpu: usize, update: fn(&Srcu)) {
+    fn waits_for_a_reader_on(cpu: usize, update: impl FnOnce(&Srcu) + Send + 'static) {
         let srcu = Arc::new(Srcu::new());
         let left = Arc::new(AtomicBool::new(false));
         let reader = srcu.read_lock_on(cpu);
@@ -277,7 +277,7 @@ mod tests {
             srcu.synchronize_cpus(CpuMask::of(1));
             drop(elsewhere);
         }
-        waits_for_a_reader_on(1 % cpus, |srcu| srcu.synchronize_cpus(CpuMask::of(1 % crate::cpu::possible_cpus())));
+        waits_for_a_reader_on(1 % cpus, move |srcu| srcu.synchronize_cpus(CpuMask::of(1 % cpus)));
     }
 
     /// A steady stream of overlapping readers on one CPU never lets its

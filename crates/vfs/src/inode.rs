@@ -539,8 +539,9 @@ impl Inode {
             if a.mode != mode {
                 self.mode.store(a.mode, Ordering::Release);
             }
-            if pack_owner(a.uid, a.gid) != owner {
-                self.owner.store(pack_owner(a.uid, a.gid), Ordering::Release);
+            let new_owner = pack_owner(a.uid, a.gid);
+            if new_owner != owner {
+                self.owner.store(new_owner, Ordering::Release);
             }
         });
     }
