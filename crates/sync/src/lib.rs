@@ -55,8 +55,8 @@ pub mod seqcount;
 pub mod spin;
 pub mod srcu;
 pub mod srcu_slot;
-#[cfg(all(test, not(loom)))]
-mod test_support;
+#[cfg(all(any(test, feature = "audit"), not(loom)))]
+pub mod test_support;
 
 pub use dlock_list::{ConcurrentList, GlobalList, ListHandle, PerCpuList};
 pub use lglock::{LgLock, LgPerCpu};

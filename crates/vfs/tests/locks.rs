@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use vfscale::config::{LockListKind, RecordLocks};
 use vfscale::locks::*;
 use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs, VfsConfig};
+use vfscale_sync::test_support::wait_until;
 
 const KINDS: [LockListKind; 4] =
     [LockListKind::PerCpuRwSem, LockListKind::LgLockTas, LockListKind::LgLockQueued, LockListKind::GlobalLock];
@@ -141,14 +142,32 @@ fn deadlock_is_detected() {
         b.fcntl_setlk(fb, &Flock::new(F_WRLCK, 1, 1)).unwrap();
         std::thread::scope(|s| {
             let waiter = s.spawn(|| a.fcntl_setlkw(fa, &Flock::new(F_WRLCK, 1, 1), &Interrupt::never()));
-            while vfs.locks().blocked() == 0 {
-                std::thread::yield_now();
-            }
+            wait_until("a blocked request", || vfs.locks().blocked() > 0);
             assert_eq!(b.fcntl_setlkw(fb, &Flock::new(F_WRLCK, 0, 1), &Interrupt::never()), Err(Errno::EDEADLK));
             b.fcntl_setlk(fb, &Flock::new(F_UNLCK, 1, 1)).unwrap();
             assert_eq!(waiter.join().unwrap(), Ok(()));
         });
         assert_eq!(getlk(&b, fb, F_RDLCK, 0, 0), (F_WRLCK, 0, 2, a.pid()));
+    });
+}
+
+#[test]
+fn a_lock_granted_after_its_descriptor_closed_is_released() {
+    each_kind(|vfs| {
+        let (holder, waiter) = (vfs.process(Credentials::root()), vfs.process(Credentials::root()));
+        let (held, fd) = (rw(&holder, "/f"), rw(&waiter, "/f"));
+        holder.fcntl_setlk(held, &Flock::new(F_WRLCK, 0, 1)).unwrap();
+        std::thread::scope(|s| {
+            let waiting = s.spawn(|| waiter.fcntl_setlkw(fd, &Flock::new(F_WRLCK, 0, 1), &Interrupt::never()));
+            wait_until("the request to block", || vfs.locks().blocked() > 0);
+            // Another thread of the waiting process closes the descriptor
+            // the request waits through; the lock is granted after.
+            waiter.close(fd).unwrap();
+            holder.fcntl_setlk(held, &Flock::new(F_UNLCK, 0, 1)).unwrap();
+            assert_eq!(waiting.join().unwrap(), Err(Errno::EBADF));
+        });
+        assert!(vfs.locks().list().is_empty(), "the lock granted after the close stays: {:?}", vfs.locks().list());
+        assert_eq!(getlk(&holder, held, F_WRLCK, 0, 1).0, F_UNLCK);
     });
 }
 

@@ -682,18 +682,9 @@ impl fmt::Debug for RawRwSem {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::test_support::wait_until;
     use std::sync::atomic::{AtomicBool as StdAtomicBool, Ordering::Relaxed};
     use std::time::{Duration, Instant};
-
-    /// Waits for a state the test brings about; the limit is only a hang
-    /// guard.
-    fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-        let start = Instant::now();
-        while !cond() {
-            assert!(start.elapsed() < Duration::from_secs(60), "timed out waiting until {what}");
-            std::thread::yield_now();
-        }
-    }
 
     #[test]
     fn constructors_and_config() {

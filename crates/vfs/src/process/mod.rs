@@ -351,13 +351,49 @@ impl Process {
         self.setlk(fd, RecordOwner::Ofd, lock, Some(intr))
     }
 
+    /// A request first tries without waiting, borrowing the description
+    /// (as a read does); only one that must wait holds a count of it. A
+    /// POSIX lock granted outside the table's read-side section (after a
+    /// wait, or on a generated file) may have been granted after a close
+    /// of `fd` dropped the process's locks on the file: then it goes too,
+    /// and the call fails EBADF, as Linux's `fcntl_setlk` does. Inside the
+    /// section no check is needed: a close waits for the section before
+    /// it drops the locks.
     fn setlk(&self, fd: Fd, owner: RecordOwner, lock: &Flock, wait: Option<&Interrupt<'_>>) -> VfsResult<()> {
-        self.lock_request(fd, wait.is_some(), |file| {
-            if owner == RecordOwner::Posix && lock.l_type != F_UNLCK {
+        let posix_lock = owner == RecordOwner::Posix && lock.l_type != F_UNLCK;
+        let request = |file: &OpenFile, wait| {
+            if posix_lock {
                 self.fds.mark_posix(inode_key(file));
             }
             lock_calls::setlk(file.mount().locks(), file, (self.pid, owner), lock, wait, AccessModeCheck::Check)
-        })
+        };
+        let kept = |file: &OpenFile, granted: VfsResult<()>| match granted {
+            Ok(()) if posix_lock => self.release_if_closed(fd, file),
+            other => other,
+        };
+        let tried = self.fds.with(fd, |file| match file.is_generated() {
+            true => kept(file, request(file, None)),
+            false => request(file, None),
+        })?;
+        match tried {
+            Err(Errno::EAGAIN) if wait.is_some() => {
+                let file = self.file(fd)?;
+                kept(&file, request(&file, wait))
+            }
+            tried => tried,
+        }
+    }
+
+    /// After a POSIX lock on `file` was granted through `fd` outside the
+    /// table's read-side section: if `fd` no longer names `file`, a close
+    /// ran and dropped the process's locks on it, perhaps before this one
+    /// was granted, so they go now and the request fails EBADF.
+    fn release_if_closed(&self, fd: Fd, file: &OpenFile) -> VfsResult<()> {
+        if self.fds.with(fd, |now| std::ptr::eq(now, file)) == Ok(true) {
+            return Ok(());
+        }
+        lock_calls::posix_close(file, self.pid);
+        Err(Errno::EBADF)
     }
 
     /// Runs a lock request on the file `fd` names. One that cannot wait
