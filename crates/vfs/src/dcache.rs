@@ -64,8 +64,9 @@ pub(crate) struct Dcache {
     /// One FIFO of negative dentries per CPU.
     negatives: Box<[CachePadded<Mutex<NegativeQueue>>]>,
     negative_count: PercpuCounter,
-    /// Most negatives one CPU's queue keeps (its share of the cap).
-    negatives_per_queue: usize,
+    /// Most negatives all queues keep together (each its share, see
+    /// [`Dcache::queue_share`]).
+    max_negatives: usize,
     reclaim: Arc<Reclaim>,
 }
 
@@ -78,7 +79,7 @@ impl Dcache {
             mask: lines as u64 - 1,
             negatives: (0..cpus).map(|_| CachePadded::default()).collect(),
             negative_count: PercpuCounter::new(),
-            negatives_per_queue: max_negatives.div_ceil(cpus),
+            max_negatives,
             reclaim,
         }
     }
@@ -228,12 +229,21 @@ impl Dcache {
     }
 
     fn note_negative(&self, dentry: &Dentry) {
-        let cpu = self.negative_count.add(1);
-        let mut queue = unpoisoned(self.negatives[cpu % self.negatives.len()].lock());
+        let index = self.negative_count.add(1) % self.negatives.len();
+        let mut queue = unpoisoned(self.negatives[index].lock());
         queue.push_back(Arc::downgrade(&Self::to_arc(dentry)));
-        if queue.len() > self.negatives_per_queue {
-            self.shrink_negatives(&mut queue, self.negatives_per_queue);
+        let share = self.queue_share(index);
+        if queue.len() > share {
+            self.shrink_negatives(&mut queue, share);
         }
+    }
+
+    /// Most negatives queue `index` keeps: the cap split so the shares sum
+    /// to it exactly, so a thread that runs on every CPU in turn (and fills
+    /// every queue) still keeps no more than the cap.
+    fn queue_share(&self, index: usize) -> usize {
+        let queues = self.negatives.len();
+        self.max_negatives / queues + usize::from(index < self.max_negatives % queues)
     }
 
     /// Evicts the oldest unused negative dentries of `queue` until it holds

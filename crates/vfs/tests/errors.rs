@@ -17,6 +17,7 @@ use vfscale::{
     Credentials, Errno, Fd, FileType, OpenFlags, Process, SetTime, Stat, Timespec, Vfs, VfsConfig, VfsResult, Whence,
     MAX_SYMLINKS,
 };
+use vfscale_sync::test_support::wait_until;
 
 /// The scalable design and the "before" design of every variant.
 fn configs() -> [VfsConfig; 2] {
@@ -889,6 +890,34 @@ fn negative_dentry_cap_bounds_memory() {
     }
 }
 
+/// The cap holds for a thread that runs on every CPU in turn, filling
+/// every CPU's queue of negatives: the queues' shares sum to the cap, also
+/// when it is not a multiple of the CPUs.
+#[test]
+fn negative_dentry_cap_holds_across_cpus() {
+    let cpus = vfscale_sync::cpu::possible_cpus();
+    let max = 50 * cpus + 1;
+    let config = VfsConfig {
+        dir_locking: vfscale::config::DirLocking::RwSem,
+        negative_dentries: NegativeDentries::Cached,
+        max_negative_dentries: max,
+        ..VfsConfig::default()
+    };
+    let vfs = Vfs::new(config);
+    let p = vfs.process(Credentials::root());
+    p.mkdir("/d", 0o755).unwrap();
+    for cpu in 0..cpus {
+        vfscale_sync::cpu::with_virtual_cpu(cpu, || {
+            for i in 0..2 * max {
+                assert_eq!(p.stat(format!("/d/missing{cpu}.{i}")), Err(Errno::ENOENT));
+            }
+        });
+    }
+    let stats = vfs.statfs();
+    assert!(stats.negative_dentries <= max, "{stats:?} against a cap of {max}");
+    assert!(stats.negative_dentries > 0, "{stats:?}");
+}
+
 /// After everything was removed: one inode (the root) and no dentries once
 /// `drop_caches` has waited for the deferred releases.
 fn assert_nothing_left(vfs: &Vfs) {
@@ -970,9 +999,7 @@ fn readdir_sees_stable_names_exactly_once_while_others_change() {
                 round
             })
         };
-        while rounds.load(Ordering::Relaxed) == 0 {
-            thread::yield_now();
-        }
+        wait_until("a first round", || rounds.load(Ordering::Relaxed) > 0);
         for listing in 0..listings {
             // Alternate small batches (many resumptions) and list_dir.
             let entries = if listing % 2 == 0 {
