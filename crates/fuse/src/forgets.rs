@@ -347,6 +347,7 @@ impl Drop for Serving<'_> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+    use vfscale_sync::test_support::wait_until;
 
     /// Longer than any test takes: a rest or a wait of this length that
     /// runs out means what should have ended it never came.
@@ -367,9 +368,7 @@ mod tests {
             let rests = Arc::clone(&rests);
             std::thread::spawn(move || rests.served_forget(true))
         };
-        while rests.state().resting == 0 {
-            std::thread::yield_now();
-        }
+        wait_until("a rest begins", || rests.state().resting > 0);
         let mut drains = 0;
         let found = rests.drained(|| {
             drains += 1;
@@ -392,9 +391,7 @@ mod tests {
         let earlier = gate.begin();
         std::thread::scope(|s| {
             let waiter = s.spawn(|| gate.wait_for_begun(NEVER));
-            while gate.waiting() == 0 {
-                std::thread::yield_now();
-            }
+            wait_until("the wait begins", || gate.waiting() > 0);
             let later = gate.begin();
             drop(earlier);
             assert!(waiter.join().unwrap(), "the wait ran out with the earlier forget over");

@@ -410,6 +410,7 @@ mod tests {
     use std::sync::mpsc;
     use vfscale::locks::{F_RDLCK, F_WRLCK};
     use vfscale::{Credentials, OpenFlags};
+    use vfscale_sync::test_support::wait_until;
 
     /// Longer than any test takes: a wait for a release or an answer that
     /// runs this out means what should have ended it never came.
@@ -527,9 +528,7 @@ mod tests {
         let releaser = {
             let (locks, file) = (Arc::clone(&locks), Arc::clone(&file));
             std::thread::spawn(move || {
-                while locks.releases.waiting() == 0 {
-                    std::thread::yield_now();
-                }
+                wait_until("the request waits for the release", || locks.releases.waiting() > 0);
                 locks.release(&file);
             })
         };

@@ -196,6 +196,7 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::mpsc;
     use vfscale::Errno;
+    use vfscale_sync::test_support::wait_until;
 
     /// A grace no test outlasts: a wait that runs it out means the release
     /// that should have ended it was missed.
@@ -234,9 +235,7 @@ mod tests {
         releases.answer(until_released(&releases), busy, move |r| tx.send(r).unwrap());
         assert!(rx.try_recv().is_err(), "answered before the release came");
         // This thread is free to take the release, as a request thread is.
-        while releases.waiting() == 0 {
-            std::thread::yield_now();
-        }
+        wait_until("the answer waits for the release", || releases.waiting() > 0);
         releases.released(1, true);
         assert_eq!(rx.recv_timeout(2 * LONG), Ok(Ok(())));
     }

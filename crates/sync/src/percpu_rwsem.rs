@@ -356,6 +356,7 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for PerCpuRwSemWriteGuard<'_, T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::test_support::wait_until;
     use crate::test_support::Budget;
     use std::sync::atomic::{AtomicBool, AtomicUsize as StdAtomicUsize, Ordering as O};
     use std::sync::{Arc, Barrier};
@@ -435,9 +436,7 @@ mod tests {
             })
         };
         // Wait until the writer has blocked readers, then check it is stuck.
-        while sem.readers_blocked.load(O::SeqCst) == OPEN {
-            std::thread::yield_now();
-        }
+        wait_until("the writer blocks readers", || sem.readers_blocked.load(O::SeqCst) != OPEN);
         assert!(sem.try_read().is_none(), "a waiting writer must block new readers");
         std::thread::sleep(Duration::from_millis(20));
         assert!(!writer_in.load(O::SeqCst), "writer entered while a reader was inside");

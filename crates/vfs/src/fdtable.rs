@@ -254,6 +254,7 @@ mod tests {
     use super::*;
     use crate::{Credentials, OpenFlags, Vfs};
     use vfscale_sync::audited::AtomicBool;
+    use vfscale_sync::test_support::wait_until;
 
     /// A table allocates nothing until its first install; before that,
     /// every look-up and close is EBADF.
@@ -342,9 +343,7 @@ mod tests {
                         }
                     });
                 }
-                while !reads.load(Ordering::Relaxed) {
-                    std::thread::yield_now();
-                }
+                wait_until("a first read", || reads.load(Ordering::Relaxed));
                 p.close(fd).unwrap();
                 assert_eq!(other.flock(watch, LOCK_EX | LOCK_NB), Ok(()), "released by the close itself");
                 other.flock(watch, crate::locks::LOCK_UN).unwrap();

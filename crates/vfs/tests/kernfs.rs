@@ -7,6 +7,7 @@ use std::thread;
 use std::time::Duration;
 use vfscale::kernfs::{Kernfs, KernfsConfig, MAX_WRITE};
 use vfscale::{Credentials, Errno, FileType, OpenFlags};
+use vfscale_sync::test_support::wait_until;
 
 fn designs() -> [KernfsConfig; 3] {
     [KernfsConfig::before(), KernfsConfig::rwsem(), KernfsConfig::rcu()]
@@ -184,9 +185,7 @@ fn removal_drains_concurrent_readers() {
                 })
             })
             .collect();
-        while started.load(Ordering::SeqCst) < READERS {
-            thread::yield_now();
-        }
+        wait_until("every reader starts", || started.load(Ordering::SeqCst) >= READERS);
         let handle = sys.lookup(&sys.root(), "slow").expect("the attribute exists");
         sys.remove(&handle).unwrap();
         removed.store(true, Ordering::SeqCst);
@@ -278,9 +277,7 @@ fn a_blocked_show_does_not_hold_up_a_close() {
             p.read(slow, &mut buf).map(|n| buf[..n].to_vec())
         })
     };
-    while !entered.load(Ordering::SeqCst) {
-        thread::yield_now();
-    }
+    wait_until("the read enters the attribute", || entered.load(Ordering::SeqCst));
     let (tx, rx) = std::sync::mpsc::channel();
     let closer = {
         let p = Arc::clone(&p);

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use vfscale::config::RecordLocks;
 use vfscale::locks::{Flock, Interrupt, F_RDLCK, F_UNLCK, F_WRLCK, LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN};
 use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs, VfsConfig};
+use vfscale_sync::test_support::wait_until;
 
 const WORKERS: usize = 3;
 const FILES: usize = 2;
@@ -403,9 +404,7 @@ fn deadlock_cycle(design: RecordLocks) {
             host.workers[w].send_blocking(c);
             let (p, fd) = (&procs[w], fds[w][0]);
             waiting.push(s.spawn(move || p.fcntl_setlkw(fd, &to_flock(c.lock), &Interrupt::never())));
-            while vfs.locks().blocked() < w + 1 {
-                std::thread::yield_now();
-            }
+            wait_until("the request blocks", || vfs.locks().blocked() > w);
         }
         let last = WORKERS - 1;
         let c = setlk(Op::SetLkw, 0, F_WRLCK, 0, 1);

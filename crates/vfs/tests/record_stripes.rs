@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use vfscale::config::RecordLocks;
 use vfscale::locks::*;
 use vfscale::{Credentials, Errno, OpenFlags, Process, Vfs, VfsConfig};
+use vfscale_sync::test_support::wait_until;
 
 /// Stripes of 4 bytes, the one list, and the default 4 KiB stripes.
 const DESIGNS: [RecordLocks; 3] = [RecordLocks::Striped { stripe_shift: 2 }, RecordLocks::List, RecordLocks::STRIPED];
@@ -183,9 +184,7 @@ fn waiter_wakes_when_the_lock_shrinks_out_of_its_range() {
         lock(&a, fa, F_WRLCK, 0, 12).unwrap();
         std::thread::scope(|s| {
             let waiter = s.spawn(|| b.fcntl_setlkw(fb, &Flock::new(F_WRLCK, 9, 2), &Interrupt::never()));
-            while vfs.locks().blocked() == 0 {
-                std::thread::yield_now();
-            }
+            wait_until("a request blocks", || vfs.locks().blocked() > 0);
             // Shrinks to 0..4 (one stripe of 4): the waiter gets 9..10.
             lock(&a, fa, F_UNLCK, 4, 0).unwrap();
             assert_eq!(waiter.join().unwrap(), Ok(()), "{design:?}");
@@ -194,9 +193,7 @@ fn waiter_wakes_when_the_lock_shrinks_out_of_its_range() {
         // A downgrade wakes a reader that waits on it.
         std::thread::scope(|s| {
             let waiter = s.spawn(|| a.fcntl_setlkw(fa, &Flock::new(F_RDLCK, 8, 8), &Interrupt::never()));
-            while vfs.locks().blocked() == 0 {
-                std::thread::yield_now();
-            }
+            wait_until("a request blocks", || vfs.locks().blocked() > 0);
             lock(&b, fb, F_RDLCK, 9, 2).unwrap();
             assert_eq!(waiter.join().unwrap(), Ok(()), "{design:?}");
         });

@@ -19,6 +19,7 @@ use std::thread;
 use std::time::Duration;
 use vfscale::config::WalkMode;
 use vfscale::{Credentials, Errno, FileType, OpenFlags, Process, Stat, Vfs, VfsConfig, VfsResult};
+use vfscale_sync::test_support::wait_until;
 
 fn iterations() -> usize {
     std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(600)
@@ -459,9 +460,7 @@ fn drop_caches_frees_everything_while_another_vfs_is_busy() {
             n
         })
     };
-    while rounds.load(SeqCst) == 0 {
-        thread::yield_now();
-    }
+    wait_until("a first round", || rounds.load(SeqCst) > 0);
     let vfs = Vfs::default();
     let p = root_of(&vfs);
     for i in 0..2000 {
@@ -526,9 +525,7 @@ fn opens_racing_unlink_free_every_inode() {
         })
         .collect();
     // /hot exists until the first unlink, so some reader's open succeeds.
-    while opens.load(SeqCst) == 0 {
-        thread::yield_now();
-    }
+    wait_until("a first open", || opens.load(SeqCst) > 0);
     for _ in 0..iterations() {
         p.unlink("/hot").unwrap();
         create(&p, "/hot", b"contents").unwrap();

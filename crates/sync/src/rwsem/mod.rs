@@ -258,6 +258,7 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwSemWriteGuard<'_, T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::test_support::wait_until;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
     use std::sync::Barrier;
     use std::time::{Duration, Instant};
@@ -453,9 +454,7 @@ mod tests {
                         }
                     });
                 }
-                while reads.load(Relaxed) < 10 {
-                    std::thread::yield_now();
-                }
+                wait_until("ten reads", || reads.load(Relaxed) >= 10);
                 *sem.write() = 1;
                 writer_done.store(true, Relaxed);
             });
