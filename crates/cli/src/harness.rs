@@ -330,8 +330,12 @@ mod tests {
         assert_eq!(plan.iterations_after(100, Duration::from_millis(100)), 1000, "already long enough");
         assert_eq!(RunPlan::new(1, 1000).iterations_after(100, Duration::from_nanos(1)), 1000);
         let subject = Counting { ops: AtomicU64::new(0), runs: AtomicU64::new(0) };
-        let runs = run_cell(&subject, 1, RunPlan { min_run: Some(Duration::from_millis(5)), ..RunPlan::new(1, 10) });
-        assert!(runs.iterations > 10, "ten counts take far less than 5 ms: {}", runs.iterations);
+        // A minute, so that no pause of a busy machine can make the warm-up
+        // look long enough: the subject runs any number of iterations in
+        // one step.
+        let min_run = Some(Duration::from_secs(60));
+        let runs = run_cell(&subject, 1, RunPlan { min_run, ..RunPlan::new(1, 10) });
+        assert!(runs.iterations > 10, "ten counts take far less than a minute: {}", runs.iterations);
         assert_eq!(subject.ops.load(Ordering::Relaxed), 1 + runs.iterations, "the warm-up, then the raised run");
     }
 

@@ -205,6 +205,7 @@ fn poll_until(device: &OwnedFd, budget: Duration, lost: impl Fn() -> bool) -> Ou
 mod tests {
     use super::*;
     use std::os::fd::FromRawFd;
+    use vfscale_sync::test_support::wait_until;
 
     /// A pipe: the read end stands in for the device, the write end sends
     /// "requests".
@@ -216,6 +217,11 @@ mod tests {
         unsafe { (OwnedFd::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) }
     }
 
+    /// A budget no linger that expects its request can run out of, however
+    /// long a busy machine keeps the requesting thread from running: each
+    /// such linger ends at its request, so the length costs nothing.
+    const LONG_LINGER: Duration = Duration::from_secs(60);
+
     fn lingering_on(budget: Duration) -> (Linger, std::fs::File) {
         let (device, requests) = pipe();
         let linger = Linger::new(budget, Arc::default());
@@ -226,7 +232,7 @@ mod tests {
     #[test]
     fn a_waiting_request_ends_the_linger_at_once() {
         use std::io::Write;
-        let (linger, mut requests) = lingering_on(Duration::from_secs(10));
+        let (linger, mut requests) = lingering_on(LONG_LINGER);
         requests.write_all(b"r").unwrap();
         assert_eq!(linger.after_reply(0), Outcome::Hit);
         assert_eq!(linger.after_reply(0), Outcome::Hit, "a hit lets the next reply linger too");
@@ -261,12 +267,10 @@ mod tests {
     #[test]
     fn one_thread_lingers_at_a_time() {
         use std::io::Write;
-        let (linger, mut requests) = lingering_on(Duration::from_secs(10));
+        let (linger, mut requests) = lingering_on(LONG_LINGER);
         std::thread::scope(|s| {
             let first = s.spawn(|| linger.after_reply(0));
-            while !linger.busy.load(Ordering::Acquire) {
-                std::thread::yield_now();
-            }
+            wait_until("the linger begins", || linger.busy.load(Ordering::Acquire));
             assert_eq!(linger.after_reply(0), Outcome::Skipped, "the second thread goes back to its read");
             requests.write_all(b"r").unwrap();
             assert_eq!(first.join().unwrap(), Outcome::Hit);
@@ -278,14 +282,12 @@ mod tests {
     /// lost and changes no backoff: the next reply lingers again.
     #[test]
     fn a_request_begun_elsewhere_ends_the_linger() {
-        let (linger, _requests) = lingering_on(Duration::from_secs(10));
+        let (linger, _requests) = lingering_on(LONG_LINGER);
         std::thread::scope(|s| {
             let begun = linger.requests.count(crate::Opcode::Getattr);
             let linger = &linger;
             let lingering = s.spawn(move || linger.after_reply(begun));
-            while !linger.busy.load(Ordering::Acquire) {
-                std::thread::yield_now();
-            }
+            wait_until("the linger begins", || linger.busy.load(Ordering::Acquire));
             linger.requests.count(crate::Opcode::Lookup);
             assert_eq!(lingering.join().unwrap(), Outcome::Lost);
         });
@@ -299,7 +301,7 @@ mod tests {
     #[test]
     fn a_request_begun_before_the_linger_ends_it() {
         use std::io::Write;
-        let (linger, mut requests) = lingering_on(Duration::from_secs(10));
+        let (linger, mut requests) = lingering_on(LONG_LINGER);
         let begun = linger.requests.count(crate::Opcode::Getattr);
         linger.requests.count(crate::Opcode::Lookup);
         assert_eq!(linger.after_reply(begun), Outcome::Lost);
@@ -311,7 +313,7 @@ mod tests {
 
     #[test]
     fn a_hung_up_device_ends_the_linger() {
-        let (linger, requests) = lingering_on(Duration::from_secs(10));
+        let (linger, requests) = lingering_on(LONG_LINGER);
         drop(requests);
         assert_eq!(linger.after_reply(0), Outcome::Gone);
     }
