@@ -126,8 +126,23 @@ impl<'a> Ctx<'a> {
 
     /// Resolves `path` to a place: the mount and the inode.
     pub fn locate(&self, path: &[u8], intent: Intent) -> VfsResult<Dir> {
+        self.locate_checked(path, intent, |_| Ok(()))
+    }
+
+    /// [`locate`](Self::locate), failing with `check`'s error where it
+    /// fails on the place the walk found, before the place is counted: a
+    /// call that is bound to fail writes nothing.
+    pub fn locate_checked(
+        &self,
+        path: &[u8],
+        intent: Intent,
+        check: impl Fn(&At<'_>) -> VfsResult<()>,
+    ) -> VfsResult<Dir> {
         self.walk(path, intent, |walked| match walked {
-            Walked::Found(at) => Ok(Dir { mount: keep_mount(&at)?, inode: CountedArc::new(at.inode) }),
+            Walked::Found(at) => {
+                check(&at)?;
+                Ok(Dir { mount: keep_mount(&at)?, inode: CountedArc::new(at.inode) })
+            }
             Walked::Parent { .. } => unreachable!("not a parent walk"),
         })
     }

@@ -196,6 +196,31 @@ pub(crate) fn list(inode: &Inode, cred: &Credentials, buf: &mut [u8]) -> VfsResu
     Ok(out.len())
 }
 
+/// The checks of [`set`] that take no lock, on reads alone: permission,
+/// the namespace, and the name's presence in the published attributes
+/// against `flags` (`setting` for a `setxattr`, else a `removexattr`). A
+/// change that fails them fails with no line written; one that passes
+/// meets them again in [`set`], under its lock.
+pub(crate) fn may_set(inode: &Inode, cred: &Credentials, name: &[u8], setting: bool, flags: i32) -> VfsResult<()> {
+    permission(inode, cred, name, true)?;
+    resolve(name)?;
+    let present = inode.xattrs.read(&crossbeam_epoch::pin(), |map| map.contains_key(name));
+    refused(setting, present, flags).map_or(Ok(()), Err)
+}
+
+/// Why a `setxattr` (`setting`) or `removexattr` of a name that is
+/// `present` or not fails, given its `flags`: EEXIST for `XATTR_CREATE` of
+/// a present name, ENODATA for `XATTR_REPLACE` or a removal of a missing
+/// one.
+fn refused(setting: bool, present: bool, flags: i32) -> Option<Errno> {
+    match (setting, present) {
+        (true, true) if flags & XATTR_CREATE != 0 => Some(Errno::EEXIST),
+        (true, false) if flags & XATTR_REPLACE != 0 => Some(Errno::ENODATA),
+        (false, false) => Some(Errno::ENODATA),
+        _ => None,
+    }
+}
+
 /// `setxattr` (`value` given) or `removexattr` (`None`) on an inode, the
 /// arguments already checked; `charge` takes (positive) or gives back
 /// (negative) inode space, failing with ENOSPC when none is left.
@@ -211,11 +236,8 @@ pub(crate) fn set(
     resolve(name)?;
     inode.xattrs.change(|map| {
         let old = map.get(name).map(|v| space(name, v.len()) as i64);
-        match (value, old) {
-            (Some(_), Some(_)) if flags & XATTR_CREATE != 0 => return Err(Errno::EEXIST),
-            (Some(_), None) if flags & XATTR_REPLACE != 0 => return Err(Errno::ENODATA),
-            (None, None) => return Err(Errno::ENODATA),
-            _ => {}
+        if let Some(refused) = refused(value.is_some(), old.is_some(), flags) {
+            return Err(refused);
         }
         let new = value.map_or(0, |v| space(name, v.len()) as i64);
         charge(new - old.unwrap_or(0))?;

@@ -582,6 +582,39 @@ fn getxattrs_share_no_line_with_each_other_or_writes_of_the_file() {
     assert!(sites.iter().any(|s| s.contains("xattr_store.rs")), "a setxattr replaces the map: {sites:#?}");
 }
 
+/// A removexattr of a missing name, an `XATTR_CREATE` setxattr of a
+/// present one and an `XATTR_REPLACE` of a missing one fail at the end of
+/// their walk, on a read of the published attributes, before any count
+/// or lock: two of them share no line, nor one with a getxattr of the
+/// file. A removexattr that succeeds, which replaces the map, is caught.
+#[test]
+fn failing_xattr_changes_share_no_line() {
+    use vfscale::xattr::{XATTR_CREATE, XATTR_REPLACE};
+    let (vfs, p) = tree(VfsConfig::default());
+    p.close(p.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap()).unwrap();
+    p.setxattr("/f", b"user.a", b"value", 0).unwrap();
+    let q = vfs.process(Credentials::root());
+    let remove_missing = |who: &Process| assert_eq!(who.removexattr("/f", b"user.missing"), Err(Errno::ENODATA));
+    let create_present =
+        |who: &Process| assert_eq!(who.setxattr("/f", b"user.a", b"v", XATTR_CREATE), Err(Errno::EEXIST));
+    let replace_missing =
+        |who: &Process| assert_eq!(who.setxattr("/f", b"user.missing", b"v", XATTR_REPLACE), Err(Errno::ENODATA));
+    let v = verdict(|| remove_missing(&p), || remove_missing(&q));
+    assert!(v.conflict_free(), "two removexattrs of a missing name: {:#?}", v.conflicts);
+    let v = verdict(|| create_present(&p), || replace_missing(&q));
+    assert!(v.conflict_free(), "two failing setxattrs: {:#?}", v.conflicts);
+    let get = || assert_eq!(q.getxattr("/f", b"user.a", &mut [0u8; 8]), Ok(5));
+    let v = verdict(|| remove_missing(&p), get);
+    assert!(v.conflict_free(), "a failing removexattr and a getxattr: {:#?}", v.conflicts);
+    let set_and_remove = || {
+        p.setxattr("/f", b"user.b", b"v", 0).unwrap();
+        p.removexattr("/f", b"user.b").unwrap();
+    };
+    let v = verdict(set_and_remove, get);
+    let sites: Vec<&String> = v.conflicts.iter().flat_map(|c| &c.sites).collect();
+    assert!(sites.iter().any(|s| s.contains("xattr_store.rs")), "a removexattr replaces the map: {sites:#?}");
+}
+
 /// Only a walk that climbs (`..`, in its path or in a symlink's target)
 /// reads the rename seqcount that a move of a directory between
 /// directories writes: a stat of a path without `..` beside such a move

@@ -408,7 +408,7 @@ impl<'a> Context<'a> {
         xattr_flags: i32,
     ) -> VfsResult<()> {
         crate::xattr::check_set_args(name, value, xattr_flags)?;
-        self.set_xattr(&self.xattr_target(path.as_ref(), flags)?, name, Some(value), xattr_flags)
+        self.change_xattr(path.as_ref(), flags, name, Some(value), xattr_flags)
     }
 
     /// `listxattrat(2)`: the names, each ending in a NUL, as
@@ -423,34 +423,48 @@ impl<'a> Context<'a> {
     /// `removexattrat(2)`.
     pub fn removexattr(&self, path: impl AsRef<[u8]>, flags: AtFlags, name: &[u8]) -> VfsResult<()> {
         crate::xattr::check_name(name)?;
-        self.set_xattr(&self.xattr_target(path.as_ref(), flags)?, name, None, 0)
+        self.change_xattr(path.as_ref(), flags, name, None, 0)
     }
 
     /// `read` of the inode an xattr call names, at the end of its walk (as
     /// `stat` is: no count taken on it; a walk may end more than once).
     fn on_xattr_target<R>(&self, path: &[u8], flags: AtFlags, read: impl Fn(&Inode) -> VfsResult<R>) -> VfsResult<R> {
-        let (names, intent) = self.names_with(flags, AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)?;
+        let (names, intent) = self.names_with(flags, XATTR_AT_FLAGS)?;
         names.walk(path, intent, |walked| match walked {
             Walked::Found(at) => read(at.inode),
             Walked::Parent { .. } => unreachable!("not a parent walk"),
         })
     }
 
-    /// The inode an xattr call names.
-    fn xattr_target(&self, path: &[u8], flags: AtFlags) -> VfsResult<Dir> {
-        let (names, intent) = self.names_with(flags, AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)?;
-        names.locate(path, intent)
-    }
-
     /// Sets (`value` given) or removes an attribute whose arguments were
     /// checked, on a mount that takes changes, charging its space to the
-    /// instance.
-    fn set_xattr(&self, target: &Dir, name: &[u8], value: Option<&[u8]>, flags: i32) -> VfsResult<()> {
+    /// instance. A change bound to fail (a read-only mount, permission,
+    /// the namespace, the name present or missing against `xattr_flags`)
+    /// fails at the end of its walk on reads alone, before the place is
+    /// counted or the attributes locked: it writes no line.
+    fn change_xattr(
+        &self,
+        path: &[u8],
+        flags: AtFlags,
+        name: &[u8],
+        value: Option<&[u8]>,
+        xattr_flags: i32,
+    ) -> VfsResult<()> {
+        let (names, intent) = self.names_with(flags, XATTR_AT_FLAGS)?;
+        let cred = self.names.cred;
+        let target = names.locate_checked(path, intent, |at| {
+            at.mount.want_write()?;
+            crate::xattr::may_set(at.inode, cred, name, value.is_some(), xattr_flags)
+        })?;
         target.mount.want_write()?;
         let charge = |delta| target.mount.sb.charge_ispace(delta);
-        crate::xattr::set(&target.inode, self.names.cred, name, value, flags, &charge)
+        crate::xattr::set(&target.inode, cred, name, value, xattr_flags, &charge)
     }
 }
+
+/// The `AtFlags` the xattr calls take: `AT_SYMLINK_NOFOLLOW` (the `l`
+/// forms) and `AT_EMPTY_PATH` (the `f` forms).
+const XATTR_AT_FLAGS: AtFlags = AtFlags(libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH);
 
 /// `faccessat`'s checks in Linux's order: a program on a `noexec` mount,
 /// permission, then writing through a read-only mount (not for special
