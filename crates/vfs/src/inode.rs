@@ -2,15 +2,20 @@
 //! symlinks, and the special files (FIFOs, sockets, devices) whose I/O a
 //! front end does — with their attributes and contents.
 //!
-//! Invariant: attributes live in a [`SeqLock`], so `stat` and the
+//! Invariant: attributes live in two [`SeqLock`]s, so `stat` and the
 //! per-component permission checks of an rcu-walk read them without taking
-//! a lock or writing shared memory. Every live inode is on its superblock's
+//! a lock or writing shared memory: [`MetaAttrs`] (mode, owner, link count),
+//! which changes of the file's names, mode and owner write, and
+//! [`ContentAttrs`] (size and times), which changes of its data write, on
+//! lines apart. Each keeps the change time of its own changes; the file's
+//! is the later of the two. Every live inode is on its superblock's
 //! inode list (a [`ConcurrentList`]) from creation until it is dropped.
 //!
 //! May import the base modules, `dentry`, `dirents` and `locks` (an inode holds its lock state).
 
 use crate::dirents::{Design, Entries};
 use crate::errno::{Errno, VfsResult};
+use crate::mode::{S_ISGID, S_ISUID, S_IXGRP};
 use crate::opens::DOTDOT;
 use crate::pages::PageMap;
 use crate::reclaim::Reclaim;
@@ -34,9 +39,9 @@ use vfscale_sync::poison::unpoisoned;
 use vfscale_sync::seqcount::SeqLock;
 use vfscale_sync::{PercpuChanges, PercpuRef};
 
-/// The attributes `stat` reports, kept together in one [`SeqLock`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
-#[repr(C)]
+/// The attributes `stat` reports, as one value: both cells read (see
+/// [`Attrs::of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Attrs {
     pub mode: u32,
     pub uid: u32,
@@ -47,6 +52,51 @@ pub(crate) struct Attrs {
     pub mtime: Timespec,
     pub ctime: Timespec,
 }
+
+impl Attrs {
+    /// The attributes of the two cells; the change time is the later one.
+    pub fn of(meta: MetaAttrs, content: ContentAttrs) -> Attrs {
+        Attrs {
+            mode: meta.mode,
+            uid: meta.uid,
+            gid: meta.gid,
+            nlink: meta.nlink,
+            size: content.size,
+            atime: content.atime,
+            mtime: content.mtime,
+            ctime: meta.ctime.max(content.ctime),
+        }
+    }
+}
+
+/// What changes of a file's names, mode and owner write (`chmod`,
+/// `chown`, `link`, `unlink`, `rename`, `setxattr`), with the time of the
+/// last of them: never ahead of the clock (a change time a filesystem
+/// gives goes whole to the content cell), so a read whose access time is
+/// ahead of the clock knows it is later without reading this cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub(crate) struct MetaAttrs {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub ctime: Timespec,
+}
+
+/// What changes of a file's data write (`write`, `truncate`, `fallocate`,
+/// a read's access time), with the time of the last change among them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub(crate) struct ContentAttrs {
+    pub size: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+}
+
+/// The set-id bits a write by an unprivileged caller may clear.
+const SET_ID: u32 = S_ISUID | S_ISGID;
 
 /// `uid` and `gid` in one word (see [`Inode::owner`]).
 fn pack_owner(uid: u32, gid: u32) -> u64 {
@@ -272,10 +322,10 @@ pub struct Inode {
     _head: LinePad,
     // Read by every walk step and open, written (almost) never.
     ino: u64,
-    /// A copy of `attrs.mode` readable with one load, for the search
+    /// A copy of `meta.mode` readable with one load, for the search
     /// permission fast path of every walk step; stored only when it changes.
     mode: AtomicU32,
-    /// A copy of `attrs.uid` (high half) and `attrs.gid` (low half),
+    /// A copy of `meta.uid` (high half) and `meta.gid` (low half),
     /// readable with one load, for permission checks that the mode alone
     /// does not decide: they read neither the times nor the size, which
     /// every write of the file changes. Stored only when the owner changes.
@@ -287,16 +337,24 @@ pub struct Inode {
     registry: RegistryRef,
     list_handle: OnceLock<ListHandle>,
     private: Option<Arc<dyn Any + Send + Sync>>,
-    /// Extended attributes (whose change sets `attrs.ctime` too): a
+    /// Extended attributes (whose change sets `meta.ctime` too): a
     /// pointer the first change sets, to a cell of their own, so reading
     /// them reads no line that changes of the inode write.
     pub(crate) xattrs: crate::xattr_store::Xattrs,
     /// Its tag and a directory's read-mostly fields first (see
     /// [`Directory`]).
     pub(crate) body: Body,
-    // Written by creates, unlinks, writes and attribute changes.
+    // Written by changes of the file's names, mode and owner.
     _written_below: LinePad,
-    attrs: SeqLock<Attrs>,
+    meta: SeqLock<MetaAttrs>,
+    // Written by changes of its data: apart from the lines above.
+    _between_cells: LinePad,
+    content: SeqLock<ContentAttrs>,
+    /// Whether the mode holds a set-id bit (a copy, stored only when it
+    /// changes): what a write reads, on its own lines, to learn that it
+    /// has no privileges to remove without reading the mode, which a
+    /// `chmod` writes.
+    setid: AtomicBool,
     // Written once each (by the first lock, the first open), read by
     // every lock call and open: apart from the lines every change of the
     // inode writes.
@@ -446,25 +504,32 @@ impl Inode {
             }
             special => (Body::Special(special, if special.is_device() { spec.rdev } else { 0 }), 1, 0),
         };
-        let attrs = Attrs {
+        let ctime = spec.ctime.unwrap_or(now);
+        let meta = MetaAttrs {
             mode: spec.file_type.mode_bits() | (spec.perm & 0o7777),
             uid: spec.uid,
             gid: spec.gid,
             nlink: spec.nlink.unwrap_or(nlink),
+            ctime: ctime.min(now),
+        };
+        let content = ContentAttrs {
             size: spec.size.unwrap_or(size),
             atime: spec.atime.unwrap_or(now),
             mtime: spec.mtime.unwrap_or(now),
-            ctime: spec.ctime.unwrap_or(now),
+            ctime,
         };
         let inode = Arc::new(Inode {
             _head: LinePad::new(),
             _written_below: LinePad::new(),
+            _between_cells: LinePad::new(),
             _written_above: LinePad::new(),
             _made_by_first_lock: LinePad::new(),
             ino: next_ino(),
-            attrs: SeqLock::new(attrs),
-            mode: AtomicU32::new(attrs.mode),
-            owner: AtomicU64::new(pack_owner(attrs.uid, attrs.gid)),
+            meta: SeqLock::new(meta),
+            content: SeqLock::new(content),
+            setid: AtomicBool::new(meta.mode & SET_ID != 0),
+            mode: AtomicU32::new(meta.mode),
+            owner: AtomicU64::new(pack_owner(meta.uid, meta.gid)),
             mounted: AtomicU32::new(0),
             body,
             registry: RegistryRef::new(registry),
@@ -523,26 +588,81 @@ impl Inode {
         self.private.as_deref()?.downcast_ref()
     }
 
+    /// Both cells' attributes (see [`Attrs::of`]); a split directory's
+    /// per-CPU changes are not folded in ([`stat`](Self::stat) folds them).
     pub(crate) fn attrs(&self) -> Attrs {
-        self.attrs.read()
+        Attrs::of(self.meta.read(), self.content.read())
     }
 
-    pub(crate) fn update_attrs(&self, f: impl FnOnce(&mut Attrs)) {
-        // Stored under the attributes' writer lock, so concurrent changes
+    /// The mode, owner, link count and the time of their last change.
+    pub(crate) fn meta(&self) -> MetaAttrs {
+        self.meta.read()
+    }
+
+    /// The size and times, and the time of their last change.
+    pub(crate) fn content(&self) -> ContentAttrs {
+        self.content.read()
+    }
+
+    /// Changes the mode, owner or link count; the caller sets `ctime`.
+    pub(crate) fn update_meta(&self, f: impl FnOnce(&mut MetaAttrs)) {
+        // Stored under the cell's writer lock, so concurrent changes
         // leave the copies equal to the attributes; and only when they
-        // change: times change on every create in a directory and write of
-        // a file, its mode and owner rarely, and every walk through it or
-        // open of it reads these words.
-        self.attrs.update(|a| {
+        // change: every walk through the inode or open of it reads the
+        // mode and owner words, every write the set-id flag.
+        self.meta.update(|a| {
             let (mode, owner) = (a.mode, pack_owner(a.uid, a.gid));
             f(a);
             if a.mode != mode {
                 self.mode.store(a.mode, Ordering::Release);
+                if (a.mode & SET_ID != 0) != (mode & SET_ID != 0) {
+                    self.setid.store(a.mode & SET_ID != 0, Ordering::Release);
+                }
             }
             let new_owner = pack_owner(a.uid, a.gid);
             if new_owner != owner {
                 self.owner.store(new_owner, Ordering::Release);
             }
+        });
+    }
+
+    /// Changes the size or times; the caller sets `ctime` where the change
+    /// is one.
+    pub(crate) fn update_content(&self, f: impl FnOnce(&mut ContentAttrs)) {
+        self.content.update(f);
+    }
+
+    /// The change time is now, for a change of the file's names or
+    /// extended attributes.
+    pub(crate) fn touch_ctime(&self) {
+        let now = Timespec::now();
+        self.update_meta(|a| a.ctime = now);
+    }
+
+    /// Linux `file_remove_privs` (6.2+), before a write or truncate by
+    /// `cred`: without `CAP_FSETID` it clears set-user-ID, and set-group-ID
+    /// where it marks a program or the writer is not in the file's group.
+    /// A file without set-id bits is known from one load of a flag on its
+    /// content cell's lines, so writes read nothing a `chmod` writes.
+    pub(crate) fn remove_privileges(&self, cred: &crate::Credentials) {
+        if !self.setid.load(Ordering::Acquire) || cred.capable(crate::cred::Capabilities::FSETID) {
+            return;
+        }
+        let cleared = |mode: u32, gid: u32| {
+            let mut mode = mode & !S_ISUID;
+            if mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !cred.in_group(gid)) {
+                mode &= !S_ISGID;
+            }
+            mode
+        };
+        let now = self.meta();
+        if cleared(now.mode, now.gid) == now.mode {
+            return;
+        }
+        let time = Timespec::now();
+        self.update_meta(|a| {
+            a.mode = cleared(a.mode, a.gid);
+            a.ctime = time;
         });
     }
 
@@ -569,7 +689,7 @@ impl Inode {
         let Some(changes) = self.dir_changes() else {
             return self.attrs();
         };
-        let (delta, latest, mut a) = changes.snapshot(|| self.attrs.read());
+        let (delta, latest, mut a) = changes.snapshot(|| self.attrs());
         a.nlink = (i64::from(a.nlink) + delta as i64) as u32;
         if let Some(latest) = latest.map(Timespec::from_nanos) {
             a.mtime = a.mtime.max(latest);
@@ -594,9 +714,13 @@ impl Inode {
                 changes.get_or_init(PercpuChanges::new).record(nlink_delta as isize, Timespec::now().as_nanos())
             }
             None => {
+                if nlink_delta != 0 {
+                    self.update_meta(|a| {
+                        a.nlink = a.nlink.checked_add_signed(nlink_delta).expect("nlink stays within u32");
+                    });
+                }
                 let now = Timespec::now();
-                self.update_attrs(|a| {
-                    a.nlink = a.nlink.checked_add_signed(nlink_delta).expect("nlink stays within u32");
+                self.update_content(|a| {
                     a.mtime = now;
                     a.ctime = now;
                 });
@@ -658,12 +782,16 @@ impl Inode {
     /// Sets the permission bits, owner and group of `spec`, and whichever
     /// of its size, link count and times it sets.
     pub(crate) fn set_attributes(&self, spec: &NewInode) {
-        self.update_attrs(|a| {
+        let now = Timespec::now();
+        self.update_meta(|a| {
             a.mode = (a.mode & !0o7777) | (spec.perm & 0o7777);
             a.uid = spec.uid;
             a.gid = spec.gid;
-            a.size = spec.size.unwrap_or(a.size);
             a.nlink = spec.nlink.unwrap_or(a.nlink);
+            a.ctime = spec.ctime.map_or(a.ctime, |ctime| ctime.min(now));
+        });
+        self.update_content(|a| {
+            a.size = spec.size.unwrap_or(a.size);
             a.atime = spec.atime.unwrap_or(a.atime);
             a.mtime = spec.mtime.unwrap_or(a.mtime);
             a.ctime = spec.ctime.unwrap_or(a.ctime);
@@ -715,23 +843,11 @@ impl Inode {
         self.permission(cred, mask)
     }
 
-    pub(crate) fn touch(&self, mtime: bool, ctime: bool) {
-        let now = Timespec::now();
-        self.update_attrs(|a| {
-            if mtime {
-                a.mtime = now;
-            }
-            if ctime {
-                a.ctime = now;
-            }
-        });
-    }
-
     /// Adds `delta` to the link count; returns the count before.
     pub(crate) fn change_nlink(&self, delta: i32) -> u32 {
         let now = Timespec::now();
         let (mut before, mut nlink) = (0, 0);
-        self.update_attrs(|a| {
+        self.update_meta(|a| {
             before = a.nlink;
             a.nlink = a.nlink.checked_add_signed(delta).expect("nlink stays within u32");
             a.ctime = now;
@@ -746,7 +862,7 @@ impl Inode {
     /// both, so it reads 0 with them folded in, without reading the
     /// records (other CPUs' lines).
     pub(crate) fn remove_empty_dir(&self) {
-        self.update_attrs(|a| a.nlink = a.nlink.wrapping_sub(2));
+        self.update_meta(|a| a.nlink = a.nlink.wrapping_sub(2));
         self.nlink_changed(0);
     }
 
@@ -839,12 +955,15 @@ mod tests {
     /// on it; nor does a file's first lock with its opens.
     #[test]
     fn what_changes_write_lies_a_line_from_what_lock_requests_opens_and_getxattrs_read() {
-        let written_end = offset_of!(Inode, attrs) + size_of::<SeqLock<Attrs>>();
+        let written_end = offset_of!(Inode, setid) + size_of::<AtomicBool>();
         let xattrs_end = offset_of!(Inode, xattrs) + size_of::<crate::xattr_store::Xattrs>();
         assert!(
-            offset_of!(Inode, attrs) >= xattrs_end + LINE_SIZE,
+            offset_of!(Inode, meta) >= xattrs_end + LINE_SIZE,
             "the extended attributes are read apart from changes"
         );
+        let meta_end = offset_of!(Inode, meta) + size_of::<SeqLock<MetaAttrs>>();
+        assert!(offset_of!(Inode, content) >= meta_end + LINE_SIZE, "the two cells lie a line apart");
+        assert!(offset_of!(Inode, setid) > offset_of!(Inode, content), "the set-id flag lies with the content");
         assert!(offset_of!(Inode, locks) >= written_end + LINE_SIZE);
         let locks_end = offset_of!(Inode, locks) + size_of::<crate::locks::InodeLocks>();
         assert!(offset_of!(Inode, opens) >= locks_end + LINE_SIZE, "the first lock's write is apart from opens");

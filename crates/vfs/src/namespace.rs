@@ -409,7 +409,7 @@ impl<'a> Ctx<'a> {
         if inode.is_dir() {
             return Err(Errno::EPERM);
         }
-        if inode.attrs().nlink == 0 {
+        if inode.meta().nlink == 0 {
             return Err(Errno::ENOENT);
         }
         // shmem_link: each extra link takes an inode from the limit.
@@ -626,7 +626,7 @@ impl<'a> Ctx<'a> {
             old_dir.entries_changed(-moved_dir);
             new_dir.entries_changed(moved_dir - replaced_dir);
         }
-        source.touch(false, true);
+        source.touch_ctime();
         drop(moving);
         drop(victim_guard);
         Ok(())

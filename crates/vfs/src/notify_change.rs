@@ -16,7 +16,7 @@
 
 use crate::cred::{may_chmod, may_chown, Access, Credentials};
 use crate::errno::{Errno, VfsResult};
-use crate::inode::{Attrs, Body, Inode};
+use crate::inode::{Body, Inode, MetaAttrs};
 use crate::pages::PageMap;
 use crate::time::Timespec;
 use crate::types::{SetAttr, SetTime};
@@ -34,7 +34,7 @@ pub(crate) fn setattr(inode: &Inode, cred: &Credentials, attr: SetAttr, max_file
 /// that names no id still clears set-id bits (Linux's `ATTR_KILL_SUID`),
 /// with the check that goes with it.
 fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file_size: u64) -> VfsResult<()> {
-    let before = inode.attrs();
+    let before = inode.meta();
     let resize = attr.size.map(|len| may_truncate(inode, cred, len, max_file_size)).transpose()?;
     let owner_mode = match chown {
         false => None,
@@ -57,21 +57,28 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
         SetTime::Omit => old,
         SetTime::At(t) => t,
     };
-    inode.update_attrs(|a| {
-        if let Some(cleared) = owner_mode {
-            a.mode = cleared;
-            a.uid = attr.uid.unwrap_or(a.uid);
-            a.gid = attr.gid.unwrap_or(a.gid);
-        }
-        if let Some(mode) = mode {
-            a.mode = mode;
-        }
-        if times {
+    // The mode and owner in one cell, the times in the other: each change
+    // time is now, so the file's is too.
+    if owner_mode.is_some() || mode.is_some() {
+        inode.update_meta(|a| {
+            if let Some(cleared) = owner_mode {
+                a.mode = cleared;
+                a.uid = attr.uid.unwrap_or(a.uid);
+                a.gid = attr.gid.unwrap_or(a.gid);
+            }
+            if let Some(mode) = mode {
+                a.mode = mode;
+            }
+            a.ctime = now;
+        });
+    }
+    if times {
+        inode.update_content(|a| {
             a.atime = resolve(attr.atime, a.atime);
             a.mtime = resolve(attr.mtime, a.mtime);
-        }
-        a.ctime = now;
-    });
+            a.ctime = now;
+        });
+    }
     Ok(())
 }
 
@@ -121,7 +128,7 @@ fn may_truncate<'i>(
 }
 
 /// The checks of a mode change: the st_mode to store.
-fn may_chmod_inode(inode: &Inode, before: &Attrs, cred: &Credentials, perm: u32) -> VfsResult<u32> {
+fn may_chmod_inode(inode: &Inode, before: &MetaAttrs, cred: &Credentials, perm: u32) -> VfsResult<u32> {
     if inode.symlink_target().is_some() {
         return Err(Errno::EOPNOTSUPP);
     }
@@ -129,7 +136,13 @@ fn may_chmod_inode(inode: &Inode, before: &Attrs, cred: &Credentials, perm: u32)
 }
 
 /// The checks of a times change: whether there is one.
-fn may_set_times(inode: &Inode, before: &Attrs, cred: &Credentials, atime: SetTime, mtime: SetTime) -> VfsResult<bool> {
+fn may_set_times(
+    inode: &Inode,
+    before: &MetaAttrs,
+    cred: &Credentials,
+    atime: SetTime,
+    mtime: SetTime,
+) -> VfsResult<bool> {
     if atime == SetTime::Omit && mtime == SetTime::Omit {
         return Ok(false);
     }

@@ -54,7 +54,6 @@ use crate::cred::{Access, Capabilities};
 use crate::errno::{Errno, VfsResult};
 use crate::inode::Inode;
 use crate::mode::S_ISVTX;
-use crate::time::Timespec;
 use crate::types::FileType;
 use crate::xattr_store::space;
 use crate::Credentials;
@@ -247,7 +246,6 @@ pub(crate) fn set(
         };
         Ok(())
     })?;
-    let now = Timespec::now();
-    inode.update_attrs(|a| a.ctime = now);
+    inode.touch_ctime();
     Ok(())
 }

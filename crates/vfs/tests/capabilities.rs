@@ -93,6 +93,9 @@ fn fsetid_keeps_set_id_bits_on_write() {
     assert_eq!(write(root_without(Capabilities::FSETID)), 0);
     alice.chmod("/f", 0o6777).unwrap();
     assert_eq!(write(bob_with(Capabilities::FSETID)), S_ISUID | S_ISGID);
+    assert_eq!(write(root_without(Capabilities::FSETID)), 0, "bits set again after a write cleared them go too");
+    alice.chmod("/f", 0o2755).unwrap();
+    assert_eq!(write(root_without(Capabilities::FSETID)), 0, "set-group-ID of a group-executable file goes");
 }
 
 #[test]

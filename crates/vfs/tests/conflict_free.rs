@@ -5,8 +5,11 @@
 //! audited atomic, lock and counted reference touched (the `audit`
 //! feature, on for tests).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use vfscale::config::WalkMode;
-use vfscale::{Credentials, Errno, MountFlags, OpenFlags, Process, Timespec, Vfs, VfsConfig};
+use vfscale::{
+    AtFlags, Credentials, Errno, MountFlags, OpenFlags, Process, SetTime, Timespec, Vfs, VfsConfig, AT_FDCWD,
+};
 use vfscale_sync::audit;
 use vfscale_sync::conflict::{self, Verdict};
 
@@ -502,6 +505,46 @@ fn permission_checks_share_no_line_with_writes_of_the_file() {
     assert!(v.conflict_free(), "a write open and a write: {:#?}", v.conflicts);
     let v = verdict(open_close, || p.ftruncate(fd, 16).unwrap());
     assert!(v.conflict_free(), "a write open and a truncate: {:#?}", v.conflicts);
+}
+
+/// A file's size and times live on lines apart from its mode, owner and
+/// link count: a write, a truncate or an fallocate of a file shares no
+/// line with a chmod of it, a link and unlink of another name of it or a
+/// setxattr of it; nor does a read whose access time is ahead of the
+/// clock (relatime then needs no change time of the other cell). A write
+/// beside a read whose access time is stale is caught.
+#[test]
+fn reads_and_writes_share_no_line_with_changes_of_the_files_names_and_mode() {
+    let (vfs, p) = tree(VfsConfig::default());
+    let fd = p.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    assert_eq!(p.pwrite(fd, &[7u8; 64], 0), Ok(64));
+    let q = vfs.process(Credentials::root());
+    let write = || assert_eq!(p.pwrite(fd, b"0123456789abcdef", 0), Ok(16));
+    let truncate = || p.ftruncate(fd, 64).unwrap();
+    let fallocate = || p.fallocate(fd, 0, 0, 64).unwrap();
+    let modes = AtomicUsize::new(0);
+    let chmod = || q.chmod("/f", [0o640, 0o644][modes.fetch_add(1, Ordering::Relaxed) % 2]).unwrap();
+    let link_unlink = || {
+        q.link("/f", "/g").unwrap();
+        q.unlink("/g").unwrap();
+    };
+    let setxattr = || q.setxattr("/f", b"user.a", b"v", 0).unwrap();
+    for (what, change) in
+        [("chmod", &chmod as &(dyn Fn() + Sync)), ("link+unlink", &link_unlink), ("setxattr", &setxattr)]
+    {
+        for (data, op) in [("write", &write as &(dyn Fn() + Sync)), ("truncate", &truncate), ("fallocate", &fallocate)]
+        {
+            let v = verdict(op, change);
+            assert!(v.conflict_free(), "a {data} and a {what}: {:#?}", v.conflicts);
+        }
+    }
+    let later = Timespec { sec: Timespec::now().sec + 3600, nsec: 0 };
+    q.utimensat(AT_FDCWD, "/f", SetTime::At(later), SetTime::Omit, AtFlags::NONE).unwrap();
+    let read = || assert_eq!(p.pread(fd, &mut [0u8; 16], 0), Ok(16));
+    let v = verdict(read, chmod);
+    assert!(v.conflict_free(), "a read (access time ahead of the clock) and a chmod: {:#?}", v.conflicts);
+    let v = verdict(read, write);
+    assert!(!v.conflict_free(), "a read and a write of one file share the content's lines");
 }
 
 /// A split directory's `stat` folds its per-CPU link count and time

@@ -18,7 +18,6 @@ pub(crate) mod open_ref;
 use crate::errno::{Errno, VfsResult};
 use crate::fs::{FileOps, Filesystem};
 use crate::inode::{Body, Inode};
-use crate::mode::{S_ISGID, S_ISUID, S_IXGRP};
 use crate::mount::MountRef;
 use crate::pages::PageMap;
 use crate::time::Timespec;
@@ -255,13 +254,23 @@ impl OpenFile {
     /// Linux `relatime`: update the access time only when it is older than
     /// the last change or a day old, and not already now (the clock is
     /// coarse: a file read in the tick it was written keeps atime == mtime),
-    /// so repeated reads write nothing shared (`atime_needs_update`).
+    /// so repeated reads write nothing shared (`atime_needs_update`). The
+    /// content cell decides alone where it can: the time of the last
+    /// change of the file's names or mode (the other cell's lines, never
+    /// ahead of the clock) is read only when nothing on the content's own
+    /// lines makes the access time stale and it is behind the clock.
     fn touch_atime(&self) {
-        let a = self.inode.attrs();
+        let a = self.inode.content();
         let now = Timespec::now();
-        let stale = a.atime <= a.mtime || a.atime <= a.ctime || now.sec - a.atime.sec >= 24 * 3600;
-        if stale && a.atime != now {
-            self.inode.update_attrs(|a| a.atime = now);
+        if a.atime == now {
+            return;
+        }
+        let stale = a.atime <= a.mtime
+            || a.atime <= a.ctime
+            || now.sec - a.atime.sec >= 24 * 3600
+            || a.atime < now && a.atime <= self.inode.meta().ctime;
+        if stale {
+            self.inode.update_content(|a| a.atime = now);
         }
     }
 
@@ -295,15 +304,15 @@ impl OpenFile {
             return Err(Errno::EFBIG);
         }
         let n = buf.len().min(usize::try_from(self.max_file_size - start).unwrap_or(usize::MAX));
+        self.inode.remove_privileges(cred);
         let n = data.write(start, &buf[..n])?;
         let size = data.size();
         let now = Timespec::now();
         // Under the writer lock, so sizes reach the attributes in order.
-        self.inode.update_attrs(|a| {
+        self.inode.update_content(|a| {
             a.size = size;
             a.mtime = now;
             a.ctime = now;
-            remove_privileges(a, cred);
         });
         drop(data);
         Ok((n, start + n as u64))
@@ -340,7 +349,7 @@ impl OpenFile {
         let new = match whence {
             Whence::Set => offset,
             Whence::Cur => (current as i64).checked_add(offset).ok_or(Errno::EOVERFLOW)?,
-            Whence::End => (self.inode.attrs().size as i64).checked_add(offset).ok_or(Errno::EOVERFLOW)?,
+            Whence::End => (self.inode.content().size as i64).checked_add(offset).ok_or(Errno::EOVERFLOW)?,
             Whence::Data | Whence::Hole => {
                 let start = u64::try_from(offset).map_err(|_| Errno::ENXIO)?;
                 match (self.data(), whence) {
@@ -348,7 +357,7 @@ impl OpenFile {
                     (Ok(data), _) => data.seek_hole(start)? as i64,
                     // Other files are all data (Linux `generic_file_llseek`).
                     (Err(_), _) => {
-                        let size = self.inode.attrs().size;
+                        let size = self.inode.content().size;
                         if start >= size {
                             return Err(Errno::ENXIO);
                         }
@@ -406,18 +415,18 @@ impl OpenFile {
         let now = Timespec::now();
         if mode == punch {
             pages.punch_hole(offset, len);
-            self.inode.update_attrs(|a| {
+            self.inode.update_content(|a| {
                 a.mtime = now;
                 a.ctime = now;
             });
             return Ok(());
         }
         pages.allocate(offset, len, mode & falloc::KEEP_SIZE != 0)?;
+        self.inode.remove_privileges(cred);
         let size = pages.size();
-        self.inode.update_attrs(|a| {
+        self.inode.update_content(|a| {
             a.size = size;
             a.ctime = now;
-            remove_privileges(a, cred);
         });
         Ok(())
     }
@@ -495,28 +504,16 @@ pub(crate) fn truncate_data(
         return Err(Errno::EFBIG);
     }
     let mut pages = data.lock(inode.space());
+    inode.remove_privileges(cred);
     pages.set_size(len);
     let now = Timespec::now();
-    inode.update_attrs(|a| {
+    inode.update_content(|a| {
         a.size = len;
         a.mtime = now;
         a.ctime = now;
-        remove_privileges(a, cred);
     });
     drop(pages);
     Ok(())
-}
-
-/// Linux `file_remove_privs` (6.2+): a write or truncate by anyone
-/// without `CAP_FSETID` clears set-user-ID, and set-group-ID where it
-/// marks a program or the writer is not in the file's group.
-fn remove_privileges(a: &mut crate::inode::Attrs, cred: &Credentials) {
-    if !cred.capable(crate::cred::Capabilities::FSETID) {
-        a.mode &= !S_ISUID;
-        if a.mode & S_IXGRP != 0 || !cred.in_group(a.gid) {
-            a.mode &= !S_ISGID;
-        }
-    }
 }
 
 /// A description's offset: changed only under its mutex (Linux

@@ -209,7 +209,7 @@ impl<'a> Context<'a> {
         // Linux's order: `lock_mount` (ENOENT for a removed target or one
         // in a detached mount), `do_add_mount` (EINVAL outside the
         // caller's namespace), `graft_tree` (ENOTDIR).
-        if target.dir.inode.dir().is_ok_and(|d| d.is_dead()) || target.dir.inode.attrs().nlink == 0 {
+        if target.dir.inode.dir().is_ok_and(|d| d.is_dead()) || target.dir.inode.meta().nlink == 0 {
             return Err(Errno::ENOENT);
         }
         ns.change(|table, _| {
@@ -342,7 +342,7 @@ fn target_listed(table: &MountTable, mount: &Mount) -> VfsResult<()> {
 fn removed(inode: &Inode) -> bool {
     match inode.dir() {
         Ok(dir) => dir.is_dead(),
-        Err(_) => inode.attrs().nlink == 0,
+        Err(_) => inode.meta().nlink == 0,
     }
 }
 

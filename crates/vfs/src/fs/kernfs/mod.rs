@@ -438,7 +438,7 @@ impl Kernfs {
         }
         let inode = self.shared.instance.new_inode(spec);
         if inode.file_type() == FileType::Regular {
-            inode.update_attrs(|a| a.size = MAX_WRITE as u64);
+            inode.update_content(|a| a.size = MAX_WRITE as u64);
         }
         let node = KernfsNode { inode, state };
         if is_dir {
