@@ -511,8 +511,9 @@ fn permission_checks_share_no_line_with_writes_of_the_file() {
 /// link count: a write, a truncate or an fallocate of a file shares no
 /// line with a chmod of it, a link and unlink of another name of it or a
 /// setxattr of it; nor does a read whose access time is ahead of the
-/// clock (relatime then needs no change time of the other cell). A write
-/// beside a read whose access time is stale is caught.
+/// clock (relatime then needs no change time of the other cell). A read
+/// beside a write is caught: its relatime check reads the cell the write
+/// writes.
 #[test]
 fn reads_and_writes_share_no_line_with_changes_of_the_files_names_and_mode() {
     let (vfs, p) = tree(VfsConfig::default());

@@ -306,6 +306,9 @@ impl OpenFile {
         let n = buf.len().min(usize::try_from(self.max_file_size - start).unwrap_or(usize::MAX));
         self.inode.remove_privileges(cred);
         let n = data.write(start, &buf[..n])?;
+        // Again after the data: a set-id bit a chmod set while it was
+        // copied goes too, as if the chmod came first.
+        self.inode.remove_privileges(cred);
         let size = data.size();
         let now = Timespec::now();
         // Under the writer lock, so sizes reach the attributes in order.
