@@ -199,7 +199,7 @@ pub(crate) fn list(inode: &Inode, cred: &Credentials, buf: &mut [u8]) -> VfsResu
 /// the namespace, and the name's presence in the published attributes
 /// against `flags` (`setting` for a `setxattr`, else a `removexattr`). A
 /// change that fails them fails with no line written; one that passes
-/// meets them again in [`set`], under its lock.
+/// goes on to [`set`], which checks the presence again under its lock.
 pub(crate) fn may_set(inode: &Inode, cred: &Credentials, name: &[u8], setting: bool, flags: i32) -> VfsResult<()> {
     permission(inode, cred, name, true)?;
     resolve(name)?;
@@ -221,18 +221,17 @@ fn refused(setting: bool, present: bool, flags: i32) -> Option<Errno> {
 }
 
 /// `setxattr` (`value` given) or `removexattr` (`None`) on an inode, the
-/// arguments already checked; `charge` takes (positive) or gives back
-/// (negative) inode space, failing with ENOSPC when none is left.
+/// arguments already checked and [`may_set`] passed (its presence check is
+/// made again here, under the attributes' lock); `charge` takes (positive)
+/// or gives back (negative) inode space, failing with ENOSPC when none is
+/// left.
 pub(crate) fn set(
     inode: &Inode,
-    cred: &Credentials,
     name: &[u8],
     value: Option<&[u8]>,
     flags: i32,
     charge: &dyn Fn(i64) -> VfsResult<()>,
 ) -> VfsResult<()> {
-    permission(inode, cred, name, true)?;
-    resolve(name)?;
     inode.xattrs.change(|map| {
         let old = map.get(name).map(|v| space(name, v.len()) as i64);
         if let Some(refused) = refused(value.is_some(), old.is_some(), flags) {

@@ -456,9 +456,8 @@ impl<'a> Context<'a> {
             at.mount.want_write()?;
             crate::xattr::may_set(at.inode, cred, name, value.is_some(), xattr_flags)
         })?;
-        target.mount.want_write()?;
         let charge = |delta| target.mount.sb.charge_ispace(delta);
-        crate::xattr::set(&target.inode, cred, name, value, xattr_flags, &charge)
+        crate::xattr::set(&target.inode, name, value, xattr_flags, &charge)
     }
 }
 
