@@ -131,6 +131,10 @@ macro_rules! audited_atomic {
                 Self::new(value)
             }
         }
+
+        // SAFETY: transparent over a `std` atomic, whose all-zero bits are
+        // a valid value (0, false or null), as for the integer it holds.
+        unsafe impl$(<$generic>)? bytemuck::Zeroable for $name$(<$generic>)? {}
     };
 }
 

@@ -44,6 +44,7 @@ const HEADS_PER_LINE: usize = 7;
 /// locks in an array of their own, sixteen of them shared a line, and the
 /// conflict checker caught creates in different directories colliding
 /// there a few times in a hundred.
+#[derive(bytemuck::Zeroable)]
 #[repr(C, align(64))]
 struct HeadLine {
     lock: SpinLock<TasLock, ()>,
@@ -75,7 +76,10 @@ impl Dcache {
         let lines = buckets.div_ceil(8).max(1).next_power_of_two();
         let cpus = vfscale_sync::cpu::possible_cpus();
         Dcache {
-            lines: (0..lines).map(|_| HeadLine { lock: SpinLock::new(()), heads: Default::default() }).collect(),
+            // Unlocked locks and empty chains are zero bits: the table
+            // comes zeroed from the allocator (fresh pages cost nothing
+            // until touched), not written line by line.
+            lines: bytemuck::zeroed_slice_box(lines),
             mask: lines as u64 - 1,
             negatives: (0..cpus).map(|_| CachePadded::default()).collect(),
             negative_count: PercpuCounter::new(),

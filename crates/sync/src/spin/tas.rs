@@ -11,6 +11,11 @@ pub struct TasLock {
     locked: AtomicBool,
 }
 
+// SAFETY: all-zero bits are `locked == false`, an unlocked lock (loom's
+// model atomics are not plain words, so only outside loom).
+#[cfg(not(loom))]
+unsafe impl bytemuck::Zeroable for TasLock {}
+
 // SAFETY: `locked` goes false -> true only through a successful swap, so one
 // holder at a time; acquire on success pairs with the release in `unlock`.
 unsafe impl RawSpinLock for TasLock {
