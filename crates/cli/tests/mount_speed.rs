@@ -7,32 +7,14 @@ mod common;
 use serde_json::Value;
 use std::process::{Command, Stdio};
 
-/// Holds, until dropped, the lock that `vfscale-fuse`'s mount tests take
-/// on the machine for each test: one of those drops the kernel's caches,
-/// which evicts every mount's entries, and mount-bench's rows count the
-/// requests those entries save.
-fn kernel_caches_lock() -> std::fs::File {
-    let path = std::env::temp_dir().join("vfscale-kernel-caches.lock");
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path);
-    let file = file.unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
-    // flock, not `File::lock`, which is newer than the crate's MSRV.
-    loop {
-        // SAFETY: flock on a descriptor `file` owns.
-        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) } == 0 {
-            break;
-        }
-        let e = std::io::Error::last_os_error();
-        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "cannot lock {}: {e}", path.display());
-    }
-    file
-}
-
 #[test]
 fn mount_bench_judges_every_goal() {
     if !common::can_mount("vfscale mount-bench") {
         return;
     }
-    let _caches = kernel_caches_lock();
+    // The lock `vfscale-fuse`'s mount tests hold, one of which drops the
+    // kernel's caches: mount-bench's rows count the requests they save.
+    let _caches = vfscale_sync::test_support::machine_lock("vfscale-kernel-caches.lock");
     let child = Command::new(env!("CARGO_BIN_EXE_vfscale"))
         .args(["mount-bench", "--quick", "--runs", "1", "--goals-only"])
         .stdout(Stdio::piped())

@@ -14,37 +14,28 @@ use vfscale_fuse::{
     RecordLocks, RequestCounts,
 };
 use vfscale_sync::poison::unpoisoned;
+use vfscale_sync::test_support::machine_lock;
 
 /// Held by every test, so a memory measurement sees no other test's use.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The lock on the machine that every test of this file and the
+/// mount-bench test of `vfscale-cli` hold: a test that drops the kernel's
+/// caches evicts every mount's entries, and another suite's test counting
+/// the requests those entries save would count more.
+const KERNEL_CACHES_LOCK: &str = "vfscale-kernel-caches.lock";
+
 /// One test of this file at a time: in this process (`SERIAL`), and on
-/// the machine, through a lock on a file that every process running these
-/// tests shares, since a test that drops the kernel's caches evicts every
-/// mount's entries, and another suite's test counting the requests those
-/// entries save would count more (two suites at once: the flake hunt, or
-/// two checkouts). Both are released when the test's guard goes.
+/// the machine ([`KERNEL_CACHES_LOCK`]), so that two suites at once (the
+/// flake hunt, two checkouts) take turns. Both go with the test's guard.
 struct Serial {
+    _machine: Option<std::fs::File>,
     _process: std::sync::MutexGuard<'static, ()>,
-    _machine: std::fs::File,
 }
 
 fn serial() -> Serial {
     let process = unpoisoned(SERIAL.lock());
-    // `vfscale-cli`'s mount-bench test takes it too.
-    let path = std::env::temp_dir().join("vfscale-kernel-caches.lock");
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path);
-    let machine = file.unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
-    // flock, not `File::lock`, which is newer than the crate's MSRV.
-    loop {
-        // SAFETY: flock on a descriptor `machine` owns.
-        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&machine), libc::LOCK_EX) } == 0 {
-            break;
-        }
-        let e = std::io::Error::last_os_error();
-        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "cannot lock {}: {e}", path.display());
-    }
-    Serial { _process: process, _machine: machine }
+    Serial { _machine: machine_lock(KERNEL_CACHES_LOCK), _process: process }
 }
 
 /// Whether this runs under CI, where every mount test must run.

@@ -36,3 +36,39 @@ pub fn wait_until(what: &str, mut state: impl FnMut() -> bool) {
         std::thread::yield_now();
     }
 }
+
+/// Holds, until dropped, an exclusive `flock` on `name` in the temporary
+/// directory: test processes that share something of the machine's (the
+/// kernel's caches) take it around what must not overlap, so two suites
+/// at once (the flake hunt, two checkouts) take turns. `None`, with the
+/// reason printed, where the file cannot be opened (made by another user
+/// in a directory that refuses that): the test then runs unserialized, as
+/// it would alone.
+pub fn machine_lock(name: &str) -> Option<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let path = std::env::temp_dir().join(name);
+    // Read-only, as flock needs, and so a file another user made opens
+    // too; made (by whoever is first) only where missing.
+    let file = std::fs::File::open(&path).or_else(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)
+        }
+        _ => Err(e),
+    });
+    let file = match file {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("not serialized with other processes: cannot open {}: {e}", path.display());
+            return None;
+        }
+    };
+    // flock, not `File::lock`, which is newer than the crate's MSRV.
+    loop {
+        // SAFETY: flock on a descriptor `file` owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Some(file);
+        }
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "cannot lock {}: {e}", path.display());
+    }
+}
