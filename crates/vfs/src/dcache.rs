@@ -77,8 +77,8 @@ impl Dcache {
         let cpus = vfscale_sync::cpu::possible_cpus();
         Dcache {
             // Unlocked locks and empty chains are zero bits: the table
-            // comes zeroed from the allocator (fresh pages cost nothing
-            // until touched), not written line by line.
+            // is zeroed by the allocator in one pass (`alloc_zeroed`: a
+            // memset at this alignment), not built line by line.
             lines: bytemuck::zeroed_slice_box(lines),
             mask: lines as u64 - 1,
             negatives: (0..cpus).map(|_| CachePadded::default()).collect(),

@@ -97,8 +97,10 @@ pub struct SpinLock<R: RawSpinLock, T: ?Sized> {
 unsafe impl<R: RawSpinLock, T: ?Sized + Send> Sync for SpinLock<R, T> {}
 // SAFETY: moving the lock moves the data; `R` is `Send` by the trait bound.
 unsafe impl<R: RawSpinLock, T: ?Sized + Send> Send for SpinLock<R, T> {}
-// SAFETY: all-zero bits are an unlocked `R` (by its own `Zeroable`) beside a
-// valid `T` (by its), so a zeroed lock is a new lock holding a zeroed `T`.
+// SAFETY: all-zero bits are an unlocked `R` (by its own `Zeroable`, which a
+// flavour implements only where zero means unlocked) beside a valid `T` (by
+// its), so a zeroed lock is a new lock holding a zeroed `T`.
+#[cfg(not(loom))]
 unsafe impl<R: RawSpinLock + bytemuck::Zeroable, T: bytemuck::Zeroable> bytemuck::Zeroable for SpinLock<R, T> {}
 
 impl<R: RawSpinLock, T> SpinLock<R, T> {
