@@ -258,7 +258,9 @@ fn one_run(subject: &dyn Subject, threads: usize, iterations: u64) -> OneRun {
             .map(|thread| {
                 let (prepared, barrier) = (&prepared, &barrier);
                 let cpu = (!cpus.is_empty()).then(|| cpus[thread % cpus.len()]);
+                let quiet = crate::host::Quiet::of_this_thread();
                 scope.spawn(move || {
+                    quiet.enter();
                     if let Some(cpu) = cpu {
                         pin_to(cpu);
                     }

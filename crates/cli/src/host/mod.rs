@@ -36,13 +36,13 @@ use crate::bench::{CellReport, Cells};
 use crate::harness::RunPlan;
 use crate::workloads::Subject;
 use std::any::Any;
+use std::cell::Cell;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use vfscale_sync::poison::unpoisoned;
+use std::sync::Once;
 
 /// The variant name of every host cell.
 pub const VARIANT: &str = "host";
@@ -112,9 +112,11 @@ impl HostWorkload {
         };
         quietly(|| {
             built.subject.prepare_run(1);
+            let quiet = Quiet::of_this_thread();
             std::thread::scope(|scope| {
                 scope
                     .spawn(|| {
+                        quiet.enter();
                         built.subject.prepare_thread(0, 1);
                         built.subject.run_thread(0, 1)
                     })
@@ -246,19 +248,54 @@ pub fn measure(
     Ok((reports, skipped))
 }
 
+thread_local! {
+    /// Whether this thread's panics go unprinted: it runs a host driver
+    /// under [`quietly`], or a quiet thread spawned it ([`Quiet`]).
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Installs, once, the panic hook that prints nothing for a quiet thread
+/// and hands every other panic to the hook it found: the hook is the
+/// process's, and a test running beside a driver must keep its message.
+fn install_quiet_hook() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.get() {
+                previous(info);
+            }
+        }));
+    });
+}
+
 /// Runs `f`, turning a panic into its message without printing it: drivers
 /// report host failures (EACCES, ENOSYS, ...) by panicking in a worker
-/// thread, and the caller wants one line, not a backtrace.
+/// thread (spawned with this thread's [`Quiet`]), and the caller wants one
+/// line, not a backtrace. Panics of other threads print as ever.
 pub fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    // The hook is process-wide: callers take turns, so each restores the
-    // hook it found rather than another caller's silent one.
-    static TURN: Mutex<()> = Mutex::new(());
-    let _turn = unpoisoned(TURN.lock());
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    install_quiet_hook();
+    let was = QUIET.replace(true);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    std::panic::set_hook(previous);
+    QUIET.set(was);
     result.map_err(panic_message)
+}
+
+/// A thread's quietness, carried to a thread it spawns: a driver's worker
+/// panics as quietly as the caller of [`quietly`] asked.
+#[derive(Clone, Copy)]
+pub struct Quiet(bool);
+
+impl Quiet {
+    /// The calling thread's.
+    pub fn of_this_thread() -> Quiet {
+        Quiet(QUIET.get())
+    }
+
+    /// Makes the calling (newly spawned) thread as quiet.
+    pub fn enter(self) {
+        QUIET.set(self.0);
+    }
 }
 
 fn panic_message(payload: Box<dyn Any + Send>) -> String {
@@ -395,6 +432,55 @@ mod tests {
         assert_eq!(quietly(|| panic!("no sysfs")), Err::<(), _>("no sysfs".to_string()));
         let n = 3;
         assert_eq!(quietly(|| panic!("{n} files")), Err::<(), _>("3 files".to_string()));
+    }
+
+    /// The hook is the process's, and a test beside a driver must keep
+    /// its message: in a child process of this test binary, one thread
+    /// panics while another runs a driver under `quietly`, whose own
+    /// (worker's) panic stays silent.
+    #[test]
+    fn a_panic_beside_a_quiet_driver_keeps_its_message() {
+        const CHILD: &str = "VFSCALE_QUIET_HOOK_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            let (inside, panicked) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    inside.wait();
+                    let loud = std::panic::catch_unwind(|| panic!("a loud failure beside the driver"));
+                    assert!(loud.is_err());
+                    panicked.wait();
+                });
+                let driver = quietly(|| {
+                    inside.wait();
+                    panicked.wait();
+                    let quiet = Quiet::of_this_thread();
+                    std::thread::scope(|w| {
+                        w.spawn(move || {
+                            quiet.enter();
+                            panic!("a quiet driver failure")
+                        })
+                        .join()
+                    })
+                    .map_err(std::panic::resume_unwind)
+                });
+                assert_eq!(driver.err().as_deref(), Some("a quiet driver failure"));
+            });
+            return;
+        }
+        let name = "host::tests::a_panic_beside_a_quiet_driver_keeps_its_message";
+        let exe = std::env::current_exe().expect("the test binary");
+        let child = std::process::Command::new(exe)
+            .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+            .env(CHILD, "1")
+            .output()
+            .expect("run the test binary");
+        let stderr = String::from_utf8_lossy(&child.stderr);
+        assert!(child.status.success(), "the child failed:\n{stderr}");
+        assert!(
+            stderr.contains("a loud failure beside the driver"),
+            "the other thread's panic went unprinted:\n{stderr}"
+        );
+        assert!(!stderr.contains("a quiet driver failure"), "the driver's worker panic printed:\n{stderr}");
     }
 
     #[test]
