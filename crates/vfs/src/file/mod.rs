@@ -104,6 +104,8 @@ pub struct OpenFile {
     /// first request, so a description without one leaves the inode's
     /// record list alone when it goes.
     ofd_locks: AtomicBool,
+    /// The record-lock owner shard of its OFD locks ([`lock_id`](Self::lock_id)).
+    owner_shard: u8,
     /// The mount's write access, held while a regular file is open for
     /// writing (so a remount to read-only is EBUSY).
     pub(crate) write_access: Option<crate::mount::WriteAccess>,
@@ -124,6 +126,17 @@ impl Drop for OpenFile {
     }
 }
 
+/// The record-lock owner shard of the next description this thread opens:
+/// the descriptions one thread opens in turn take consecutive shards.
+fn next_owner_shard() -> u8 {
+    thread_local!(static NEXT: std::cell::Cell<u8> = const { std::cell::Cell::new(0) });
+    NEXT.with(|next| {
+        let shard = next.get();
+        next.set((shard + 1) % crate::locks::OWNER_SHARDS as u8);
+        shard
+    })
+}
+
 impl fmt::Debug for OpenFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenFile").field("ino", &self.inode.ino()).field("flags", &self.flags).finish_non_exhaustive()
@@ -133,9 +146,9 @@ impl fmt::Debug for OpenFile {
 impl OpenFile {
     /// The description as a lock owner (flock, OFD locks, leases): its
     /// address, stable while it is in its `Arc`, and reused only after its
-    /// locks were released on drop.
+    /// locks were released on drop, with its owner shard.
     pub(crate) fn lock_id(&self) -> crate::locks::FileId {
-        crate::locks::FileId(self as *const OpenFile as usize)
+        crate::locks::FileId::new(self as *const OpenFile as usize, self.owner_shard)
     }
 
     pub(crate) fn flock_home(&self) -> &crate::locks::HomeShard {
@@ -187,6 +200,7 @@ impl OpenFile {
             flock_home: crate::locks::HomeShard::default(),
             lease_home: crate::locks::HomeShard::default(),
             ofd_locks: AtomicBool::new(false),
+            owner_shard: next_owner_shard(),
             write_access,
             _tail: LinePad::new(),
         }
@@ -546,4 +560,38 @@ impl Offset {
 
 fn lock<T>(m: &Mutex<T>) -> vfscale_sync::audited::MutexGuard<'_, T> {
     unpoisoned(m.lock())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OpenFile;
+    use crate::{Context, Credentials, OpenFlags, Vfs};
+
+    /// Two descriptions one thread opens in turn take different record-lock
+    /// owner shards, wherever the allocator puts them (with a hash of the
+    /// address, the two OFD owners shared a shard's line one time in 64,
+    /// as other allocations between them moved the second).
+    #[test]
+    fn descriptions_opened_in_turn_take_different_owner_shards() {
+        let vfs = Vfs::default();
+        let root = Credentials::root();
+        let at_root = Context::new(&vfs, &root, vfs.root());
+        let open = || at_root.open("f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).expect("open f");
+        // Everything stays allocated to the end, so each block comes from
+        // fresh memory and the second description lands further on.
+        let mut kept = Vec::new();
+        for others in 0..4 * crate::locks::OWNER_SHARDS {
+            let first = open();
+            // Blocks the size of an `Arc<OpenFile>` (two counts before it).
+            let size = std::mem::size_of::<OpenFile>() + 2 * std::mem::size_of::<usize>();
+            let between: Vec<_> = (0..others).map(|_| vec![0u8; size]).collect();
+            let second = open();
+            assert_ne!(
+                first.lock_id().owner_shard(),
+                second.lock_id().owner_shard(),
+                "{others} allocations between them"
+            );
+            kept.push((first, between, second));
+        }
+    }
 }

@@ -85,6 +85,7 @@ pub use wait::{CancelToken, Interrupt};
 use crate::errno::VfsResult;
 pub(crate) use context::{FileLockContext, HomeShard, Owner};
 use list::{EntryId, LgLockList, LockList, RwSemLockList, Slab};
+use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -379,11 +380,37 @@ pub(crate) struct InodeLocks {
 }
 
 /// The id of an open file description as a lock owner (Linux's
-/// `fl_owner_t` for flock and OFD locks and leases): unique among the
-/// descriptions alive at one time, and reused only after the locks of the
-/// description it named were released.
+/// `fl_owner_t` for flock and OFD locks and leases): its address, unique
+/// among the descriptions alive at one time and reused only after the
+/// locks of the description it named were released, and the owner shard
+/// its record locks take on a file whose locks spread over stripes
+/// ([`FileId::owner_shard`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FileId(pub usize);
+pub struct FileId {
+    address: usize,
+    owner_shard: u8,
+}
+
+impl FileId {
+    /// The description at `address`, whose record locks take owner shard
+    /// `owner_shard` (modulo [`OWNER_SHARDS`]).
+    pub fn new(address: usize, owner_shard: u8) -> FileId {
+        FileId { address, owner_shard: owner_shard % OWNER_SHARDS as u8 }
+    }
+
+    /// The shard of a sharded file's record-lock owners that holds this
+    /// description's: chosen when it was opened, so that the descriptions
+    /// one thread opens in turn take different shards, whatever other
+    /// threads open (an address would collide one time in
+    /// [`OWNER_SHARDS`], as the allocator happens to place them).
+    pub fn owner_shard(self) -> usize {
+        usize::from(self.owner_shard)
+    }
+}
+
+/// Shards of a file's record-lock owners once its locks spread over
+/// stripes: owners in different shards share no line.
+pub const OWNER_SHARDS: usize = 64;
 
 /// A POSIX lock owner: a process id.
 pub type Pid = i32;
@@ -392,9 +419,32 @@ pub type Pid = i32;
 /// this process (as POSIX lock owners must be), and never 0: an owner that
 /// holds nothing can ask `F_GETLK` as pid 0. Every
 /// [`Process`](crate::Process) takes one.
+///
+/// Each thread takes pids in aligned batches of [`OWNER_SHARDS`], so the
+/// processes one thread makes in turn have consecutive pids and their
+/// record locks different owner shards ([`pid_owner_shard`]) whatever other
+/// threads make; making a process writes a shared word once a batch.
 pub fn new_pid() -> Pid {
-    static NEXT_PID: AtomicI32 = AtomicI32::new(1);
-    NEXT_PID.fetch_add(1, Ordering::Relaxed)
+    const BATCH: i32 = OWNER_SHARDS as i32;
+    static NEXT_BATCH: AtomicI32 = AtomicI32::new(0);
+    thread_local!(static NEXT: Cell<(Pid, Pid)> = const { Cell::new((0, 0)) });
+    NEXT.with(|next| {
+        let (mut pid, mut end) = next.get();
+        if pid == end {
+            pid = NEXT_BATCH.fetch_add(BATCH, Ordering::Relaxed);
+            end = pid + BATCH;
+            // Never 0.
+            pid = pid.max(1);
+        }
+        next.set((pid + 1, end));
+        pid
+    })
+}
+
+/// The owner shard of a sharded file's record locks that holds `pid`'s:
+/// consecutive pids take consecutive shards.
+pub fn pid_owner_shard(pid: Pid) -> usize {
+    pid.rem_euclid(OWNER_SHARDS as i32) as usize
 }
 
 impl InodeLocks {
@@ -437,6 +487,37 @@ impl InodeLocks {
         match self.existing() {
             Some(ctx) => ctx.break_lease(writable, nonblock),
             None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two processes one thread makes in turn take different record-lock
+    /// owner shards, however many pids another thread takes between them
+    /// (with one counter for all threads, the two were that many apart and
+    /// shared a shard once every 64).
+    #[test]
+    fn pids_made_in_turn_take_different_owner_shards() {
+        let mut seen = std::collections::HashSet::new();
+        for others in 0..2 * OWNER_SHARDS {
+            let first = new_pid();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for _ in 0..others {
+                        new_pid();
+                    }
+                });
+            });
+            let second = new_pid();
+            assert!(first > 0 && seen.insert(first) && seen.insert(second), "pids are unique and never 0");
+            assert_ne!(
+                pid_owner_shard(first),
+                pid_owner_shard(second),
+                "{others} pids taken by another thread between {first} and {second}"
+            );
         }
     }
 }

@@ -44,8 +44,7 @@ use vfscale_sync::spin::{SpinLock, SpinLockGuard, TasLock};
 const SLOTS: usize = 64;
 /// The wide lane's index among the lanes a request locks.
 const WIDE: usize = SLOTS;
-/// Owner shards per file: owners whose hashes differ here share no line.
-const OWNER_SHARDS: usize = 64;
+use crate::locks::OWNER_SHARDS;
 
 /// A file's record locks: one list, then stripes.
 pub(super) struct Striped {
@@ -210,12 +209,14 @@ impl Shards {
         }
     }
 
+    /// The owner's shard: chosen when the owner was made, so that owners
+    /// one thread makes in turn take different shards (no hash of an
+    /// address, which the allocator's placement would decide).
     fn owner_index(owner: Owner) -> usize {
-        let key = match owner {
-            Owner::Pid(pid) => pid as u64,
-            Owner::File(file) => file.0 as u64,
-        };
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % OWNER_SHARDS
+        match owner {
+            Owner::Pid(pid) => crate::locks::pid_owner_shard(pid),
+            Owner::File(file) => file.owner_shard(),
+        }
     }
 
     fn owner_shard(&self, owner: Owner) -> &SpinLock<TasLock, Vec<Group>> {
