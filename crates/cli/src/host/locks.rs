@@ -155,12 +155,15 @@ impl Subject for LockSubject {
     fn prepare_run(&self, threads: usize) {
         self.threads.store(threads, Ordering::Relaxed);
         // The files exist and are closed before the run: a read lease needs
-        // an inode with no writer.
+        // an inode with no writer. Made read-only, so none ever has one: a
+        // child another thread forks (mount-bench's clients are forked
+        // without exec) keeps a copy of every descriptor open at that
+        // moment for its life, and a writable one made the lease EAGAIN.
         for t in 0..threads {
             let path = self.dir.path.join(self.file_name(t));
-            if !path.exists() {
-                std::fs::write(&path, [0u8; 64]).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
-            }
+            let fd = open_raw(&cstring(&path), libc::O_RDONLY | libc::O_CREAT, 0o644)
+                .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+            close_raw(fd);
         }
     }
 
@@ -180,5 +183,44 @@ impl Subject for LockSubject {
         if let Err(e) = result {
             panic!("{:?} on {path:?}: {e}", self.test);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lock files are made and closed without ever being open for
+    /// writing (inotify tells a close of a writable descriptor from
+    /// another's), so no descriptor a forked child inherits can hold off a
+    /// read lease.
+    #[test]
+    fn lock_files_are_never_open_for_writing() {
+        let dir = ScratchDir::new("locks", None).expect("a lock directory");
+        let subject = LockSubject { dir, test: Test::Lease, shared: false, threads: AtomicUsize::new(1) };
+        // SAFETY: inotify_init1 with valid flags.
+        let inotify = check(unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) }).expect("inotify");
+        let watched = cstring(&subject.dir.path);
+        // SAFETY: a valid descriptor and C string.
+        let watch = unsafe {
+            libc::inotify_add_watch(inotify, watched.as_ptr(), libc::IN_CLOSE_WRITE | libc::IN_CLOSE_NOWRITE)
+        };
+        assert!(watch >= 0, "inotify_add_watch: {}", io::Error::last_os_error());
+        subject.prepare_run(3);
+        let mut events = [0u8; 4096];
+        // SAFETY: `events` is valid for its length.
+        let n = unsafe { libc::read(inotify, events.as_mut_ptr().cast(), events.len()) };
+        close_raw(inotify);
+        assert!(n > 0, "no close was seen: {}", io::Error::last_os_error());
+        let (mut closes, mut offset) = (0, 0);
+        while offset < n as usize {
+            // SAFETY: the kernel wrote whole inotify_event records; the
+            // header is read unaligned from the byte buffer.
+            let event: libc::inotify_event = unsafe { std::ptr::read_unaligned(events.as_ptr().add(offset).cast()) };
+            assert_eq!(event.mask & libc::IN_CLOSE_WRITE, 0, "a lock file was open for writing");
+            closes += 1;
+            offset += std::mem::size_of::<libc::inotify_event>() + event.len as usize;
+        }
+        assert_eq!(closes, 3, "one close of each of the three files");
     }
 }

@@ -519,8 +519,8 @@ mod tests {
         for driver in all().iter().filter(|d| d.takes_dir()) {
             let plan = RunPlan::new(1, 3);
             match measure(driver, &targets, &[1, 2], plan, |_, _, _| {}) {
-                Ok((reports, _)) => {
-                    assert_eq!(reports.len(), 4, "{}", driver.name);
+                Ok((reports, skipped)) => {
+                    assert_eq!(reports.len(), 4, "{}: skipped {skipped:?}", driver.name);
                     assert!(reports.iter().all(|r| r.variant == targets[0].label || r.variant == targets[1].label));
                 }
                 // Leases need a file system and privileges that allow them.
