@@ -380,18 +380,9 @@ impl fmt::Debug for Inode {
 /// as Linux's `get_next_ino()`, so creating inodes writes no shared counter
 /// in the common case.
 fn next_ino() -> u64 {
-    const BATCH: u64 = 1024;
     static NEXT_BATCH: AtomicU64 = AtomicU64::new(1);
-    thread_local!(static RANGE: Cell<(u64, u64)> = const { Cell::new((0, 0)) });
-    RANGE.with(|range| {
-        let (mut next, mut end) = range.get();
-        if next == end {
-            next = NEXT_BATCH.fetch_add(BATCH, Ordering::Relaxed);
-            end = next + BATCH;
-        }
-        range.set((next + 1, end));
-        next
-    })
+    thread_local!(static BATCH: crate::batched::Batch = const { Cell::new((0, 0)) });
+    crate::batched::next(&NEXT_BATCH, &BATCH, 1024)
 }
 
 /// What a new inode starts with: its type and permission bits, owner root,

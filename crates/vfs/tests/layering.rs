@@ -15,8 +15,21 @@ use std::path::{Path, PathBuf};
 
 /// "The base modules" of a module doc (the base layer of the table in
 /// `lib.rs`).
-const BASE: &[&str] =
-    &["errno", "mode", "time", "path", "cred", "types", "config", "pages", "space", "reclaim", "opens", "xattr_store"];
+const BASE: &[&str] = &[
+    "errno",
+    "mode",
+    "time",
+    "path",
+    "cred",
+    "types",
+    "config",
+    "pages",
+    "space",
+    "reclaim",
+    "opens",
+    "xattr_store",
+    "batched",
+];
 /// "The node types" of a module doc.
 const NODE_TYPES: &[&str] = &["inode", "dentry", "dcache", "dirents"];
 

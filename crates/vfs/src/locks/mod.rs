@@ -48,7 +48,7 @@
 //! rest. It imports neither processes nor open files; an open file's drop
 //! calls down into it.
 //!
-//! May import `config` and `errno`. The system
+//! May import `batched`, `config` and `errno`. The system
 //! calls ([`crate::syscalls::locks`], wrapped by the
 //! [`Process`](crate::Process) methods `flock`, `fcntl_setlk`, ...) turn a
 //! call's arguments into owners and byte ranges; this module holds their
@@ -90,7 +90,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use vfscale_sync::audited::OnceLock;
-use vfscale_sync::audited::{AtomicI32, AtomicU64, Ordering};
+use vfscale_sync::audited::{AtomicU64, Ordering};
 use vfscale_sync::spin::{McsLock, SpinLock, SpinLockGuard, TasLock};
 
 /// Read lock / read lease (`F_RDLCK`).
@@ -425,20 +425,16 @@ pub type Pid = i32;
 /// record locks different owner shards ([`pid_owner_shard`]) whatever other
 /// threads make; making a process writes a shared word once a batch.
 pub fn new_pid() -> Pid {
-    const BATCH: i32 = OWNER_SHARDS as i32;
-    static NEXT_BATCH: AtomicI32 = AtomicI32::new(0);
-    thread_local!(static NEXT: Cell<(Pid, Pid)> = const { Cell::new((0, 0)) });
-    NEXT.with(|next| {
-        let (mut pid, mut end) = next.get();
-        if pid == end {
-            pid = NEXT_BATCH.fetch_add(BATCH, Ordering::Relaxed);
-            end = pid + BATCH;
-            // Never 0.
-            pid = pid.max(1);
+    // From 0, so every batch starts at a multiple of its size.
+    static NEXT_BATCH: AtomicU64 = AtomicU64::new(0);
+    thread_local!(static BATCH: crate::batched::Batch = const { Cell::new((0, 0)) });
+    loop {
+        // Never 0: the first batch's first number is skipped.
+        match crate::batched::next(&NEXT_BATCH, &BATCH, OWNER_SHARDS as u64) {
+            0 => continue,
+            pid => return pid as Pid,
         }
-        next.set((pid + 1, end));
-        pid
-    })
+    }
 }
 
 /// The owner shard of a sharded file's record locks that holds `pid`'s:

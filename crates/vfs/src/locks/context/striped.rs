@@ -34,6 +34,7 @@ use crate::errno::{Errno, VfsResult};
 use crate::locks::range::{self, Piece, OFFSET_MAX};
 use crate::locks::wait::{Interrupt, Waiter};
 use crate::locks::Shared;
+use crate::locks::OWNER_SHARDS;
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::Arc;
@@ -44,7 +45,6 @@ use vfscale_sync::spin::{SpinLock, SpinLockGuard, TasLock};
 const SLOTS: usize = 64;
 /// The wide lane's index among the lanes a request locks.
 const WIDE: usize = SLOTS;
-use crate::locks::OWNER_SHARDS;
 
 /// A file's record locks: one list, then stripes.
 pub(super) struct Striped {
