@@ -12,9 +12,9 @@ fn mount_bench_judges_every_goal() {
     if !common::can_mount("vfscale mount-bench") {
         return;
     }
-    // The lock `vfscale-fuse`'s mount tests hold, one of which drops the
-    // kernel's caches: mount-bench's rows count the requests they save.
-    let _caches = vfscale_sync::test_support::machine_lock("vfscale-kernel-caches.lock");
+    // mount-bench's rows count the requests the kernel's caches save.
+    use vfscale_sync::test_support::{machine_lock, KERNEL_CACHES_LOCK};
+    let _caches = machine_lock(KERNEL_CACHES_LOCK);
     let child = Command::new(env!("CARGO_BIN_EXE_vfscale"))
         .args(["mount-bench", "--quick", "--runs", "1", "--goals-only"])
         .stdout(Stdio::piped())

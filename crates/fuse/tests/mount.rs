@@ -14,16 +14,10 @@ use vfscale_fuse::{
     RecordLocks, RequestCounts,
 };
 use vfscale_sync::poison::unpoisoned;
-use vfscale_sync::test_support::machine_lock;
+use vfscale_sync::test_support::{machine_lock, KERNEL_CACHES_LOCK};
 
 /// Held by every test, so a memory measurement sees no other test's use.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// The lock on the machine that every test of this file and the
-/// mount-bench test of `vfscale-cli` hold: a test that drops the kernel's
-/// caches evicts every mount's entries, and another suite's test counting
-/// the requests those entries save would count more.
-const KERNEL_CACHES_LOCK: &str = "vfscale-kernel-caches.lock";
 
 /// One test of this file at a time: in this process (`SERIAL`), and on
 /// the machine ([`KERNEL_CACHES_LOCK`]), so that two suites at once (the

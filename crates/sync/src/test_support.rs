@@ -37,6 +37,12 @@ pub fn wait_until(what: &str, mut state: impl FnMut() -> bool) {
     }
 }
 
+/// The [`machine_lock`] that `vfscale-fuse`'s mount tests and the CLI's
+/// mount-bench test hold: one mount test drops the kernel's caches, which
+/// evicts every mount's entries, and the others count the requests those
+/// entries save.
+pub const KERNEL_CACHES_LOCK: &str = "vfscale-kernel-caches.lock";
+
 /// Holds, until dropped, an exclusive `flock` on `name` in the temporary
 /// directory: test processes that share something of the machine's (the
 /// kernel's caches) take it around what must not overlap, so two suites
