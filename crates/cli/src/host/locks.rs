@@ -193,13 +193,15 @@ mod tests {
     /// The lock files are made and closed without ever being open for
     /// writing (inotify tells a close of a writable descriptor from
     /// another's), so no descriptor a forked child inherits can hold off a
-    /// read lease.
+    /// read lease. The test waits for all three closes: a child another
+    /// test forks while a file is open delays its close event until the
+    /// child lets the descriptor go.
     #[test]
     fn lock_files_are_never_open_for_writing() {
         let dir = ScratchDir::new("locks", None).expect("a lock directory");
         let subject = LockSubject { dir, test: Test::Lease, shared: false, threads: AtomicUsize::new(1) };
         // SAFETY: inotify_init1 with valid flags.
-        let inotify = check(unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) }).expect("inotify");
+        let inotify = check(unsafe { libc::inotify_init1(libc::IN_CLOEXEC) }).expect("inotify");
         let watched = cstring(&subject.dir.path);
         // SAFETY: a valid descriptor and C string.
         let watch = unsafe {
@@ -207,20 +209,31 @@ mod tests {
         };
         assert!(watch >= 0, "inotify_add_watch: {}", io::Error::last_os_error());
         subject.prepare_run(3);
+        let mut closed = std::collections::BTreeSet::new();
         let mut events = [0u8; 4096];
-        // SAFETY: `events` is valid for its length.
-        let n = unsafe { libc::read(inotify, events.as_mut_ptr().cast(), events.len()) };
-        close_raw(inotify);
-        assert!(n > 0, "no close was seen: {}", io::Error::last_os_error());
-        let (mut closes, mut offset) = (0, 0);
-        while offset < n as usize {
-            // SAFETY: the kernel wrote whole inotify_event records; the
-            // header is read unaligned from the byte buffer.
-            let event: libc::inotify_event = unsafe { std::ptr::read_unaligned(events.as_ptr().add(offset).cast()) };
-            assert_eq!(event.mask & libc::IN_CLOSE_WRITE, 0, "a lock file was open for writing");
-            closes += 1;
-            offset += std::mem::size_of::<libc::inotify_event>() + event.len as usize;
+        while closed.len() < 3 {
+            // SAFETY: `events` is valid for its length.
+            let n = unsafe { libc::read(inotify, events.as_mut_ptr().cast(), events.len()) };
+            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            assert!(n > 0, "reading close events: {}", io::Error::last_os_error());
+            let mut offset = 0;
+            while offset < n as usize {
+                let header = std::mem::size_of::<libc::inotify_event>();
+                // SAFETY: the kernel wrote whole inotify_event records; the
+                // header is read unaligned from the byte buffer.
+                let event: libc::inotify_event =
+                    unsafe { std::ptr::read_unaligned(events.as_ptr().add(offset).cast()) };
+                let name = &events[offset + header..offset + header + event.len as usize];
+                let name = String::from_utf8_lossy(name).trim_end_matches('\0').to_string();
+                assert_eq!(event.mask & libc::IN_CLOSE_WRITE, 0, "{name} was open for writing");
+                closed.insert(name);
+                offset += header + event.len as usize;
+            }
         }
-        assert_eq!(closes, 3, "one close of each of the three files");
+        close_raw(inotify);
+        let made: std::collections::BTreeSet<String> = (0..3).map(|t| subject.file_name(t)).collect();
+        assert_eq!(closed, made, "each of the three files was closed");
     }
 }
