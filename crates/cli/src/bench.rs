@@ -66,7 +66,16 @@ pub struct CellReport {
     pub efficiency: Option<f64>,
     /// 95% interval of `efficiency`.
     pub efficiency_ci95: Option<[f64; 2]>,
+    /// Whether `efficiency` is pinned to within [`FIGURE_TOLERANCE`]
+    /// either side by its interval; `false` marks the figure itself
+    /// inconclusive: another run may give it more than twice that apart.
+    pub efficiency_pinned: Option<bool>,
 }
+
+/// How far either side of a speedup or efficiency its 95% interval may
+/// reach for the figure to count as pinned down: two runs whose figures
+/// are both pinned should agree to within twice this, 0.1.
+pub const FIGURE_TOLERANCE: f64 = 0.05;
 
 impl CellReport {
     /// `speedup` with its interval.
@@ -144,6 +153,7 @@ impl Cells {
                 speedup_ci95: None,
                 efficiency: None,
                 efficiency_ci95: None,
+                efficiency_pinned: None,
             })
             .collect();
         scaling(&mut reports);
@@ -177,6 +187,7 @@ pub fn scaling(reports: &mut [CellReport]) {
         report.speedup_ci95 = speedup.map(|s| s.ci95);
         report.efficiency = efficiency.map(|e| e.median);
         report.efficiency_ci95 = efficiency.map(|e| e.ci95);
+        report.efficiency_pinned = efficiency.map(|e| e.pinned_within(FIGURE_TOLERANCE));
     }
 }
 
@@ -379,7 +390,35 @@ pub(crate) mod tests {
             speedup_ci95: None,
             efficiency: None,
             efficiency_ci95: None,
+            efficiency_pinned: None,
         }
+    }
+
+    /// Two designs beside `private`, each at 1 and 2 threads over five
+    /// rounds: `steady` at 0.95 of the ceiling in every round, `loose`
+    /// anywhere from 0.5 to 0.94.
+    pub(crate) fn steady_and_loose() -> Vec<CellReport> {
+        let one = [100.0, 101.0, 99.0, 100.0, 100.5];
+        let mut reports = vec![
+            rounds("steady", 1, &one),
+            rounds("steady", 2, &[190.0, 191.9, 188.1, 190.0, 190.95]),
+            rounds("loose", 1, &one),
+            rounds("loose", 2, &[100.0, 190.0, 120.0, 170.0, 140.0]),
+            rounds(PRIVATE, 1, &one),
+            rounds(PRIVATE, 2, &[200.0, 202.0, 198.0, 200.0, 201.0]),
+        ];
+        scaling(&mut reports);
+        reports
+    }
+
+    #[test]
+    fn efficiency_is_pinned_only_where_its_rounds_agree() {
+        let reports = steady_and_loose();
+        let at_2 = |variant| reports.iter().find(|r| r.variant == variant && r.threads == 2).unwrap();
+        assert_eq!(at_2("steady").efficiency_pinned, Some(true), "{:?}", at_2("steady").efficiency_estimate());
+        assert_eq!(at_2("loose").efficiency_pinned, Some(false), "{:?}", at_2("loose").efficiency_estimate());
+        let json = serde_json::to_value(at_2("loose")).unwrap();
+        assert_eq!(json["efficiency_pinned"], false);
     }
 
     #[test]

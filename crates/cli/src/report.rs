@@ -374,7 +374,7 @@ mod tests {
         let throughput = std::fs::read_to_string(dir.join("t-0-throughput.svg")).unwrap();
         assert!(throughput.contains("prim-lockref private (ceiling)"), "the ceiling is drawn and named");
         assert!(
-            page.contains("efficiency (S / S private, &gt;= 0.9 scales): x2 lockref "),
+            page.contains("efficiency (S / S private, &gt;= 0.9 scales; ~ figure inconclusive): x2 lockref "),
             "the page gives each design's efficiency"
         );
         assert!(!page.contains("private vs") && !page.contains("vs private"), "private is no contender");

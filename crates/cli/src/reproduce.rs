@@ -15,12 +15,12 @@
 //! machine's ceiling, against which each design's efficiency is given. It
 //! is a reference, never half of a verdict pair.
 
-use crate::bench::{self, BenchRequest, CellReport, Cells};
+use crate::bench::{self, BenchRequest, CellReport, Cells, FIGURE_TOLERANCE};
 use crate::calibration::Calibration;
 use crate::harness::RunPlan;
 use crate::host;
 use crate::machine::Machine;
-use crate::stats::{self, Bound, Comparison, Judgement};
+use crate::stats::{self, Bound, Comparison, Judgement, RoundRatio};
 use crate::workloads::{self, Params, Workload, PRIVATE};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -589,9 +589,11 @@ pub const SCALES: Bound = Bound::AtLeast(0.9);
 
 /// Each design's efficiency at every thread count above 1, the median of
 /// rounds with its 95% interval and what the interval says of [`SCALES`],
-/// as "efficiency (S / S private, >= 0.9 scales): x2 rcu 0.93 [0.90, 0.97]
-/// met, rwsem 0.41 [0.38, 0.45] not met; x16 ..."; `None` when no cell
-/// above 1 thread has one.
+/// as "efficiency (S / S private, >= 0.9 scales; ~ figure inconclusive):
+/// x2 rcu 0.93 [0.90, 0.97] met, rwsem ~0.41 [0.30, 0.45] not met; x16
+/// ..."; `~` marks a figure whose interval reaches more than
+/// [`FIGURE_TOLERANCE`] from it. `None` when no cell above 1 thread has
+/// one.
 pub fn efficiency_line(cells: &[CellReport]) -> Option<String> {
     let threads: std::collections::BTreeSet<usize> =
         cells.iter().filter(|c| c.threads > 1 && c.efficiency.is_some()).map(|c| c.threads).collect();
@@ -603,22 +605,26 @@ pub fn efficiency_line(cells: &[CellReport]) -> Option<String> {
                 .filter(|c| c.threads == t && c.variant != PRIVATE)
                 .filter_map(|c| {
                     let e = c.efficiency_estimate()?;
-                    Some(format!("{} {e} {}", c.variant, SCALES.judge(e.ci95)))
+                    let mark = if e.pinned_within(FIGURE_TOLERANCE) { "" } else { "~" };
+                    Some(format!("{} {mark}{e} {}", c.variant, SCALES.judge(e.ci95)))
                 })
                 .collect();
             format!("x{t} {}", designs.join(", "))
         })
         .collect();
-    (!per_count.is_empty())
-        .then(|| format!("efficiency (S / S private, {} scales): {}", SCALES.show(""), per_count.join("; ")))
+    (!per_count.is_empty()).then(|| {
+        format!(
+            "efficiency (S / S private, {} scales; ~ figure inconclusive): {}",
+            SCALES.show(""),
+            per_count.join("; ")
+        )
+    })
 }
 
-/// How many efficiency figures above 1 thread met [`SCALES`], missed it,
-/// or could not tell, over every case.
-fn efficiency_tally(results: &[ExperimentResult]) -> [usize; 3] {
+/// Every design's efficiency above 1 thread, over every case.
+fn design_efficiencies(results: &[ExperimentResult]) -> impl Iterator<Item = RoundRatio> + '_ {
     let cells = results.iter().flat_map(|r| &r.cases).flat_map(|c| &c.cells);
-    let estimates = cells.filter(|c| c.threads > 1 && c.variant != PRIVATE).filter_map(|c| c.efficiency_estimate());
-    Judgement::tally(estimates.map(|e| SCALES.judge(e.ci95)))
+    cells.filter(|c| c.threads > 1 && c.variant != PRIVATE).filter_map(|c| c.efficiency_estimate())
 }
 
 /// The closing summary: every verdict of every experiment on one line each,
@@ -660,12 +666,20 @@ pub fn summary(results: &[ExperimentResult], calibration: &Calibration) -> Strin
             let _ = writeln!(out, "{:<10} {note}", r.name);
         }
     }
-    let [met, not_met, inconclusive] = efficiency_tally(results);
+    let [met, not_met, inconclusive] = Judgement::tally(design_efficiencies(results).map(|e| SCALES.judge(e.ci95)));
     let _ = writeln!(
         out,
         "efficiency {} at 2+ threads: met {met}, not met {not_met}, inconclusive {inconclusive} (the 95% interval \
          straddles the bar: more runs, or a quieter machine, can decide)",
         SCALES.show("")
+    );
+    let loose = design_efficiencies(results).filter(|e| !e.pinned_within(FIGURE_TOLERANCE)).count();
+    let _ = writeln!(
+        out,
+        "efficiency figures inconclusive (~): {loose} of {} (the 95% interval reaches more than {FIGURE_TOLERANCE} \
+         from the figure: another run may give it more than {} apart)",
+        met + not_met + inconclusive,
+        2.0 * FIGURE_TOLERANCE
     );
     out
 }
@@ -740,11 +754,20 @@ mod tests {
         let text = summary(std::slice::from_ref(&result), &calibration);
         assert!(text.contains("calibration (") && text.contains("noise (private's S per round): x2 "), "{text}");
         assert!(text.contains("efficiency >= 0.9 at 2+ threads: met "), "{text}");
+        assert!(text.contains("efficiency figures inconclusive (~): "), "{text}");
         assert_eq!(text.lines().filter(|l| l.contains("lockref vs mutex")).count(), 2);
         assert!(!text.contains("private vs") && !text.contains("vs private"), "{text}");
         let efficiency = text.lines().find(|l| l.contains("efficiency (S / S private, ")).expect(&text);
-        assert!(efficiency.contains("scales): x2 lockref ") && efficiency.contains(", atomic "), "{efficiency}");
+        assert!(efficiency.contains("inconclusive): x2 lockref ") && efficiency.contains(", atomic "), "{efficiency}");
         assert!(!efficiency.contains("private "), "private is the reference: {efficiency}");
+    }
+
+    #[test]
+    fn figures_their_rounds_leave_loose_are_marked() {
+        let line = efficiency_line(&bench::tests::steady_and_loose()).unwrap();
+        assert!(line.contains("; ~ figure inconclusive): x2 "), "{line}");
+        assert!(line.contains(" steady 0.95 ["), "a pinned figure has no mark: {line}");
+        assert!(line.contains(" loose ~0."), "a loose figure is marked: {line}");
     }
 
     #[test]

@@ -211,6 +211,14 @@ impl RoundRatio {
             .collect();
         Self::of(&per_round)
     }
+
+    /// Whether the figure itself is pinned down: its whole 95% interval
+    /// lies within `tolerance` of the median, so another run on the same
+    /// machine should give it again to within twice that (drift of the
+    /// machine between the runs aside, which one run's rounds cannot see).
+    pub fn pinned_within(&self, tolerance: f64) -> bool {
+        self.ci95[0] >= self.median - tolerance && self.ci95[1] <= self.median + tolerance
+    }
 }
 
 impl std::fmt::Display for RoundRatio {
@@ -481,6 +489,17 @@ mod tests {
         assert!((r.median - 1.0).abs() < 1e-12);
         assert!(r.ci95[0] < 0.95 && r.ci95[1] > 1.05, "{r}");
         assert!(r.ci95[1] - r.ci95[0] > 0.1);
+    }
+
+    #[test]
+    fn a_figure_is_pinned_only_by_an_interval_close_on_both_sides() {
+        let at = |lo, hi| RoundRatio { median: 0.5, ci95: [lo, hi] };
+        assert!(at(0.46, 0.54).pinned_within(0.05));
+        assert!(at(0.45, 0.55).pinned_within(0.05), "the tolerance itself is inside");
+        assert!(!at(0.44, 0.51).pinned_within(0.05), "too far below");
+        assert!(!at(0.5, 0.57).pinned_within(0.05), "too far above");
+        assert!(!RoundRatio::of(&[0.8, 0.9, 1.0, 1.1, 1.2]).unwrap().pinned_within(0.05));
+        assert!(RoundRatio::of(&[0.99, 1.0, 1.0, 1.01, 1.0]).unwrap().pinned_within(0.05));
     }
 
     #[test]

@@ -56,7 +56,9 @@ fn reproduce_quick_writes_json_with_verdicts_and_a_report() {
     }
     assert!(private.iter().all(|c| c["efficiency"].as_f64() == Some(1.0)));
     assert!(cells.iter().filter(|c| c["variant"] != "host").all(|c| c["efficiency_ci95"].is_array()), "{cells:?}");
-    assert!(stdout.contains("efficiency (S / S private, >= 0.9 scales)"), "the summary gives efficiencies:\n{stdout}");
+    assert!(cells.iter().filter(|c| c["variant"] != "host").all(|c| c["efficiency_pinned"].is_boolean()), "{cells:?}");
+    assert!(stdout.contains("efficiency (S / S private, >= 0.9 scales; "), "the summary gives efficiencies:\n{stdout}");
+    assert!(stdout.contains("efficiency figures inconclusive (~): "), "and says which figures may move:\n{stdout}");
     assert!(stdout.contains("calibration (") && stdout.contains("noise (private's S per round)"), "{stdout}");
     assert!(!stdout.contains("private vs") && !stdout.contains("vs private"), "private is no contender:\n{stdout}");
     for cell in cells {
