@@ -564,7 +564,12 @@ fn pipe() -> Result<[libc::c_int; 2], String> {
 fn processes_rate(paths: &[&CString], iterations: u64) -> Result<f64, String> {
     let procs = paths.len();
     let [go_read, go_write] = pipe()?;
-    let [done_read, done_write] = pipe()?;
+    let [done_read, done_write] = pipe().inspect_err(|_| {
+        for fd in [go_read, go_write] {
+            // SAFETY: our own pipe ends, closed once.
+            unsafe { libc::close(fd) };
+        }
+    })?;
     let mut children = Vec::new();
     for path in paths {
         // SAFETY: the child calls only async-signal-safe functions (read,
@@ -576,7 +581,23 @@ fn processes_rate(paths: &[&CString], iterations: u64) -> Result<f64, String> {
             client(go_read, done_write, path, iterations);
         }
         if pid < 0 {
-            return Err(format!("fork: {}", std::io::Error::last_os_error()));
+            let error = std::io::Error::last_os_error();
+            // The children started so far wait on a pipe they hold the
+            // write end of themselves: stop them, or they (and every
+            // descriptor they inherited) live forever.
+            for &child in &children {
+                // SAFETY: kill and waitpid of our own children; the pipe
+                // ends are ours and closed once.
+                unsafe {
+                    libc::kill(child, libc::SIGKILL);
+                    libc::waitpid(child, std::ptr::null_mut(), 0);
+                }
+            }
+            for fd in [go_read, go_write, done_read, done_write] {
+                // SAFETY: see above.
+                unsafe { libc::close(fd) };
+            }
+            return Err(format!("fork: {error}"));
         }
         children.push(pid);
     }

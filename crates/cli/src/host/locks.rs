@@ -198,6 +198,7 @@ mod tests {
     /// child lets the descriptor go.
     #[test]
     fn lock_files_are_never_open_for_writing() {
+        use std::collections::BTreeSet;
         let dir = ScratchDir::new("locks", None).expect("a lock directory");
         let subject = LockSubject { dir, test: Test::Lease, shared: false, threads: AtomicUsize::new(1) };
         // SAFETY: inotify_init1 with valid flags.
@@ -209,9 +210,21 @@ mod tests {
         };
         assert!(watch >= 0, "inotify_add_watch: {}", io::Error::last_os_error());
         subject.prepare_run(3);
-        let mut closed = std::collections::BTreeSet::new();
+        let made: BTreeSet<String> = (0..3).map(|t| subject.file_name(t)).collect();
+        let mut closed = BTreeSet::new();
         let mut events = [0u8; 4096];
-        while closed.len() < 3 {
+        // Not a timing bound: a child lets its descriptors go when its
+        // test ends, seconds later; the deadline only turns a hang (a
+        // child that never ends) into a failure that names the files.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+        while !made.is_subset(&closed) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            assert!(!left.is_zero(), "no close event of {:?} in 600 s", made.difference(&closed).collect::<Vec<_>>());
+            let mut ready = libc::pollfd { fd: inotify, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            if unsafe { libc::poll(&mut ready, 1, left.as_millis().min(1000) as libc::c_int) } <= 0 {
+                continue;
+            }
             // SAFETY: `events` is valid for its length.
             let n = unsafe { libc::read(inotify, events.as_mut_ptr().cast(), events.len()) };
             if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
@@ -225,15 +238,17 @@ mod tests {
                 // header is read unaligned from the byte buffer.
                 let event: libc::inotify_event =
                     unsafe { std::ptr::read_unaligned(events.as_ptr().add(offset).cast()) };
+                assert_eq!(event.mask & libc::IN_Q_OVERFLOW, 0, "the event queue overflowed");
                 let name = &events[offset + header..offset + header + event.len as usize];
                 let name = String::from_utf8_lossy(name).trim_end_matches('\0').to_string();
+                offset += header + event.len as usize;
+                if name.is_empty() {
+                    continue; // the directory itself, not a file in it
+                }
                 assert_eq!(event.mask & libc::IN_CLOSE_WRITE, 0, "{name} was open for writing");
                 closed.insert(name);
-                offset += header + event.len as usize;
             }
         }
         close_raw(inotify);
-        let made: std::collections::BTreeSet<String> = (0..3).map(|t| subject.file_name(t)).collect();
-        assert_eq!(closed, made, "each of the three files was closed");
     }
 }
