@@ -72,9 +72,9 @@ pub struct CellReport {
     pub efficiency_pinned: Option<bool>,
 }
 
-/// How far either side of a speedup or efficiency its 95% interval may
-/// reach for the figure to count as pinned down: two runs whose figures
-/// are both pinned should agree to within twice this, 0.1.
+/// How far either side of an efficiency its 95% interval may reach for
+/// the figure to count as pinned down: two runs whose figures are both
+/// pinned should agree to within twice this, 0.1.
 pub const FIGURE_TOLERANCE: f64 = 0.05;
 
 impl CellReport {
@@ -86,6 +86,16 @@ impl CellReport {
     /// `efficiency` with its interval.
     pub fn efficiency_estimate(&self) -> Option<RoundRatio> {
         Some(RoundRatio { median: self.efficiency?, ci95: self.efficiency_ci95? })
+    }
+
+    /// `~`, printed before an efficiency that is not pinned (the figure
+    /// itself inconclusive), or nothing.
+    pub fn loose_mark(&self) -> &'static str {
+        if self.efficiency_pinned == Some(false) {
+            "~"
+        } else {
+            ""
+        }
     }
 }
 
@@ -247,7 +257,7 @@ pub fn table(reports: &[CellReport]) -> String {
             human(o.max),
             format!("{:.1}", r.stats.per_op_ns.median),
             estimate(r.speedup_estimate()),
-            estimate(r.efficiency_estimate()),
+            format!("{}{}", r.loose_mark(), estimate(r.efficiency_estimate())),
             format!("{:.2}", r.stats.fairness.min_over_max),
             format!("{:.3}", r.stats.cpu_user_s.median),
             format!("{:.3}", r.stats.cpu_system_s.median),
@@ -285,7 +295,7 @@ fn run_time_table(reports: &[CellReport]) -> String {
             format!("{:.4}", t.min * 1e3),
             ratio(r.speedup),
             ratio(s2),
-            estimate(r.efficiency_estimate()),
+            format!("{}{}", r.loose_mark(), estimate(r.efficiency_estimate())),
         ]);
     }
     align(rows)

@@ -158,7 +158,7 @@ fn cells(html: &mut String, cells: &[CellReport]) {
             human(o.max),
             c.stats.per_op_ns.median / 1e3,
             c.speedup.map_or("-".into(), |s| format!("{s:.2}")),
-            c.efficiency.map_or("-".into(), |e| format!("{e:.2}")),
+            c.efficiency.map_or("-".into(), |e| format!("{}{e:.2}", c.loose_mark())),
             c.stats.fairness.min_over_max,
             c.stats.cpu_user_s.median,
             c.stats.cpu_system_s.median

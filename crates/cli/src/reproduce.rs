@@ -20,7 +20,7 @@ use crate::calibration::Calibration;
 use crate::harness::RunPlan;
 use crate::host;
 use crate::machine::Machine;
-use crate::stats::{self, Bound, Comparison, Judgement, RoundRatio};
+use crate::stats::{self, Bound, Comparison, Judgement};
 use crate::workloads::{self, Params, Workload, PRIVATE};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -605,8 +605,7 @@ pub fn efficiency_line(cells: &[CellReport]) -> Option<String> {
                 .filter(|c| c.threads == t && c.variant != PRIVATE)
                 .filter_map(|c| {
                     let e = c.efficiency_estimate()?;
-                    let mark = if e.pinned_within(FIGURE_TOLERANCE) { "" } else { "~" };
-                    Some(format!("{} {mark}{e} {}", c.variant, SCALES.judge(e.ci95)))
+                    Some(format!("{} {}{e} {}", c.variant, c.loose_mark(), SCALES.judge(e.ci95)))
                 })
                 .collect();
             format!("x{t} {}", designs.join(", "))
@@ -621,10 +620,24 @@ pub fn efficiency_line(cells: &[CellReport]) -> Option<String> {
     })
 }
 
-/// Every design's efficiency above 1 thread, over every case.
-fn design_efficiencies(results: &[ExperimentResult]) -> impl Iterator<Item = RoundRatio> + '_ {
-    let cells = results.iter().flat_map(|r| &r.cases).flat_map(|c| &c.cells);
-    cells.filter(|c| c.threads > 1 && c.variant != PRIVATE).filter_map(|c| c.efficiency_estimate())
+/// The tallies that close the summary, over every design's efficiency
+/// above 1 thread in `cells`: how many met [`SCALES`], missed it or could
+/// not tell, and how many figures are themselves inconclusive (`~`).
+fn efficiency_tallies<'a>(cells: impl Iterator<Item = &'a CellReport>) -> String {
+    let designs: Vec<&CellReport> =
+        cells.filter(|c| c.threads > 1 && c.variant != PRIVATE && c.efficiency.is_some()).collect();
+    let judged = designs.iter().filter_map(|c| c.efficiency_estimate()).map(|e| SCALES.judge(e.ci95));
+    let [met, not_met, inconclusive] = Judgement::tally(judged);
+    let loose = designs.iter().filter(|c| !c.loose_mark().is_empty()).count();
+    format!(
+        "efficiency {} at 2+ threads: met {met}, not met {not_met}, inconclusive {inconclusive} (the 95% interval \
+         straddles the bar: more runs, or a quieter machine, can decide)\n\
+         efficiency figures inconclusive (~): {loose} of {} (the 95% interval reaches more than \
+         {FIGURE_TOLERANCE} from the figure: another run may give it more than {} apart)\n",
+        SCALES.show(""),
+        designs.len(),
+        2.0 * FIGURE_TOLERANCE
+    )
 }
 
 /// The closing summary: every verdict of every experiment on one line each,
@@ -666,21 +679,7 @@ pub fn summary(results: &[ExperimentResult], calibration: &Calibration) -> Strin
             let _ = writeln!(out, "{:<10} {note}", r.name);
         }
     }
-    let [met, not_met, inconclusive] = Judgement::tally(design_efficiencies(results).map(|e| SCALES.judge(e.ci95)));
-    let _ = writeln!(
-        out,
-        "efficiency {} at 2+ threads: met {met}, not met {not_met}, inconclusive {inconclusive} (the 95% interval \
-         straddles the bar: more runs, or a quieter machine, can decide)",
-        SCALES.show("")
-    );
-    let loose = design_efficiencies(results).filter(|e| !e.pinned_within(FIGURE_TOLERANCE)).count();
-    let _ = writeln!(
-        out,
-        "efficiency figures inconclusive (~): {loose} of {} (the 95% interval reaches more than {FIGURE_TOLERANCE} \
-         from the figure: another run may give it more than {} apart)",
-        met + not_met + inconclusive,
-        2.0 * FIGURE_TOLERANCE
-    );
+    out.push_str(&efficiency_tallies(results.iter().flat_map(|r| &r.cases).flat_map(|c| &c.cells)));
     out
 }
 
@@ -763,11 +762,15 @@ mod tests {
     }
 
     #[test]
-    fn figures_their_rounds_leave_loose_are_marked() {
-        let line = efficiency_line(&bench::tests::steady_and_loose()).unwrap();
+    fn figures_their_rounds_leave_loose_are_marked_and_counted() {
+        let cells = bench::tests::steady_and_loose();
+        let line = efficiency_line(&cells).unwrap();
         assert!(line.contains("; ~ figure inconclusive): x2 "), "{line}");
         assert!(line.contains(" steady 0.95 ["), "a pinned figure has no mark: {line}");
         assert!(line.contains(" loose ~0."), "a loose figure is marked: {line}");
+        let tallies = efficiency_tallies(cells.iter());
+        assert!(tallies.contains(": met 1, not met 0, inconclusive 1 "), "{tallies}");
+        assert!(tallies.contains("efficiency figures inconclusive (~): 1 of 2 "), "{tallies}");
     }
 
     #[test]
