@@ -726,31 +726,34 @@ mod tests {
         assert!(mounted.io_uring(), "{:?}", mounted.why_not_io_uring());
         assert_eq!(mounted.dead_queue(), None);
         mounted.rings.fail_queues();
-        let dir = tmp.path().to_owned();
-        let (done, calls) = std::sync::mpsc::channel();
-        // The first call wakes its CPU's queue, which stops before it
-        // answers; the second comes after the abort.
-        std::thread::spawn(move || {
-            let errno = |r: std::io::Result<()>| r.map_err(|e| e.raw_os_error());
-            let first = errno(std::fs::create_dir(dir.join("after")));
-            let second = errno(std::fs::write(dir.join("later"), "x"));
-            let _ = done.send((first, second));
-        });
-        let Ok((first, second)) = calls.recv_timeout(Duration::from_secs(60)) else {
-            // A call left waiting holds its thread, and with it this
-            // process, until the connection ends.
-            let _ = abort::Connection::of(&std::fs::canonicalize(tmp.path()).unwrap()).abort();
-            panic!("the calls did not return within a minute");
+        // Each call runs on a thread of its own: one left waiting holds
+        // its thread, and with it this process, until the connection
+        // ends, so the test aborts the connection after a minute (a hang
+        // guard, not a bound).
+        let call_in = |path: std::path::PathBuf, call: fn(&std::path::Path) -> std::io::Result<()>| {
+            let (done, result) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = done.send(call(&path).map_err(|e| e.raw_os_error()));
+            });
+            result.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| {
+                let _ = abort::Connection::of(&std::fs::canonicalize(tmp.path()).unwrap()).abort();
+                panic!("a call did not return within a minute");
+            })
         };
-        // The kernel ends the unanswered request as the queue's ring
-        // closes (ECANCELED) or as the connection is aborted.
+        // The first call wakes its CPU's queue, which stops before it
+        // answers. The kernel ends the unanswered request as the queue's
+        // ring closes (ECANCELED) or as the connection is aborted.
+        let first = call_in(tmp.path().join("after"), |p| std::fs::create_dir(p));
         assert!(matches!(first, Err(Some(libc::ENOTCONN | libc::ECONNABORTED | libc::ECANCELED))), "{first:?}");
-        assert_eq!(second, Err(Some(libc::ENOTCONN)));
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while mounted.dead_queue().is_none() || !mounted.is_finished() {
             assert!(std::time::Instant::now() < deadline, "no abort and end within a minute");
             std::thread::sleep(Duration::from_millis(5));
         }
+        // The queue says it stopped only once the connection is aborted:
+        // every call from then on fails at once.
+        let second = call_in(tmp.path().join("later"), |p| std::fs::write(p, "x"));
+        assert_eq!(second, Err(Some(libc::ENOTCONN)));
         let why = mounted.dead_queue().expect("a queue stopped");
         assert!(why.contains("injected") && why.contains("aborted"), "{why}");
         assert!(mounted.unmount().is_ok());
