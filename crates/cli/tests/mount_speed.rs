@@ -34,7 +34,10 @@ fn mount_bench_judges_every_goal() {
         "S2, a file per process",
         "S2, one file",
     ] {
-        assert!(row(op).contains(" met") || row(op).contains(" inconclusive"), "{}", row(op));
+        // Each goal row carries its judgement; which one is the machine's
+        // speed, which a test does not assert on.
+        let judged = row(op).split("  ").map(str::trim).any(|cell| ["met", "not met", "inconclusive"].contains(&cell));
+        assert!(judged, "no judgement in {}", row(op));
     }
     // Record locks in the kernel: an unchanged file is opened, read and
     // closed without a request, and a miss is cached.
