@@ -24,7 +24,7 @@ use crate::wire::{self, InHeader, IN_HEADER, OUT_HEADER};
 use crate::{MountOptions, RecordLocks};
 use proptest::prelude::*;
 use proptest::sample::select;
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError};
+use proptest::test_runner::{Config, RngAlgorithm, RngSeed, TestCaseError};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -1363,6 +1363,7 @@ proptest! {
     #![proptest_config(Config {
         failure_persistence: None,
         rng_algorithm: RngAlgorithm::XorShift,
+        rng_seed: RngSeed::Fixed(vfscale_sync::test_support::case_seed(0xf022)),
         ..Config::with_cases(cases())
     })]
 

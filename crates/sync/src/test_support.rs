@@ -78,3 +78,10 @@ pub fn machine_lock(name: &str) -> Option<std::fs::File> {
         assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "cannot lock {}: {e}", path.display());
     }
 }
+
+/// The seed of a test's random cases: `PROPTEST_RNG_SEED` where it is set
+/// (to try other cases), else `fixed`, so every run of the suite tries the
+/// same cases and a failure it finds replays.
+pub fn case_seed(fixed: u64) -> u64 {
+    std::env::var("PROPTEST_RNG_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(fixed)
+}

@@ -663,6 +663,7 @@ impl PageWriter<'_> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use proptest::test_runner::RngSeed;
     use std::sync::Arc;
     use vfscale_sync::audited::AtomicU64;
 
@@ -830,6 +831,11 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig {
+            rng_seed: RngSeed::Fixed(vfscale_sync::test_support::case_seed(0x9a6e5)),
+            ..ProptestConfig::default()
+        })]
+
         /// Against a dense `Vec` model: same bytes, same size, pages only
         /// where data was written or allocated, and seeks that agree with
         /// the pages.

@@ -539,7 +539,12 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 }
 
 proptest! {
-    #![proptest_config(Config { cases: ops::cases(), failure_persistence: None, ..Config::default() })]
+    #![proptest_config(Config {
+        cases: ops::cases(),
+        rng_seed: ops::seed(),
+        failure_persistence: None,
+        ..Config::default()
+    })]
 
     #[test]
     fn namespace_matches_host_kernel(ops in ops()) {

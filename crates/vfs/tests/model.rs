@@ -957,7 +957,12 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(Config { cases: ops::cases(), failure_persistence: None, ..Config::default() })]
+    #![proptest_config(Config {
+        cases: ops::cases(),
+        rng_seed: ops::seed(),
+        failure_persistence: None,
+        ..Config::default()
+    })]
 
     #[test]
     fn namespace_matches_model(config in 0..16usize, calls in calls()) {

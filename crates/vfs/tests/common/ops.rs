@@ -417,6 +417,11 @@ pub fn open_flags() -> impl Strategy<Value = Flags> {
     (access, extra).prop_map(|(access, extra)| Flags(extra.into_iter().fold(access, |all, flag| all | flag)))
 }
 
+/// The seed of the random cases: `PROPTEST_RNG_SEED`, or a fixed one.
+pub fn seed() -> proptest::test_runner::RngSeed {
+    proptest::test_runner::RngSeed::Fixed(vfscale_sync::test_support::case_seed(0x5eed_0f_0e5))
+}
+
 /// The number of random cases: `PROPTEST_CASES`, or 64.
 pub fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
