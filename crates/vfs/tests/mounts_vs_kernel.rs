@@ -197,6 +197,7 @@ fn cases() -> u32 {
 
 /// The child's part: every case, in its private mount namespace.
 fn compare_in_this_namespace() {
+    detach_fuse_copies();
     let base = tempfile::tempdir().expect("create a temporary directory");
     let root = base.path().join("root");
     std::fs::create_dir(&root).expect("create the case root's directory");
@@ -558,6 +559,26 @@ fn factory(cmd_fd: i32, reply_fd: i32) -> ! {
             }
             let reply = Reply { ret: CASE_ENDED, err: status, ..Reply::default() };
             libc::write(reply_fd, (&raw const reply).cast(), std::mem::size_of::<Reply>());
+        }
+    }
+}
+
+/// Lets go of this namespace's copies of FUSE mounts (another suite's,
+/// made while it ran beside this one). While a copy lives, unmounting the
+/// original does not end its connection, so that suite's server would
+/// wait for this child to exit. The namespace's propagation is private
+/// (`unshare --propagation private`), so the host's mounts stay.
+fn detach_fuse_copies() {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").expect("read /proc/self/mountinfo");
+    for line in table.lines() {
+        let Some((fields, after)) = line.split_once(" - ") else { continue };
+        let (Some(point), Some(kind)) = (fields.split(' ').nth(4), after.split(' ').next()) else { continue };
+        if kind == "fuse" || kind.starts_with("fuse.") {
+            let point = CString::new(point).expect("a mount point has no NUL");
+            // SAFETY: a C string. Ignored: a copy beneath another one is
+            // gone with it, and a path with mountinfo's octal escapes (none
+            // in the suites' temporary directories) is left.
+            unsafe { libc::umount2(point.as_ptr(), libc::MNT_DETACH) };
         }
     }
 }
