@@ -4,9 +4,9 @@
 //!
 //! Invariant: attributes live in two [`SeqLock`]s, so `stat` and the
 //! per-component permission checks of an rcu-walk read them without taking
-//! a lock or writing shared memory: [`MetaAttrs`] (mode, owner, link count),
+//! a lock or writing shared memory: `MetaAttrs` (mode, owner, link count),
 //! which changes of the file's names, mode and owner write, and
-//! [`ContentAttrs`] (size and times), which changes of its data write, on
+//! `ContentAttrs` (size and times), which changes of its data write, on
 //! lines apart. Each keeps the change time of its own changes; the file's
 //! is the later of the two. Every live inode is on its superblock's
 //! inode list (a [`ConcurrentList`]) from creation until it is dropped.

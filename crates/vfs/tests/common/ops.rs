@@ -419,7 +419,7 @@ pub fn open_flags() -> impl Strategy<Value = Flags> {
 
 /// The seed of the random cases: `PROPTEST_RNG_SEED`, or a fixed one.
 pub fn seed() -> proptest::test_runner::RngSeed {
-    proptest::test_runner::RngSeed::Fixed(vfscale_sync::test_support::case_seed(0x5eed_0f_0e5))
+    proptest::test_runner::RngSeed::Fixed(vfscale_sync::test_support::case_seed(0x5eed_f0e5))
 }
 
 /// The number of random cases: `PROPTEST_CASES`, or 64.
