@@ -571,6 +571,7 @@ fn processes_rate(paths: &[&CString], iterations: u64) -> Result<f64, String> {
         }
     })?;
     let mut children = Vec::new();
+    let mut forked = Ok(());
     for path in paths {
         // SAFETY: the child calls only async-signal-safe functions (read,
         // open, close, clock_gettime, write, _exit) on memory that exists
@@ -581,33 +582,26 @@ fn processes_rate(paths: &[&CString], iterations: u64) -> Result<f64, String> {
             client(go_read, done_write, path, iterations);
         }
         if pid < 0 {
-            let error = std::io::Error::last_os_error();
-            // The children started so far wait on a pipe they hold the
-            // write end of themselves: stop them, or they (and every
-            // descriptor they inherited) live forever.
-            for &child in &children {
-                // SAFETY: kill and waitpid of our own children; the pipe
-                // ends are ours and closed once.
-                unsafe {
-                    libc::kill(child, libc::SIGKILL);
-                    libc::waitpid(child, std::ptr::null_mut(), 0);
-                }
-            }
-            for fd in [go_read, go_write, done_read, done_write] {
-                // SAFETY: see above.
-                unsafe { libc::close(fd) };
-            }
-            return Err(format!("fork: {error}"));
+            forked = Err(format!("fork: {}", std::io::Error::last_os_error()));
+            break;
         }
         children.push(pid);
     }
     let go = vec![1u8; procs];
     let mut results = vec![[0u64; 2]; procs];
     // SAFETY: `go` and `results` are valid for the lengths given; the pipe
-    // ends are ours. A pipe write of at most PIPE_BUF bytes is atomic, so
-    // each child's 16 bytes arrive whole.
+    // ends are ours, and the pids our own children. A pipe write of at
+    // most PIPE_BUF bytes is atomic, so each child's 16 bytes arrive whole.
     let ok = unsafe {
-        let wrote = libc::write(go_write, go.as_ptr().cast(), procs) == procs as isize;
+        if forked.is_err() {
+            // The children started so far wait on a pipe they hold the
+            // write end of themselves: stop them, or they (and every
+            // descriptor they inherited) live forever.
+            for pid in &children {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        let wrote = forked.is_ok() && libc::write(go_write, go.as_ptr().cast(), procs) == procs as isize;
         let mut got = 0;
         while wrote && got < 16 * procs {
             let n = libc::read(done_read, results.as_mut_ptr().cast::<u8>().add(got).cast(), 16 * procs - got);
@@ -624,6 +618,7 @@ fn processes_rate(paths: &[&CString], iterations: u64) -> Result<f64, String> {
         }
         wrote && got == 16 * procs
     };
+    forked?;
     let failed = results.iter().any(|&[start, end]| start == 0 || end < start);
     if !ok || failed {
         return Err(format!("a client process failed to open + read + close {paths:?}"));
