@@ -257,6 +257,23 @@ impl Bound {
         }
     }
 
+    /// Like [`Bound::judge`], but [`Judgement::NotMet`] only when the whole
+    /// interval misses the bar by more than `margin`: an interval that
+    /// misses it by less is inconclusive. One run's interval cannot see the
+    /// machine move between runs; the margin keeps a figure that another
+    /// run could put a little higher from being called a failure.
+    pub fn judge_clear_of(self, ci95: [f64; 2], margin: f64) -> Judgement {
+        let eased = match self {
+            Bound::AtMost(b) => Bound::AtMost(b + margin),
+            Bound::AtLeast(b) => Bound::AtLeast(b - margin),
+        };
+        match (self.judge(ci95), eased.judge(ci95)) {
+            (Judgement::Met, _) => Judgement::Met,
+            (_, Judgement::NotMet) => Judgement::NotMet,
+            _ => Judgement::Inconclusive,
+        }
+    }
+
     /// `>= 0.9`, `<= 1.5x` with `unit` "x".
     pub fn show(self, unit: &str) -> String {
         match self {
@@ -513,6 +530,12 @@ mod tests {
         assert_eq!(cap.judge([1.51, 2.0]), Judgement::NotMet);
         assert_eq!(cap.judge([1.4, 1.6]), Judgement::Inconclusive);
         assert_eq!((cap.show("x"), bar.show("")), ("<= 1.5x".to_string(), ">= 0.9".to_string()));
+        assert_eq!(bar.judge_clear_of([0.92, 1.1], 0.05), Judgement::Met);
+        assert_eq!(bar.judge_clear_of([0.69, 0.89], 0.05), Judgement::Inconclusive, "within the margin");
+        assert_eq!(bar.judge_clear_of([0.6, 0.84], 0.05), Judgement::NotMet);
+        assert_eq!(bar.judge_clear_of([0.85, 0.95], 0.05), Judgement::Inconclusive);
+        assert_eq!(cap.judge_clear_of([1.51, 1.6], 0.2), Judgement::Inconclusive);
+        assert_eq!(cap.judge_clear_of([1.71, 2.0], 0.2), Judgement::NotMet);
         assert_eq!(Judgement::NotMet.to_string(), "not met");
         let all = [Judgement::Inconclusive, Judgement::Met, Judgement::NotMet, Judgement::Met];
         assert_eq!(Judgement::tally(all), [2, 1, 1]);

@@ -56,7 +56,8 @@ fn head(html: &mut String, run: &Commute) {
          (A on one, B on the other) over that of one thread doing A and B in turn; <em>private</em> gives each \
          thread a state of its own (the ceiling), <em>host</em> runs the same system calls on this machine's \
          kernel. A pair <em>scales</em> when its S2 is at least 0.9 &times; private's (for vfscale, judged \
-         round by round: the median of each round's 2-thread throughput over private's).</p>\n\
+         round by round: the median of each round's 2-thread throughput over private's); it does not scale when \
+         the whole 95% interval is below 0.85 &times; private's, and is undecided in between.</p>\n\
          <p><strong>{}</strong></p>\n<ul>\n",
         escape(&m.kernel),
         m.cpus,
