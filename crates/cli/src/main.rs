@@ -131,6 +131,10 @@ struct CommuteArgs {
     /// Also write an HTML report of the pair matrix into DIR.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
+    /// Judge scaling together with an earlier run's JSON (--json FILE): a pair whose verdict differs
+    /// there is inconclusive here.
+    #[arg(long, value_name = "FILE", conflicts_with = "check_only")]
+    against: Option<PathBuf>,
     /// Also enumerate pairs of calls with every argument relation, decide on the host's tmpfs which commute,
     /// and run the checker on those (checker only: the generated cases are not timed).
     #[arg(long)]
@@ -426,7 +430,9 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
     if plan.iterations == Some(0) {
         return Err("--iterations must be at least 1".into());
     }
-    // Where the results go is checked now, not after a minute of runs.
+    // The earlier run, and where the results go, are checked now, not
+    // after a minute of runs.
+    let against = args.against.as_deref().map(commute::against::Previous::load).transpose()?;
     let json_file = args
         .json
         .as_ref()
@@ -441,6 +447,7 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
         plan,
         quick: args.quick,
         generate: args.generate,
+        against,
     };
     let generated = if args.generate { commute::generate::cases().len() } else { 0 };
     let machine = machine::Machine::this();

@@ -305,6 +305,16 @@ impl Judgement {
         }
         counts
     }
+
+    /// The verdict two runs support together: theirs where they agree,
+    /// inconclusive where they differ.
+    pub fn agreed(self, other: Judgement) -> Judgement {
+        if self == other {
+            self
+        } else {
+            Judgement::Inconclusive
+        }
+    }
 }
 
 impl std::fmt::Display for Judgement {
@@ -539,6 +549,9 @@ mod tests {
         assert_eq!(Judgement::NotMet.to_string(), "not met");
         let all = [Judgement::Inconclusive, Judgement::Met, Judgement::NotMet, Judgement::Met];
         assert_eq!(Judgement::tally(all), [2, 1, 1]);
+        assert_eq!(Judgement::NotMet.agreed(Judgement::NotMet), Judgement::NotMet);
+        assert_eq!(Judgement::NotMet.agreed(Judgement::Met), Judgement::Inconclusive);
+        assert_eq!(Judgement::Met.agreed(Judgement::Inconclusive), Judgement::Inconclusive);
         assert_eq!(serde_json::to_value(Judgement::Inconclusive).unwrap(), "inconclusive");
     }
 

@@ -59,6 +59,13 @@ const QUICK: &[(&str, Quick)] = &[
         Run(&["reproduce kernfs --quick --threads 1,2 --report {tmp}/report"]),
     ),
     ("commute", Run(&["commute stat-same-file --quick", "commute --check-only"])),
+    (
+        "commute --against c1.json",
+        Run(&[
+            "commute stat-same-file --quick --json {tmp}/c1.json",
+            "commute stat-same-file --quick --against {tmp}/c1.json",
+        ]),
+    ),
     ("mount /tmp/vfs &", Mount("mount {tmp}/vfs")),
     ("umount /tmp/vfs", Umount("umount {tmp}/vfs")),
     ("mount /tmp/vfs --bind-ro /etc:/host/etc &", Mount("mount {tmp}/vfs --bind-ro /etc:/host/etc")),

@@ -12,6 +12,7 @@
 //! therefore a claim the timing can refute: a conflict-free pair should
 //! scale like `private` does.
 
+pub mod against;
 mod audited;
 mod expected;
 pub mod generate;
@@ -53,6 +54,8 @@ pub struct Options {
     pub quick: bool,
     /// Also run the generated matrix (`--generate`; checker only).
     pub generate: bool,
+    /// An earlier run to judge scaling together with (`--against`).
+    pub against: Option<against::Previous>,
 }
 
 /// The pairs `filter` names (all when empty); an unknown name is an error
@@ -106,7 +109,9 @@ pub fn run(options: &Options, mut progress: impl FnMut(usize, &str, &str)) -> Re
         quick: options.quick,
         load_average,
     };
+    let against = options.against.as_ref().map(|previous| previous.apply(&mut results));
     let mut summary = Summary::of(&results, KNOWN_CONFLICTS, conditions);
+    summary.against = against;
     let generated = if options.generate {
         let cases = generate::cases();
         let mut done = Vec::with_capacity(cases.len());

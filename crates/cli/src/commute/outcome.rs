@@ -124,6 +124,10 @@ pub struct Summary {
     /// The generated matrix's totals (`--generate`; absent without it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generated: Option<super::generate::Totals>,
+    /// The earlier run this one was judged together with (`--against`;
+    /// absent without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against: Option<super::against::Against>,
     /// The goals.
     pub goals: Vec<Goal>,
     /// How the run was made.
@@ -216,6 +220,7 @@ impl Summary {
             known_conflicts: among(results, known),
             host_skipped: results.iter().filter_map(|r| Some((r.name, r.host_skipped.clone()?))).collect(),
             generated: None,
+            against: None,
             goals,
             conditions,
             machine: Machine::this(),
@@ -339,6 +344,9 @@ pub fn table(run: &Commute) -> String {
     }
     for (name, why) in &s.host_skipped {
         let _ = writeln!(out, "host skipped {name}: {why}");
+    }
+    if let Some(against) = &s.against {
+        let _ = writeln!(out, "{}", against.line());
     }
     let _ = writeln!(out, "{}", s.line);
     if let Some(generated) = &run.generated {

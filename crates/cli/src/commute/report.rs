@@ -79,7 +79,7 @@ fn head(html: &mut String, run: &Commute) {
         } else {
             "Checker only (--check-only): no S2 measured.".to_string()
         },
-        escape(&s.line),
+        escape(&s.against.as_ref().map_or(s.line.clone(), |a| format!("{} ({})", s.line, a.line()))),
     );
     for g in &s.goals {
         let _ = writeln!(

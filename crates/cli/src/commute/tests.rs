@@ -170,6 +170,67 @@ fn a_pair_just_below_the_bar_is_inconclusive_not_an_exception() {
     assert_eq!(s.checker_exceptions, ["stat-diff-files"], "0.70-0.79 of private is below the margin too");
 }
 
+/// Judged against an earlier run, a pair whose verdict differed there is
+/// inconclusive here (its figures stay this run's); one whose verdict
+/// agreed keeps it; one the earlier run lacks is judged on this run alone.
+#[test]
+fn a_verdict_an_earlier_run_did_not_share_is_inconclusive() {
+    let earlier = Commute {
+        pairs: vec![
+            result("stat-same-file", true, Some((1.5, 2.0, Some(1.0)))),
+            result("stat-diff-files", true, Some((1.5, 2.0, Some(1.0)))),
+        ],
+        summary: Summary::of(&[], KNOWN_CONFLICTS, conditions(true)),
+        generated: None,
+    };
+    let json = serde_json::to_string(&earlier).unwrap();
+    let previous = against::Previous::from_json("c1.json".into(), &json).unwrap();
+    let mut results = vec![
+        result("stat-same-file", true, Some((1.95, 2.0, Some(1.0)))),
+        result("stat-diff-files", true, Some((1.5, 2.0, Some(1.0)))),
+        result("fstat-same-file", true, Some((1.5, 2.0, None))),
+    ];
+    let against = previous.apply(&mut results);
+    let judged = |r: &PairResult| (r.vfscale.as_ref().unwrap().judgement, r.vfscale.as_ref().unwrap().scales);
+    assert_eq!(judged(&results[0]), (Some(Judgement::Inconclusive), Some(false)), "met here, not met there");
+    assert_eq!(results[0].vfscale.as_ref().unwrap().s2, 1.95, "the figures stay this run's");
+    assert_eq!(judged(&results[1]), (Some(Judgement::NotMet), Some(false)), "not met in both");
+    assert_eq!(judged(&results[2]), (Some(Judgement::NotMet), Some(false)), "judged here alone");
+    assert_eq!(
+        (against.differed.clone(), against.not_there.clone()),
+        (vec!["stat-same-file"], vec!["fstat-same-file"])
+    );
+    let mut summary = Summary::of(&results, KNOWN_CONFLICTS, conditions(true));
+    summary.against = Some(against);
+    assert_eq!(summary.checker_exceptions, ["stat-diff-files", "fstat-same-file"]);
+    assert_eq!(summary.inconclusive, ["stat-same-file"]);
+    let table = table(&Commute { pairs: results, summary, generated: None });
+    assert!(
+        table.contains(
+            "against c1.json: 1 judged otherwise there, inconclusive here: stat-same-file; \
+             not there (judged on this run alone): fstat-same-file\n"
+        ),
+        "{table}"
+    );
+}
+
+/// `--against` names what is wrong with the file it is given.
+#[test]
+fn an_earlier_run_that_cannot_be_read_is_named() {
+    let missing = against::Previous::load(std::path::Path::new("/nonexistent/c1.json")).unwrap_err();
+    assert!(missing.starts_with("cannot read /nonexistent/c1.json: "), "{missing}");
+    let not_commute = against::Previous::from_json("b.json".into(), "[{\"workload\": \"walk\"}]").unwrap_err();
+    assert!(not_commute.starts_with("b.json is not the JSON of vfscale commute"), "{not_commute}");
+    let check_only = serde_json::to_string(&Commute {
+        pairs: vec![result("stat-same-file", true, None)],
+        summary: Summary::of(&[], KNOWN_CONFLICTS, conditions(false)),
+        generated: None,
+    })
+    .unwrap();
+    let untimed = against::Previous::from_json("c.json".into(), &check_only).unwrap_err();
+    assert_eq!(untimed, "c.json has no scaling verdicts (a --check-only run?)");
+}
+
 /// A known conflict for the summary's and the table's arithmetic (the
 /// design has none left).
 const SAMPLE_KNOWN: &[(&str, &str)] =
