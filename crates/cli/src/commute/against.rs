@@ -30,9 +30,10 @@ pub struct Previous {
 pub struct Against {
     /// The earlier run's JSON.
     pub file: String,
-    /// Pairs whose vfscale or host verdict differed there, now
-    /// inconclusive here.
-    pub differed: Vec<&'static str>,
+    /// Pairs whose vfscale verdict differed there: inconclusive here.
+    pub vfscale_differed: Vec<&'static str>,
+    /// Pairs whose host verdict differed there: inconclusive here.
+    pub host_differed: Vec<&'static str>,
     /// Pairs of this run the earlier one did not judge: their verdicts
     /// are this run's alone.
     pub not_there: Vec<&'static str>,
@@ -84,9 +85,11 @@ impl Previous {
                 against.not_there.push(result.name);
                 continue;
             };
-            let changed = agree(result.vfscale.as_mut(), *vfscale) | agree(result.host.as_mut(), *host);
-            if changed {
-                against.differed.push(result.name);
+            if agree(result.vfscale.as_mut(), *vfscale) {
+                against.vfscale_differed.push(result.name);
+            }
+            if agree(result.host.as_mut(), *host) {
+                against.host_differed.push(result.name);
             }
         }
         against
@@ -97,15 +100,16 @@ impl Against {
     /// A one-line account for the table and the report.
     pub fn line(&self) -> String {
         let mut line = format!("against {}: ", self.file);
-        if self.differed.is_empty() {
+        let sides = [("vfscale", &self.vfscale_differed), ("host", &self.host_differed)];
+        let differed: Vec<String> = sides
+            .iter()
+            .filter(|(_, names)| !names.is_empty())
+            .map(|(side, names)| format!("{side} {} ({})", names.len(), names.join(", ")))
+            .collect();
+        if differed.is_empty() {
             line.push_str("every pair judged as there");
         } else {
-            let _ = write!(
-                line,
-                "{} judged otherwise there, inconclusive here: {}",
-                self.differed.len(),
-                self.differed.join(", ")
-            );
+            let _ = write!(line, "judged otherwise there, inconclusive here: {}", differed.join("; "));
         }
         if !self.not_there.is_empty() {
             let _ = write!(line, "; not there (judged on this run alone): {}", self.not_there.join(", "));
@@ -114,13 +118,15 @@ impl Against {
     }
 }
 
-/// Makes `scaling`'s verdict the one it and `earlier` agree on; whether it
-/// changed. A side judged in one run only keeps its verdict.
+/// Makes `scaling`'s verdict the one it and `earlier` agree on, keeping
+/// its own in `alone`; whether the two differed. A side judged in one run
+/// only keeps its verdict.
 fn agree(scaling: Option<&mut Scaling>, earlier: Option<Judgement>) -> bool {
     let Some(scaling) = scaling else { return false };
     let (Some(now), Some(earlier)) = (scaling.judgement, earlier) else { return false };
     let both = now.agreed(earlier);
+    scaling.alone = Some(now);
     scaling.judgement = Some(both);
     scaling.scales = Some(both == Judgement::Met);
-    both != now
+    now != earlier
 }

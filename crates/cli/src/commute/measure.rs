@@ -73,6 +73,10 @@ pub struct Scaling {
     /// private's in the same round (S2 over private's S2, by round).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_private: Option<f64>,
+    /// With `--against`: this run's own judgement, before it was combined
+    /// with the earlier run's into `judgement`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alone: Option<Judgement>,
     /// The 95% interval of `vs_private` (vfscale) or of S2 round by round
     /// (host).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -98,6 +102,7 @@ impl Scaling {
             judgement: None,
             scales: None,
             vs_private: None,
+            alone: None,
             ci95: None,
             iterations,
             ops_per_sec_1: one.ops_per_sec.median,

@@ -338,7 +338,7 @@ pub fn table(run: &Commute) -> String {
         out.push_str(
             "S2 = 2-thread / 1-thread throughput (medians); rounds = the median over rounds of vfscale's 2-thread \
              throughput over private's (its S2 over private's, round by round); * = below 0.85 x private's S2 \
-             (vfscale: rounds below 0.85), ? = inconclusive (below 0.9 but not below 0.85), each judged on its \
+             (vfscale: rounds below 0.85), ? = inconclusive (the interval reaches below 0.9, not wholly below 0.85), each judged on its \
              whole 95% interval; 0.05 below the bar is left for the drift between runs\n",
         );
     }

@@ -77,6 +77,7 @@ fn result(name: &'static str, conflict_free: bool, s2: Option<(f64, f64, Option<
         judgement: None,
         scales: None,
         vs_private: None,
+        alone: None,
         ci95: None,
         iterations: 100,
         ops_per_sec_1: 1e6,
@@ -104,6 +105,7 @@ fn vfscale_is_judged_against_private_round_by_round() {
         judgement: None,
         scales: None,
         vs_private: None,
+        alone: None,
         ci95: None,
         iterations: 100,
         ops_per_sec_1: 0.0,
@@ -196,10 +198,10 @@ fn a_verdict_an_earlier_run_did_not_share_is_inconclusive() {
     assert_eq!(results[0].vfscale.as_ref().unwrap().s2, 1.95, "the figures stay this run's");
     assert_eq!(judged(&results[1]), (Some(Judgement::NotMet), Some(false)), "not met in both");
     assert_eq!(judged(&results[2]), (Some(Judgement::NotMet), Some(false)), "judged here alone");
-    assert_eq!(
-        (against.differed.clone(), against.not_there.clone()),
-        (vec!["stat-same-file"], vec!["fstat-same-file"])
-    );
+    assert_eq!(results[0].vfscale.as_ref().unwrap().alone, Some(Judgement::Met), "its own verdict is kept");
+    assert_eq!(against.vfscale_differed, ["stat-same-file"]);
+    assert!(against.host_differed.is_empty());
+    assert_eq!(against.not_there, ["fstat-same-file"]);
     let mut summary = Summary::of(&results, KNOWN_CONFLICTS, conditions(true));
     summary.against = Some(against);
     assert_eq!(summary.checker_exceptions, ["stat-diff-files", "fstat-same-file"]);
@@ -207,7 +209,7 @@ fn a_verdict_an_earlier_run_did_not_share_is_inconclusive() {
     let table = table(&Commute { pairs: results, summary, generated: None });
     assert!(
         table.contains(
-            "against c1.json: 1 judged otherwise there, inconclusive here: stat-same-file; \
+            "against c1.json: judged otherwise there, inconclusive here: vfscale 1 (stat-same-file); \
              not there (judged on this run alone): fstat-same-file\n"
         ),
         "{table}"
