@@ -8,8 +8,10 @@
 //! permission bits, size, link count, contents (a digest), extended
 //! attributes `user.a` and `user.b`, and which names share an inode; every
 //! setup descriptor's file offset; each file's record locks as
-//! `F_OFD_GETLK` from a new description sees them byte by byte (type,
-//! range, and whether an OFD or a POSIX lock); and each file's `flock`
+//! `F_OFD_GETLK` from a new description sees them at every byte where a
+//! generated range begins or ends (type, range, and whether an OFD or a
+//! POSIX lock; between two such bytes the table cannot change); and each
+//! file's `flock`
 //! (none, shared or exclusive). Times count where a call returns them: a
 //! `stat`, `fstatat` or `fstat` must see each of its object's three times
 //! changed, or not, since the initial state alike in both orders, so a
@@ -170,7 +172,8 @@ struct Entry {
     inode_of: Vec<u8>,
     contents: u64,
     xattrs: [Option<Vec<u8>>; 2],
-    /// Per byte 0..80 of a regular file: the lock `F_OFD_GETLK` reports.
+    /// At each of [`super::lock_boundaries`] of a regular file: the lock
+    /// `F_OFD_GETLK` reports for the byte there.
     locks: Vec<Probed>,
     /// `flock`: 0 none, 1 shared, 2 exclusive.
     flock: u8,
@@ -228,17 +231,18 @@ fn xattr(path: &CString, name: &std::ffi::CStr) -> Option<Vec<u8>> {
     usize::try_from(n).ok().map(|n| buf[..n].to_vec())
 }
 
-/// The record locks on each byte of the file, as `F_OFD_GETLK` from a new
-/// description sees them, and its `flock` state.
+/// The record locks of the file, as `F_OFD_GETLK` from a new description
+/// sees them at each byte where one can begin or end, and its `flock`
+/// state.
 fn probe_locks(path: &CString) -> std::io::Result<(Vec<Probed>, u8)> {
     let fd = crate::host::open_raw(path, libc::O_RDWR, 0)?;
     let mut locks = Vec::new();
-    for byte in 0..80 {
+    for byte in super::lock_boundaries() {
         // SAFETY: flock is plain data; zeroed is a valid value.
         let mut lock: libc::flock = unsafe { std::mem::zeroed() };
         lock.l_type = libc::F_WRLCK as libc::c_short;
         lock.l_whence = libc::SEEK_SET as libc::c_short;
-        lock.l_start = byte;
+        lock.l_start = byte as i64;
         lock.l_len = 1;
         // SAFETY: `lock` is a valid flock for the call.
         crate::host::check(unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut lock) })?;

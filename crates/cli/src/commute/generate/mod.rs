@@ -140,8 +140,31 @@ impl Desc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Range(pub u64, pub u64);
 
-/// Side A's range, and side B's overlapping, adjacent and disjoint ones.
-const RANGES: [Range; 4] = [Range(0, 16), Range(8, 16), Range(16, 16), Range(32, 16)];
+/// A page, the unit in which files keep their data and record locks
+/// their stripes.
+const PAGE: u64 = 4096;
+
+/// Bytes of every generated file: three pages of `x`.
+const FILE_BYTES: u64 = 3 * PAGE;
+
+/// Side A's range, the last 16 bytes of the first page, and side B's:
+/// overlapping it (across the page boundary), adjacent to it (the first
+/// 16 bytes of the next page) and disjoint from it (a page further).
+/// Disjoint ranges a few bytes apart within one page would share a line of
+/// the page itself in any design that keeps a file's data in pages, and a
+/// stripe in one that splits locks by block, as the issue's own example
+/// does; ranges that do not touch are placed in different pages.
+const RANGES: [Range; 4] = [Range(PAGE - 16, 16), Range(PAGE - 8, 16), Range(PAGE, 16), Range(2 * PAGE, 16)];
+
+/// Every offset where a record lock made from [`RANGES`] can begin or
+/// end, and 0: the lock table is the same between two neighbours, so
+/// probing at each tells two tables apart.
+pub fn lock_boundaries() -> Vec<u64> {
+    let mut at: Vec<u64> = RANGES.iter().flat_map(|r| [r.0, r.0 + r.1]).chain([0]).collect();
+    at.sort_unstable();
+    at.dedup();
+    at
+}
 
 /// The calls of the vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -456,7 +479,7 @@ const XATTR_B: &std::ffi::CStr = c"user.b";
 
 impl Setup {
     /// Makes, in a fresh world seen by `p` and `q`: `d` and `e`, each with
-    /// files `f1_i`, `f2_i` (as the pair table makes them: 64 bytes of `x`,
+    /// files `f1_i`, `f2_i` (as the pair table makes them, [`FILE_BYTES`] of `x`:
     /// the access time ahead so reads update no time; `user.a` = `1`) and empty
     /// directories `s1_i`, `s2_i` per instance; then opens the
     /// descriptors.
@@ -467,7 +490,7 @@ impl Setup {
             for i in 0..instances {
                 for slot in [1, 2] {
                     let file = p.path(&format!("{dir}/f{slot}_{i}"));
-                    make_file(p, &file, 64)?;
+                    make_file(p, &file, FILE_BYTES as usize)?;
                     call(p, Call::Setxattr(file, XATTR_A, b"1"))?;
                     p.mkdir(&p.path(&format!("{dir}/s{slot}_{i}")), 0o755)?;
                 }
@@ -551,7 +574,7 @@ fn resolve(side: &Side, consumed: &[Object], setup: &Setup, s: &dyn Syscalls, i:
         Verb::Pread => Call::Pread(fd, offset, len as usize),
         Verb::Pwrite => Call::Pwrite(fd, offset, len as usize, byte),
         Verb::Ftruncate => Call::Ftruncate(fd, offset + len),
-        Verb::Fallocate => Call::Fallocate(fd, offset + 64, len),
+        Verb::Fallocate => Call::Fallocate(fd, offset + FILE_BYTES, len),
         Verb::Lseek => Call::Lseek(fd, offset),
         Verb::FlockShared => Call::Flock(fd, libc::LOCK_SH | libc::LOCK_NB),
         Verb::FlockExclusive => Call::Flock(fd, libc::LOCK_EX | libc::LOCK_NB),

@@ -24,6 +24,8 @@ fn every_call_and_relation_is_generated_once() {
     for range in RANGES {
         assert!(cases.iter().any(|c| c.b.range == Some(range)), "no case uses {range:?}");
     }
+    // The lock table is probed wherever a generated lock can begin or end.
+    assert_eq!(lock_boundaries(), [0, 4080, 4088, 4096, 4104, 4112, 8192, 8208]);
     let same_name = cases.iter().any(|c| c.a.object.is_some() && c.a.object == c.b.object);
     let other_dir = cases.iter().any(|c| c.b.object.is_some_and(|o| o.other_dir));
     assert!(same_name && other_dir);
@@ -48,19 +50,19 @@ fn the_host_decides_what_posix_fixes() {
     // A listing of a directory another call adds to.
     assert!(!commutes("P: mkdir(d/n1) || Q: getdents(d)"));
     // Writes to overlapping bytes leave the later one's bytes.
-    assert!(!commutes("pwrite(P:d/f1, 0+16) || pwrite(Q:d/f1, 8+16)"));
-    assert!(commutes("pwrite(P:d/f1, 0+16) || pwrite(Q:d/f1, 32+16)"));
+    assert!(!commutes("pwrite(P:d/f1, 4080+16) || pwrite(Q:d/f1, 4088+16)"));
+    assert!(commutes("pwrite(P:d/f1, 4080+16) || pwrite(Q:d/f1, 8192+16)"));
     // Conflicting write locks of two owners: the second fails.
-    assert!(!commutes("F_SETLK(F_WRLCK)(P:d/f1, 0+16) || F_SETLK(F_WRLCK)(Q:d/f1, 8+16)"));
-    assert!(commutes("F_SETLK(F_WRLCK)(P:d/f1, 0+16) || F_SETLK(F_WRLCK)(Q:d/f1, 32+16)"));
+    assert!(!commutes("F_SETLK(F_WRLCK)(P:d/f1, 4080+16) || F_SETLK(F_WRLCK)(Q:d/f1, 4088+16)"));
+    assert!(commutes("F_SETLK(F_WRLCK)(P:d/f1, 4080+16) || F_SETLK(F_WRLCK)(Q:d/f1, 8192+16)"));
     // One owner's adjacent write locks merge into one either way.
-    assert!(commutes("F_SETLK(F_WRLCK)(P:d/f1, 0+16) || F_SETLK(F_WRLCK)(P:d/f1', 16+16)"));
+    assert!(commutes("F_SETLK(F_WRLCK)(P:d/f1, 4080+16) || F_SETLK(F_WRLCK)(P:d/f1', 4096+16)"));
     // A close in P drops P's POSIX locks on the file, in one order only.
-    assert!(!commutes("F_SETLK(F_WRLCK)(P:d/f1, 0+16) || P: open(O_RDONLY)+close(d/f1)"));
-    assert!(commutes("F_SETLK(F_WRLCK)(P:d/f1, 0+16) || Q: open(O_RDONLY)+close(d/f1)"));
+    assert!(!commutes("F_SETLK(F_WRLCK)(P:d/f1, 4080+16) || P: open(O_RDONLY)+close(d/f1)"));
+    assert!(commutes("F_SETLK(F_WRLCK)(P:d/f1, 4080+16) || Q: open(O_RDONLY)+close(d/f1)"));
     // Two seeks of one description leave the later offset.
-    assert!(!commutes("lseek(P:d/f1, 0+16) || lseek(P:d/f1, 8+16)"));
-    assert!(commutes("lseek(P:d/f1, 0+16) || lseek(P:d/f1', 8+16)"));
+    assert!(!commutes("lseek(P:d/f1, 4080+16) || lseek(P:d/f1, 4088+16)"));
+    assert!(commutes("lseek(P:d/f1, 4080+16) || lseek(P:d/f1', 4088+16)"));
 }
 
 #[test]
