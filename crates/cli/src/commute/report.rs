@@ -146,11 +146,18 @@ fn matrix(html: &mut String, run: &Commute) {
 /// cases touched them, the known mechanisms, and every conflicting case.
 fn generated_matrix(html: &mut String, g: &Generated) {
     let t = &g.totals;
+    let (judged, judged_free) = t.judged();
     let _ = writeln!(
         html,
         "<h2>The generated matrix</h2>\n<p>{} cases generated, {} commutative on the host's tmpfs; vfscale \
-         conflict-free on {} of {} generated commutative cases.</p>",
-        t.cases, t.commutative, t.conflict_free, t.commutative
+         conflict-free on {} of {} generated commutative cases; {} of them exempt ({}), and of the other {judged}, \
+         {judged_free} conflict-free.</p>",
+        t.cases,
+        t.commutative,
+        t.conflict_free,
+        t.commutative,
+        t.exempt,
+        escape(super::generate::EXEMPTION)
     );
     html.push_str("<table><tr><th>site</th><th class=\"num\">cases</th><th>for example</th></tr>\n");
     for group in &g.sites {
@@ -169,6 +176,9 @@ fn generated_matrix(html: &mut String, g: &Generated) {
     html.push_str("</table>\n<table><tr><th>conflicting case</th><th>mechanisms</th></tr>\n");
     for c in &g.conflicting {
         let mut mechanisms = c.mechanisms.join(", ");
+        if c.exempt {
+            mechanisms.push_str(" (exempt)");
+        }
         if !c.unexplained.is_empty() {
             let _ = write!(mechanisms, "; not known: {}", c.unexplained.join(", "));
         }

@@ -311,7 +311,7 @@ fn json_has_the_issues_shape_and_the_table_one_line_per_pair() {
     assert_eq!(keys(&json), ["generated", "pairs", "summary"]);
     let mut totals = keys(&json["summary"]["generated"]);
     totals.sort();
-    assert_eq!(totals, ["cases", "commutative", "conflict_free"]);
+    assert_eq!(totals, ["cases", "commutative", "conflict_free", "exempt", "exempt_conflict_free"]);
     assert!(json["generated"]["conflicting"].as_array().unwrap().is_empty());
 
     let table = table(&run);

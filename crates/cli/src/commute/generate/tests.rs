@@ -65,6 +65,58 @@ fn the_host_decides_what_posix_fixes() {
     assert!(commutes("lseek(P:d/f1, 4080+16) || lseek(P:d/f1', 4088+16)"));
 }
 
+/// The exemption: locks of one owner on one file that overlap, or
+/// touch with one type; nothing else.
+#[test]
+fn only_merging_locks_of_one_owner_are_exempt() {
+    let cases = cases();
+    let exempt = |text: &str| find(&cases, text).exempt();
+    assert!(exempt("F_SETLK(F_WRLCK)(P:d/f1, 4080+16) || F_SETLK(F_WRLCK)(P:d/f1', 4096+16)"), "touching");
+    assert!(exempt("F_SETLK(F_RDLCK)(P:d/f1, 4080+16) || F_SETLK(F_RDLCK)(P:d/f1, 4088+16)"), "overlapping");
+    assert!(exempt("F_OFD_SETLK(F_WRLCK)(P:d/f1, 4080+16) || F_OFD_SETLK(F_WRLCK)(P:d/f1, 4096+16)"));
+    assert!(!exempt("F_SETLK(F_RDLCK)(P:d/f1, 4080+16) || F_SETLK(F_WRLCK)(P:d/f1, 4096+16)"), "two types");
+    assert!(!exempt("F_SETLK(F_WRLCK)(P:d/f1, 4080+16) || F_SETLK(F_WRLCK)(P:d/f1, 8192+16)"), "disjoint");
+    assert!(!exempt("F_SETLK(F_WRLCK)(P:d/f1, 4080+16) || F_SETLK(F_WRLCK)(Q:d/f1, 4096+16)"), "two processes");
+    assert!(!exempt("F_SETLK(F_WRLCK)(P:d/f1, 4080+16) || F_SETLK(F_WRLCK)(P:d/f2, 4096+16)"), "two files");
+    let two_descriptions = "F_OFD_SETLK(F_WRLCK)(P:d/f1, 4080+16) || F_OFD_SETLK(F_WRLCK)(P:d/f1', 4096+16)";
+    assert!(!exempt(two_descriptions), "OFD locks of two descriptions have two owners");
+    assert!(!exempt("pwrite(P:d/f1, 4080+16) || pwrite(P:d/f1, 4096+16)"), "not locks");
+}
+
+/// The goal leaves the exempt cases out: of three commutative cases, one
+/// exempt and conflicting, the other two conflict-free, the goal counts
+/// two of two.
+#[test]
+fn totals_count_the_exempt_apart() {
+    let cases = cases();
+    let result = |text: &str, commutes: bool, conflict: bool| CaseResult {
+        case: find(&cases, text),
+        commutes,
+        conflicts: commutes.then(|| {
+            if conflict {
+                vec![vec!["crates/vfs/src/locks/mod.rs:1 (write)".into()]]
+            } else {
+                Vec::new()
+            }
+        }),
+    };
+    let results = [
+        result("F_SETLK(F_WRLCK)(P:d/f1, 4080+16) || F_SETLK(F_WRLCK)(P:d/f1', 4096+16)", true, true),
+        result("F_SETLK(F_WRLCK)(P:d/f1, 4080+16) || F_SETLK(F_WRLCK)(Q:d/f1, 8192+16)", true, false),
+        result("P: stat(d/f1) || Q: stat(d/f1)", true, false),
+        result("P: unlink(d/f1) || Q: unlink(d/f1)", false, false),
+    ];
+    let generated = Generated::of(&results);
+    let t = generated.totals;
+    assert_eq!((t.cases, t.commutative, t.conflict_free, t.exempt, t.exempt_conflict_free), (4, 3, 2, 1, 0));
+    assert_eq!(t.judged(), (2, 2));
+    assert!(generated.conflicting[0].exempt);
+    let text = generated.text();
+    assert!(text.contains("conflict-free on 2 of 3 generated commutative cases (66.7%)"), "{text}");
+    assert!(text.contains("exempt: 1 of them (0 conflict-free)") && text.contains("on 2 of 2 (100.0%)"), "{text}");
+    assert!(text.contains("exempt case: F_SETLK(F_WRLCK)(P:d/f1, 4080+16) ||"), "{text}");
+}
+
 #[test]
 fn sites_fall_under_the_mechanism_of_their_first_frame() {
     let site = "crates/vfs/src/inode.rs:432 > crates/sync/src/seqcount.rs:131 (write)";
