@@ -784,3 +784,39 @@ fn closes_of_unborrowed_descriptors_and_nonblocking_lock_requests_share_no_line(
     let sites: Vec<&String> = v.conflicts.iter().flat_map(|c| &c.sites).collect();
     assert!(sites.iter().any(|s| s.contains("srcu.rs")), "the close's grace period: {sites:#?}");
 }
+
+/// Requests of one lock owner in stripes where it holds locks already, a
+/// page or more apart, take their stripe's slot alone: two threads of one
+/// process locking and unlocking ranges in different pages share no line,
+/// nor do two re-locks of held ranges (one ending at a page boundary), nor
+/// one description's OFD locks. A lock in a page where the owner holds
+/// none changes the owner's group (which stripes hold its locks) under its
+/// owner shard's lock: two such, in two pages, are caught.
+#[test]
+fn one_owners_locks_in_different_pages_share_no_line() {
+    use vfscale::locks::{Flock, F_UNLCK, F_WRLCK};
+    let (_vfs, p) = tree(VfsConfig::default());
+    let fd = p.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    let posix = |t: i16, start: i64| p.fcntl_setlk(fd, &Flock::new(t, start, 16)).unwrap();
+    let ofd = |t: i16, start: i64| p.ofd_setlk(fd, &Flock::new(t, start, 16)).unwrap();
+    // Locks in pages 0 and 2: the file shards, each owner holds a lock in both.
+    posix(F_WRLCK, 4080);
+    posix(F_WRLCK, 8192);
+    ofd(F_WRLCK, 1024);
+    ofd(F_WRLCK, 9216);
+    let cycle = |set: &(dyn Fn(i16, i64) + Sync), start: i64| {
+        set(F_WRLCK, start);
+        set(F_UNLCK, start);
+    };
+    let v = verdict(|| cycle(&posix, 100), || cycle(&posix, 8300));
+    assert!(v.conflict_free(), "one process's lock and unlock in two pages: {:#?}", v.conflicts);
+    let v = verdict(|| posix(F_WRLCK, 4080), || posix(F_WRLCK, 8192));
+    assert!(v.conflict_free(), "one process's re-locks of held ranges: {:#?}", v.conflicts);
+    let v = verdict(|| cycle(&ofd, 200), || cycle(&ofd, 8400));
+    assert!(v.conflict_free(), "one description's OFD locks in two pages: {:#?}", v.conflicts);
+    // Pages 1 and 3 hold none of the process's locks: each lock there is
+    // the first, and its unlock the last.
+    let v = verdict(|| cycle(&posix, 4096 + 100), || cycle(&posix, 3 * 4096 + 100));
+    let sites: Vec<&String> = v.conflicts.iter().flat_map(|c| &c.sites).collect();
+    assert!(sites.iter().any(|s| s.contains("locks/context/striped.rs")), "first locks in two pages: {sites:#?}");
+}

@@ -94,6 +94,29 @@ fn owners_in_different_stripes_do_not_meet() {
     });
 }
 
+/// A lock in a stripe where its owner holds a lock already merges with
+/// the owner's lock just before it in the stripe before: one within that
+/// stripe, or a wide one over several stripes.
+#[test]
+fn a_lock_beside_its_owners_lock_in_the_stripe_before_merges_with_it() {
+    each(|vfs, design| {
+        let p = vfs.process(Credentials::root());
+        let pid = p.pid();
+        let fd = rw(&p, "/f");
+        lock(&p, fd, F_WRLCK, 11, 1).unwrap();
+        lock(&p, fd, F_WRLCK, 4, 4).unwrap();
+        lock(&p, fd, F_WRLCK, 8, 2).unwrap();
+        let want = [(LockKind::Posix, true, pid, 4, Some(9)), (LockKind::Posix, true, pid, 11, Some(11))];
+        assert_eq!(held(vfs), want, "{design:?}: beside a lock in the stripe before");
+        lock(&p, fd, F_UNLCK, 0, 0).unwrap();
+        lock(&p, fd, F_WRLCK, 23, 1).unwrap();
+        lock(&p, fd, F_WRLCK, 8, 12).unwrap();
+        lock(&p, fd, F_WRLCK, 20, 2).unwrap();
+        let want = [(LockKind::Posix, true, pid, 8, Some(21)), (LockKind::Posix, true, pid, 23, Some(23))];
+        assert_eq!(held(vfs), want, "{design:?}: beside a wide lock");
+    });
+}
+
 #[test]
 fn locks_merge_and_split_across_stripes() {
     each(|vfs, design| {

@@ -11,15 +11,24 @@
 //! is held, so whoever holds a slot's lock knows whether the wide lane
 //! matters to it. An owner's group (which slots hold its locks, whether the
 //! wide lane does, and its stamp) changes only under its owner shard's
-//! lock, which each of its requests takes first.
+//! lock, which every request that may change it takes first; the shard's
+//! `slots` and `wide` (the union of its groups') change under that lock
+//! too, while the lanes the change touched are still locked.
 //!
 //! Lock order: an owner shard, then slots in increasing order, then the
 //! wide lane. A request locks the slots of its range (an unlock: only those
 //! the owner has locks in), the slots just outside it only where the owner
 //! has locks there (they may merge), and the wide lane only if its range
 //! spans stripes, may merge across them, or a locked slot says a wide lock
-//! covers it. So a file whose locks sit in one stripe pays one lock per
-//! call before sharding, and one owner shard and one slot after.
+//! covers it. A request within one stripe whose owner holds locks in its
+//! slot and keeps some there, with no wide lock over the slot and, where
+//! its range touches a neighbouring stripe, no lock of its owner shard in
+//! that stripe's slot nor in the wide lane, takes its slot's lock alone
+//! (`attempt_in_stripe`): its owner's group does not change, so requests of
+//! one owner in different stripes share no line. So a file whose locks sit
+//! in one stripe pays one lock per call before sharding, and one owner
+//! shard and one slot after (the slot alone once the owner holds a lock
+//! there).
 //!
 //! `F_GETLK` must report the conflict Linux's `flc_posix` order puts
 //! first: owners in the order their groups appeared on the file, each
@@ -38,7 +47,7 @@ use crate::locks::OWNER_SHARDS;
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::Arc;
-use vfscale_sync::audited::{AtomicU64, OnceLock, Ordering};
+use vfscale_sync::audited::{AtomicBool, AtomicU64, OnceLock, Ordering};
 use vfscale_sync::spin::{SpinLock, SpinLockGuard, TasLock};
 
 /// Slots per file; stripes `k` and `k + SLOTS` share one.
@@ -165,14 +174,45 @@ struct Group {
     wide: bool,
 }
 
-type OwnerShard = CachePadded<SpinLock<TasLock, Vec<Group>>>;
+/// The groups of the owners of one shard, and what a request of one of
+/// them reads without the lock to learn whether its owner may hold locks
+/// next to its range.
+#[derive(Debug, Default)]
+struct OwnerShard {
+    groups: SpinLock<TasLock, Vec<Group>>,
+    /// The slots any of the groups holds locks in.
+    slots: AtomicU64,
+    /// Whether any of the groups holds wide-lane locks.
+    wide: AtomicBool,
+}
+
+impl OwnerShard {
+    /// Under `groups`' lock, after a change of `groups`: records their
+    /// union, writing only what changed.
+    fn note(&self, groups: &[Group]) {
+        let slots = groups.iter().fold(0, |mask, g| mask | g.slots);
+        if self.slots.load(Ordering::Relaxed) != slots {
+            self.slots.store(slots, Ordering::Release);
+        }
+        let wide = groups.iter().any(|g| g.wide);
+        if self.wide.load(Ordering::Relaxed) != wide {
+            self.wide.store(wide, Ordering::Release);
+        }
+    }
+
+    /// Whether an owner of the shard may hold a lock in slot `k`'s stripes
+    /// or in the wide lane, read without the lock.
+    fn may_hold(&self, k: usize) -> bool {
+        self.slots.load(Ordering::Acquire) & 1 << k != 0 || self.wide.load(Ordering::Acquire)
+    }
+}
 
 /// The stripes of a sharded file, each made on first use.
 pub(super) struct Shards {
     shift: u32,
     slots: [OnceLock<Box<LaneLock>>; SLOTS],
     wide: LaneLock,
-    owners: [OnceLock<Box<OwnerShard>>; OWNER_SHARDS],
+    owners: [OnceLock<Box<CachePadded<OwnerShard>>>; OWNER_SHARDS],
 }
 
 impl fmt::Debug for Shards {
@@ -219,7 +259,7 @@ impl Shards {
         }
     }
 
-    fn owner_shard(&self, owner: Owner) -> &SpinLock<TasLock, Vec<Group>> {
+    fn owner_shard(&self, owner: Owner) -> &OwnerShard {
         self.owners[Self::owner_index(owner)].get_or_init(Box::default)
     }
 }
@@ -233,7 +273,8 @@ impl FileLockContext {
         let base = now_stamp() & !u128::from(u32::MAX);
         let mut groups = 0u32;
         for mut r in one.entries.drain(..) {
-            let mut owners = shards.owner_shard(r.owner).lock();
+            let shard = shards.owner_shard(r.owner);
+            let mut owners = shard.groups.lock();
             let at = match owners.iter().position(|g| g.owner == r.owner) {
                 Some(at) => at,
                 None => {
@@ -255,6 +296,7 @@ impl FileLockContext {
                 }
                 shards.wide.lock().locks.entries.push(r);
             }
+            shard.note(&owners);
         }
         one.wake_all(sys);
         striped.shards.get_or_init(|| Box::new(shards));
@@ -311,6 +353,9 @@ impl FileLockContext {
         req: Request,
         may_wait: bool,
     ) -> VfsResult<Option<Parked>> {
+        if let Some(done) = self.attempt_in_stripe(sys, shards, req, may_wait)? {
+            return Ok(done);
+        }
         let locking = req.write.is_some();
         let shard = match locking {
             true => shards.owner_shard(req.owner),
@@ -319,7 +364,7 @@ impl FileLockContext {
                 None => return Ok(None),
             },
         };
-        let mut owners = shard.lock();
+        let mut owners = shard.groups.lock();
         let group = owners.iter().position(|g| g.owner == req.owner);
         let (mine, own_wide) = group.map_or((0, false), |g| (owners[g].slots, owners[g].wide));
         if !locking && mine == 0 && !own_wide {
@@ -376,8 +421,63 @@ impl FileLockContext {
             }
             None => {}
         }
+        shard.note(&owners);
         self.forget_wide(shards, &mut lanes);
         Ok(None)
+    }
+
+    /// A request whose range lies in one stripe, where its owner holds
+    /// locks already and keeps some, done under that stripe's slot lock
+    /// alone: the owner's group (its slots, its stamp) does not change, so
+    /// the owner shard is not locked, and requests of one owner in
+    /// different stripes share no line. It must need no other lane: no wide
+    /// lock covers the slot, and where the range touches a neighbouring
+    /// stripe (a lock there could merge with it), no owner of its shard
+    /// holds a lock in that stripe's slot or in the wide lane. That is read
+    /// without the shard's lock, after taking the slot's: a request of the
+    /// owner that puts a lock next to this range takes this slot too (its
+    /// group says the owner holds locks here), so it came first and its
+    /// mark is seen, or comes after and merges. `None`: the long way.
+    fn attempt_in_stripe(
+        &self,
+        sys: &mut Shared<'_>,
+        shards: &Shards,
+        req: Request,
+        may_wait: bool,
+    ) -> VfsResult<Option<Option<Parked>>> {
+        let k = shards.stripe(req.start);
+        if k != shards.stripe(req.end) {
+            return Ok(None);
+        }
+        let (Some(slot), Some(owner_shard)) =
+            (shards.slots[slot_of(k)].get(), shards.owners[Shards::owner_index(req.owner)].get())
+        else {
+            return Ok(None);
+        };
+        let lane = slot.lock();
+        let mine = |r: &&RecordEntry| r.owner == req.owner;
+        let Some(stamp) = lane.locks.entries.iter().find(mine).map(|r| r.stamp) else { return Ok(None) };
+        let keeps_some = match req.write {
+            Some(_) => true,
+            None => lane.locks.entries.iter().filter(mine).any(|r| r.piece.start < req.start || r.piece.end > req.end),
+        };
+        if lane.wide || !keeps_some {
+            return Ok(None);
+        }
+        let outside = [(req.start > 0).then(|| req.start - 1), (req.end < OFFSET_MAX).then(|| req.end + 1)];
+        let neighbours = outside.into_iter().flatten().map(|at| shards.stripe(at)).filter(|&n| n != k);
+        if neighbours.into_iter().any(|n| owner_shard.may_hold(slot_of(n))) {
+            return Ok(None);
+        }
+        if let Some(write) = req.write {
+            if lane.locks.entries.iter().any(|r| conflicts(r, req.owner, write, req.start, req.end)) {
+                return if may_wait { Ok(None) } else { Err(Errno::EAGAIN) };
+            }
+        }
+        let mut lanes = [(slot_of(k), lane)];
+        self.apply_sharded(sys, shards, &mut lanes, req, stamp);
+        debug_assert!(lanes[0].1.locks.entries.iter().any(|r| r.owner == req.owner), "the owner keeps locks here");
+        Ok(Some(None))
     }
 
     /// Replaces the owner's locks in `lanes` that the request overlaps or
