@@ -676,9 +676,9 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
         "a file's record locks are one list under one spinlock until locks within one stripe (4 KiB) have been \
          taken in two stripes: until then every lock and unlock takes it, however far apart the ranges, and so \
          does a close by a process that once asked for a POSIX lock on the file, or of a description that asked \
-         for an OFD lock; after, locks in one stripe share its lock, and requests of one owner that change which stripes hold its \
-         locks (its first lock in a stripe, its last unlock there, a lock that may merge across stripes) its owner \
-         shard's lock and group (Linux: flc_lock and locks_remove_posix)",
+         for an OFD lock; after, locks in one stripe share its lock, and requests of one owner that change which slots hold its \
+         locks (its first lock in a stripe's slot, its last unlock there, a lock that may merge across stripes) its \
+         owner shard's lock and group (Linux: flc_lock and locks_remove_posix)",
     ),
     (
         "open-descriptions",

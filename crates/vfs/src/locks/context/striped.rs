@@ -12,8 +12,9 @@
 //! matters to it. An owner's group (which slots hold its locks, whether the
 //! wide lane does, and its stamp) changes only under its owner shard's
 //! lock, which every request that may change it takes first; the shard's
-//! `slots` and `wide` (the union of its groups') change under that lock
-//! too, while the lanes the change touched are still locked.
+//! `reach` (the union of its groups' slots, or every slot once one of them
+//! holds a wide-lane lock) changes under that lock too, while the lanes
+//! the change touched are still locked.
 //!
 //! Lock order: an owner shard, then slots in increasing order, then the
 //! wide lane. A request locks the slots of its range (an unlock: only those
@@ -47,7 +48,7 @@ use crate::locks::OWNER_SHARDS;
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::Arc;
-use vfscale_sync::audited::{AtomicBool, AtomicU64, OnceLock, Ordering};
+use vfscale_sync::audited::{AtomicU64, OnceLock, Ordering};
 use vfscale_sync::spin::{SpinLock, SpinLockGuard, TasLock};
 
 /// Slots per file; stripes `k` and `k + SLOTS` share one.
@@ -180,30 +181,28 @@ struct Group {
 #[derive(Debug, Default)]
 struct OwnerShard {
     groups: SpinLock<TasLock, Vec<Group>>,
-    /// The slots any of the groups holds locks in.
-    slots: AtomicU64,
-    /// Whether any of the groups holds wide-lane locks.
-    wide: AtomicBool,
+    /// The slots any of the groups holds locks in, or every slot if one of
+    /// them holds wide-lane locks: one word, so a change that moves a lock
+    /// between a slot and the wide lane never shows neither.
+    reach: AtomicU64,
 }
 
 impl OwnerShard {
-    /// Under `groups`' lock, after a change of `groups`: records their
-    /// union, writing only what changed.
+    /// Under `groups`' lock, after a change of `groups` and before the
+    /// lanes it touched are unlocked: records their reach, writing only if
+    /// it changed.
     fn note(&self, groups: &[Group]) {
-        let slots = groups.iter().fold(0, |mask, g| mask | g.slots);
-        if self.slots.load(Ordering::Relaxed) != slots {
-            self.slots.store(slots, Ordering::Release);
-        }
-        let wide = groups.iter().any(|g| g.wide);
-        if self.wide.load(Ordering::Relaxed) != wide {
-            self.wide.store(wide, Ordering::Release);
+        let reach =
+            if groups.iter().any(|g| g.wide) { u64::MAX } else { groups.iter().fold(0, |mask, g| mask | g.slots) };
+        if self.reach.load(Ordering::Relaxed) != reach {
+            self.reach.store(reach, Ordering::Release);
         }
     }
 
-    /// Whether an owner of the shard may hold a lock in slot `k`'s stripes
-    /// or in the wide lane, read without the lock.
+    /// Whether some owner of the shard may hold a lock in slot `k` or in
+    /// the wide lane, read without the lock.
     fn may_hold(&self, k: usize) -> bool {
-        self.slots.load(Ordering::Acquire) & 1 << k != 0 || self.wide.load(Ordering::Acquire)
+        self.reach.load(Ordering::Acquire) & 1 << k != 0
     }
 }
 
@@ -433,11 +432,15 @@ impl FileLockContext {
     /// different stripes share no line. It must need no other lane: no wide
     /// lock covers the slot, and where the range touches a neighbouring
     /// stripe (a lock there could merge with it), no owner of its shard
-    /// holds a lock in that stripe's slot or in the wide lane. That is read
-    /// without the shard's lock, after taking the slot's: a request of the
-    /// owner that puts a lock next to this range takes this slot too (its
-    /// group says the owner holds locks here), so it came first and its
-    /// mark is seen, or comes after and merges. `None`: the long way.
+    /// holds a lock in that stripe's slot or in the wide lane. That is the
+    /// shard's `reach`, read without the shard's lock, after taking the
+    /// slot's. A lock of the owner next to this range is either there
+    /// before and after any change of the owner's group (a merge that
+    /// moves it between a slot and the wide lane: `reach` shows it in both
+    /// states, in one word), or made by a request whose own range touches
+    /// this stripe, which then takes this slot too (the group says the
+    /// owner holds locks here): it came first and its `reach` is seen, or
+    /// comes after and merges. `None`: the long way.
     fn attempt_in_stripe(
         &self,
         sys: &mut Shared<'_>,
