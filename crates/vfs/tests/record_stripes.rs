@@ -254,3 +254,46 @@ fn getlk_reports_the_first_conflict_in_linux_order() {
         assert_eq!(getlk(probe, pfd, F_WRLCK, 0, 10), (F_RDLCK, 0, 2, ps[0].pid()), "{design:?}");
     });
 }
+
+/// Threads of one process lock and unlock bytes in stripes where the
+/// process keeps a lock (the one-slot path), beside a thread whose lock
+/// across stripes merges with a kept lock and covers one thread's byte,
+/// then splits off again (the owner-shard path): at the end the process
+/// holds exactly its kept locks, and closing its descriptor drops them all
+/// (its group knew every slot the threads left locks in).
+#[test]
+fn one_owners_threads_in_different_stripes_keep_its_locks_whole() {
+    let iters: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    for (design, stripe) in [(RecordLocks::Striped { stripe_shift: 2 }, 4i64), (RecordLocks::STRIPED, 4096)] {
+        let vfs = Vfs::new(VfsConfig { record_locks: design, ..VfsConfig::default() });
+        let p = vfs.process(Credentials::root());
+        let fd = rw(&p, "/f");
+        let kept: Vec<i64> = (0..3).map(|t| (2 * t + 1) * stripe).collect();
+        for &at in &kept {
+            lock(&p, fd, F_WRLCK, at, 1).unwrap();
+        }
+        std::thread::scope(|s| {
+            for &at in &kept {
+                let p = &p;
+                s.spawn(move || {
+                    for _ in 0..iters {
+                        lock(p, fd, F_WRLCK, at + 2, 1).unwrap();
+                        lock(p, fd, F_UNLCK, at + 2, 1).unwrap();
+                    }
+                });
+            }
+            let (p, last) = (&p, kept[2]);
+            s.spawn(move || {
+                for _ in 0..iters {
+                    lock(p, fd, F_WRLCK, last + 1, 2 * stripe - 1).unwrap();
+                    lock(p, fd, F_UNLCK, last + 1, 2 * stripe - 1).unwrap();
+                }
+            });
+        });
+        let pid = p.pid();
+        let want: Vec<_> = kept.iter().map(|&at| (LockKind::Posix, true, pid, at as u64, Some(at as u64))).collect();
+        assert_eq!(held(&vfs), want, "{design:?}");
+        p.close(fd).unwrap();
+        assert!(vfs.locks().list().is_empty(), "{design:?}: a close drops every lock of the process");
+    }
+}
