@@ -789,12 +789,13 @@ fn closes_of_unborrowed_descriptors_and_nonblocking_lock_requests_share_no_line(
 /// page or more apart, take their stripe's slot alone: two threads of one
 /// process locking and unlocking ranges in different pages share no line,
 /// nor do two re-locks of held ranges (one ending at a page boundary), nor
-/// one description's OFD locks. A lock in a page where the owner holds
+/// one description's OFD locks, nor a read and a write lock touching at a
+/// page boundary. A lock in a page where the owner holds
 /// none changes the owner's group (which stripes hold its locks) under its
 /// owner shard's lock: two such, in two pages, are caught.
 #[test]
 fn one_owners_locks_in_different_pages_share_no_line() {
-    use vfscale::locks::{Flock, F_UNLCK, F_WRLCK};
+    use vfscale::locks::{Flock, F_RDLCK, F_UNLCK, F_WRLCK};
     let (_vfs, p) = tree(VfsConfig::default());
     let fd = p.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
     let posix = |t: i16, start: i64| p.fcntl_setlk(fd, &Flock::new(t, start, 16)).unwrap();
@@ -814,6 +815,12 @@ fn one_owners_locks_in_different_pages_share_no_line() {
     assert!(v.conflict_free(), "one process's re-locks of held ranges: {:#?}", v.conflicts);
     let v = verdict(|| cycle(&ofd, 200), || cycle(&ofd, 8400));
     assert!(v.conflict_free(), "one description's OFD locks in two pages: {:#?}", v.conflicts);
+    // A read lock ending a page, beside a write lock starting the next:
+    // locks of two types never merge.
+    posix(F_RDLCK, 20464);
+    posix(F_WRLCK, 20480);
+    let v = verdict(|| posix(F_RDLCK, 20464), || posix(F_WRLCK, 20480));
+    assert!(v.conflict_free(), "one process's read and write locks touching at a page boundary: {:#?}", v.conflicts);
     // Pages 1 and 3 hold none of the process's locks: each lock there is
     // the first, and its unlock the last.
     let v = verdict(|| cycle(&posix, 4096 + 100), || cycle(&posix, 3 * 4096 + 100));

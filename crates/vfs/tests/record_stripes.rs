@@ -117,6 +117,28 @@ fn a_lock_beside_its_owners_lock_in_the_stripe_before_merges_with_it() {
     });
 }
 
+/// In two stripes where its owner holds only read locks, a write lock
+/// ending the first stripe, then one starting the next: they merge, as in
+/// Linux (the first made the owner's write locks reach its stripe).
+#[test]
+fn a_lock_of_a_new_type_in_a_stripe_is_seen_by_its_neighbours() {
+    each(|vfs, design| {
+        let p = vfs.process(Credentials::root());
+        let pid = p.pid();
+        let fd = rw(&p, "/f");
+        lock(&p, fd, F_RDLCK, 20, 1).unwrap();
+        lock(&p, fd, F_RDLCK, 26, 1).unwrap();
+        lock(&p, fd, F_WRLCK, 22, 2).unwrap();
+        lock(&p, fd, F_WRLCK, 24, 2).unwrap();
+        let want = [
+            (LockKind::Posix, false, pid, 20, Some(20)),
+            (LockKind::Posix, true, pid, 22, Some(25)),
+            (LockKind::Posix, false, pid, 26, Some(26)),
+        ];
+        assert_eq!(held(vfs), want, "{design:?}");
+    });
+}
+
 #[test]
 fn locks_merge_and_split_across_stripes() {
     each(|vfs, design| {

@@ -12,9 +12,9 @@
 //! matters to it. An owner's group (which slots hold its locks, whether the
 //! wide lane does, and its stamp) changes only under its owner shard's
 //! lock, which every request that may change it takes first; the shard's
-//! `reach` (the union of its groups' slots, or every slot once one of them
-//! holds a wide-lane lock) changes under that lock too, while the lanes
-//! the change touched are still locked.
+//! `reach` (by type: the union of its groups' slots, or every slot once one
+//! of them holds such a lock in the wide lane) changes under that lock
+//! too, while the lanes the change touched are still locked.
 //!
 //! Lock order: an owner shard, then slots in increasing order, then the
 //! wide lane. A request locks the slots of its range (an unlock: only those
@@ -22,11 +22,14 @@
 //! has locks there (they may merge), and the wide lane only if its range
 //! spans stripes, may merge across them, or a locked slot says a wide lock
 //! covers it. A request within one stripe whose owner holds locks in its
-//! slot and keeps some there, with no wide lock over the slot and, where
-//! its range touches a neighbouring stripe, no lock of its owner shard in
-//! that stripe's slot nor in the wide lane, takes its slot's lock alone
-//! (`attempt_in_stripe`): its owner's group does not change, so requests of
-//! one owner in different stripes share no line. So a file whose locks sit
+//! slot and keeps some there (a lock: of its type), with no wide lock over
+//! the slot and, where a lock's range touches a neighbouring stripe, no
+//! lock of its type and owner shard in that stripe's slot nor in the wide
+//! lane, takes its slot's lock alone (`attempt_in_stripe`): its owner's
+//! group gains nothing, so requests of one owner in different stripes
+//! share no line. A group may show a type its owner no longer holds in a
+//! slot where it holds the other (the slot's next change by the long way
+//! corrects it): never less than the owner holds. So a file whose locks sit
 //! in one stripe pays one lock per call before sharding, and one owner
 //! shard and one slot after (the slot alone once the owner holds a lock
 //! there).
@@ -165,14 +168,46 @@ pub(super) struct Lane {
 
 type LaneLock = CachePadded<SpinLock<TasLock, Lane>>;
 
-/// One owner's locks on the file: the slots holding some, whether the
-/// wide lane does, and where the owner stands in `F_GETLK`'s order.
+/// One owner's locks on the file: where they lie, and where the owner
+/// stands in `F_GETLK`'s order.
 #[derive(Debug)]
 struct Group {
     owner: Owner,
     stamp: u128,
-    slots: u64,
-    wide: bool,
+    held: Held,
+}
+
+/// Where an owner's locks lie, by type (index: whether a write lock): the
+/// slots holding some, and whether the wide lane does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Held {
+    slots: [u64; 2],
+    wide: [bool; 2],
+}
+
+impl Held {
+    /// The slots holding locks of either type.
+    fn slots(&self) -> u64 {
+        self.slots[0] | self.slots[1]
+    }
+
+    /// Whether the wide lane holds locks of either type.
+    fn wide(&self) -> bool {
+        self.wide[0] || self.wide[1]
+    }
+
+    /// Records what lane `k` (or the wide lane) holds of `owner`'s locks.
+    fn see(&mut self, k: usize, lane: &Lane, owner: Owner) {
+        for write in [false, true] {
+            let has = lane.locks.entries.iter().any(|r| r.owner == owner && r.piece.write == write);
+            let t = usize::from(write);
+            match k {
+                WIDE => self.wide[t] = has,
+                k if has => self.slots[t] |= 1 << k,
+                k => self.slots[t] &= !(1 << k),
+            }
+        }
+    }
 }
 
 /// The groups of the owners of one shard, and what a request of one of
@@ -181,10 +216,11 @@ struct Group {
 #[derive(Debug, Default)]
 struct OwnerShard {
     groups: SpinLock<TasLock, Vec<Group>>,
-    /// The slots any of the groups holds locks in, or every slot if one of
-    /// them holds wide-lane locks: one word, so a change that moves a lock
-    /// between a slot and the wide lane never shows neither.
-    reach: AtomicU64,
+    /// By type: the slots any of the groups holds locks of that type in,
+    /// or every slot if one of them holds such locks in the wide lane. One
+    /// word per type, so a merge that moves a lock between a slot and the
+    /// wide lane never shows neither.
+    reach: [AtomicU64; 2],
 }
 
 impl OwnerShard {
@@ -192,17 +228,21 @@ impl OwnerShard {
     /// lanes it touched are unlocked: records their reach, writing only if
     /// it changed.
     fn note(&self, groups: &[Group]) {
-        let reach =
-            if groups.iter().any(|g| g.wide) { u64::MAX } else { groups.iter().fold(0, |mask, g| mask | g.slots) };
-        if self.reach.load(Ordering::Relaxed) != reach {
-            self.reach.store(reach, Ordering::Release);
+        for (t, word) in self.reach.iter().enumerate() {
+            let reach = match groups.iter().any(|g| g.held.wide[t]) {
+                true => u64::MAX,
+                false => groups.iter().fold(0, |mask, g| mask | g.held.slots[t]),
+            };
+            if word.load(Ordering::Relaxed) != reach {
+                word.store(reach, Ordering::Release);
+            }
         }
     }
 
-    /// Whether some owner of the shard may hold a lock in slot `k` or in
-    /// the wide lane, read without the lock.
-    fn may_hold(&self, k: usize) -> bool {
-        self.reach.load(Ordering::Acquire) & 1 << k != 0
+    /// Whether some owner of the shard may hold a lock of the type `write`
+    /// says in slot `k` or in the wide lane, read without the lock.
+    fn may_hold(&self, k: usize, write: bool) -> bool {
+        self.reach[usize::from(write)].load(Ordering::Acquire) & 1 << k != 0
     }
 }
 
@@ -277,7 +317,7 @@ impl FileLockContext {
             let at = match owners.iter().position(|g| g.owner == r.owner) {
                 Some(at) => at,
                 None => {
-                    owners.push(Group { owner: r.owner, stamp: base | u128::from(groups), slots: 0, wide: false });
+                    owners.push(Group { owner: r.owner, stamp: base | u128::from(groups), held: Held::default() });
                     groups = groups.saturating_add(1).min(u32::MAX - 1);
                     owners.len() - 1
                 }
@@ -286,10 +326,10 @@ impl FileLockContext {
             r.stamp = group.stamp;
             let (a, b) = (shards.stripe(r.piece.start), shards.stripe(r.piece.end));
             if a == b {
-                group.slots |= bit(a);
+                group.held.slots[usize::from(r.piece.write)] |= bit(a);
                 shards.lane(slot_of(a)).lock().locks.entries.push(r);
             } else {
-                group.wide = true;
+                group.held.wide[usize::from(r.piece.write)] = true;
                 for k in slots(span(a, b)) {
                     shards.lane(k).lock().wide = true;
                 }
@@ -365,7 +405,8 @@ impl FileLockContext {
         };
         let mut owners = shard.groups.lock();
         let group = owners.iter().position(|g| g.owner == req.owner);
-        let (mine, own_wide) = group.map_or((0, false), |g| (owners[g].slots, owners[g].wide));
+        let held = group.map_or(Held::default(), |g| owners[g].held);
+        let (mine, own_wide) = (held.slots(), held.wide());
         if !locking && mine == 0 && !own_wide {
             return Ok(None);
         }
@@ -401,23 +442,16 @@ impl FileLockContext {
         }
         let stamp = group.map_or_else(now_stamp, |g| owners[g].stamp);
         self.apply_sharded(sys, shards, &mut lanes, req, stamp);
-        let (mut slots_held, mut wide_held) = (mine, own_wide);
+        let mut now = held;
         for (k, lane) in &lanes {
-            let has = lane.locks.entries.iter().any(|r| r.owner == req.owner);
-            match *k {
-                WIDE => wide_held = has,
-                k if has => slots_held |= 1 << k,
-                k => slots_held &= !(1 << k),
-            }
+            now.see(*k, lane, req.owner);
         }
         match group {
-            Some(g) if slots_held == 0 && !wide_held => {
+            Some(g) if now == Held::default() => {
                 owners.swap_remove(g);
             }
-            Some(g) => (owners[g].slots, owners[g].wide) = (slots_held, wide_held),
-            None if slots_held != 0 || wide_held => {
-                owners.push(Group { owner: req.owner, stamp, slots: slots_held, wide: wide_held })
-            }
+            Some(g) => owners[g].held = now,
+            None if now != Held::default() => owners.push(Group { owner: req.owner, stamp, held: now }),
             None => {}
         }
         shard.note(&owners);
@@ -426,14 +460,16 @@ impl FileLockContext {
     }
 
     /// A request whose range lies in one stripe, where its owner holds
-    /// locks already and keeps some, done under that stripe's slot lock
-    /// alone: the owner's group (its slots, its stamp) does not change, so
-    /// the owner shard is not locked, and requests of one owner in
-    /// different stripes share no line. It must need no other lane: no wide
-    /// lock covers the slot, and where the range touches a neighbouring
-    /// stripe (a lock there could merge with it), no owner of its shard
-    /// holds a lock in that stripe's slot or in the wide lane. That is the
-    /// shard's `reach`, read without the shard's lock, after taking the
+    /// locks already and keeps some (for a lock: of its type), done under
+    /// that stripe's slot lock alone: the owner's group gains nothing (it
+    /// may go on showing a type the request converted away, which only
+    /// sends later requests the long way) and its stamp stays, so the owner
+    /// shard is not locked, and requests of one owner in different stripes
+    /// share no line. It must need no other lane: no wide lock covers the
+    /// slot, and where a lock's range touches a neighbouring stripe (a lock
+    /// of its type there would merge with it), no owner of its shard holds
+    /// one of that type in that stripe's slot or in the wide lane. That is
+    /// the shard's `reach`, read without the shard's lock, after taking the
     /// slot's. A lock of the owner next to this range is either there
     /// before and after any change of the owner's group (a merge that
     /// moves it between a slot and the wide lane: `reach` shows it in both
@@ -460,17 +496,22 @@ impl FileLockContext {
         let lane = slot.lock();
         let mine = |r: &&RecordEntry| r.owner == req.owner;
         let Some(stamp) = lane.locks.entries.iter().find(mine).map(|r| r.stamp) else { return Ok(None) };
-        let keeps_some = match req.write {
-            Some(_) => true,
-            None => lane.locks.entries.iter().filter(mine).any(|r| r.piece.start < req.start || r.piece.end > req.end),
+        // The owner keeps a lock here (of the request's type, for a lock):
+        // no type appears in the slot that its group does not show.
+        let keeps = |r: &&RecordEntry| match req.write {
+            Some(write) => r.piece.write == write,
+            None => r.piece.start < req.start || r.piece.end > req.end,
         };
-        if lane.wide || !keeps_some {
+        if lane.wide || !lane.locks.entries.iter().filter(mine).any(|r| keeps(&r)) {
             return Ok(None);
         }
-        let outside = [(req.start > 0).then(|| req.start - 1), (req.end < OFFSET_MAX).then(|| req.end + 1)];
-        let neighbours = outside.into_iter().flatten().map(|at| shards.stripe(at)).filter(|&n| n != k);
-        if neighbours.into_iter().any(|n| owner_shard.may_hold(slot_of(n))) {
-            return Ok(None);
+        // Only a lock merges, and only with the owner's locks of its type.
+        if let Some(write) = req.write {
+            let outside = [(req.start > 0).then(|| req.start - 1), (req.end < OFFSET_MAX).then(|| req.end + 1)];
+            let mut neighbours = outside.into_iter().flatten().map(|at| shards.stripe(at)).filter(|&n| n != k);
+            if neighbours.any(|n| owner_shard.may_hold(slot_of(n), write)) {
+                return Ok(None);
+            }
         }
         if let Some(write) = req.write {
             if lane.locks.entries.iter().any(|r| conflicts(r, req.owner, write, req.start, req.end)) {
