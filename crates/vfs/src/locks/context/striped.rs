@@ -31,8 +31,8 @@
 //! slot where it holds the other (the slot's next change by the long way
 //! corrects it): never less than the owner holds. So a file whose locks sit
 //! in one stripe pays one lock per call before sharding, and one owner
-//! shard and one slot after (the slot alone once the owner holds a lock
-//! there).
+//! shard and one slot after (the slot alone once the owner holds a lock of
+//! the request's type there).
 //!
 //! `F_GETLK` must report the conflict Linux's `flc_posix` order puts
 //! first: owners in the order their groups appeared on the file, each
@@ -476,7 +476,10 @@ impl FileLockContext {
     /// states, in one word), or made by a request whose own range touches
     /// this stripe, which then takes this slot too (the group says the
     /// owner holds locks here): it came first and its `reach` is seen, or
-    /// comes after and merges. `None`: the long way.
+    /// comes after and merges. (If the group did not show this slot when it
+    /// ran, the owner's lock here came later, the long way, ordered after
+    /// it by the owner shard and before this request by the slot's lock.)
+    /// `None`: the long way.
     fn attempt_in_stripe(
         &self,
         sys: &mut Shared<'_>,
