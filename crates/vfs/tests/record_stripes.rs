@@ -94,27 +94,30 @@ fn owners_in_different_stripes_do_not_meet() {
     });
 }
 
+/// In each design, one process's `steps` (type, start, length) on a fresh
+/// `/f` leave exactly its locks `want` (write, first byte, last byte).
+fn one_owner_leaves(steps: &[(i16, i64, i64)], want: &[(bool, u64, u64)], what: &str) {
+    each(|vfs, design| {
+        let p = vfs.process(Credentials::root());
+        let fd = rw(&p, "/f");
+        for &(t, start, len) in steps {
+            lock(&p, fd, t, start, len).unwrap();
+        }
+        let want: Vec<_> =
+            want.iter().map(|&(w, first, last)| (LockKind::Posix, w, p.pid(), first, Some(last))).collect();
+        assert_eq!(held(vfs), want, "{design:?}: {what}");
+    });
+}
+
 /// A lock in a stripe where its owner holds a lock already merges with
 /// the owner's lock just before it in the stripe before: one within that
 /// stripe, or a wide one over several stripes.
 #[test]
 fn a_lock_beside_its_owners_lock_in_the_stripe_before_merges_with_it() {
-    each(|vfs, design| {
-        let p = vfs.process(Credentials::root());
-        let pid = p.pid();
-        let fd = rw(&p, "/f");
-        lock(&p, fd, F_WRLCK, 11, 1).unwrap();
-        lock(&p, fd, F_WRLCK, 4, 4).unwrap();
-        lock(&p, fd, F_WRLCK, 8, 2).unwrap();
-        let want = [(LockKind::Posix, true, pid, 4, Some(9)), (LockKind::Posix, true, pid, 11, Some(11))];
-        assert_eq!(held(vfs), want, "{design:?}: beside a lock in the stripe before");
-        lock(&p, fd, F_UNLCK, 0, 0).unwrap();
-        lock(&p, fd, F_WRLCK, 23, 1).unwrap();
-        lock(&p, fd, F_WRLCK, 8, 12).unwrap();
-        lock(&p, fd, F_WRLCK, 20, 2).unwrap();
-        let want = [(LockKind::Posix, true, pid, 8, Some(21)), (LockKind::Posix, true, pid, 23, Some(23))];
-        assert_eq!(held(vfs), want, "{design:?}: beside a wide lock");
-    });
+    let steps = [(F_WRLCK, 11, 1), (F_WRLCK, 4, 4), (F_WRLCK, 8, 2)];
+    one_owner_leaves(&steps, &[(true, 4, 9), (true, 11, 11)], "beside a lock in the stripe before");
+    let steps = [(F_WRLCK, 23, 1), (F_WRLCK, 8, 12), (F_WRLCK, 20, 2)];
+    one_owner_leaves(&steps, &[(true, 8, 21), (true, 23, 23)], "beside a wide lock");
 }
 
 /// In two stripes where its owner holds only read locks, a write lock
@@ -122,21 +125,8 @@ fn a_lock_beside_its_owners_lock_in_the_stripe_before_merges_with_it() {
 /// Linux (the first made the owner's write locks reach its stripe).
 #[test]
 fn a_lock_of_a_new_type_in_a_stripe_is_seen_by_its_neighbours() {
-    each(|vfs, design| {
-        let p = vfs.process(Credentials::root());
-        let pid = p.pid();
-        let fd = rw(&p, "/f");
-        lock(&p, fd, F_RDLCK, 20, 1).unwrap();
-        lock(&p, fd, F_RDLCK, 26, 1).unwrap();
-        lock(&p, fd, F_WRLCK, 22, 2).unwrap();
-        lock(&p, fd, F_WRLCK, 24, 2).unwrap();
-        let want = [
-            (LockKind::Posix, false, pid, 20, Some(20)),
-            (LockKind::Posix, true, pid, 22, Some(25)),
-            (LockKind::Posix, false, pid, 26, Some(26)),
-        ];
-        assert_eq!(held(vfs), want, "{design:?}");
-    });
+    let steps = [(F_RDLCK, 20, 1), (F_RDLCK, 26, 1), (F_WRLCK, 22, 2), (F_WRLCK, 24, 2)];
+    one_owner_leaves(&steps, &[(false, 20, 20), (true, 22, 25), (false, 26, 26)], "write locks in read-locked stripes");
 }
 
 #[test]
