@@ -807,6 +807,7 @@ impl Generated {
             let exempt = r.case.exempt();
             conflicting.push(Conflicting { case: r.case.to_string(), exempt, mechanisms, unexplained, sites: all });
         }
+        let exempt = commutative.iter().filter(|r| r.case.exempt()).count();
         let mut sites: Vec<SiteGroup> =
             sites.into_iter().map(|(site, (cases, example))| SiteGroup { site, cases, example }).collect();
         sites.sort_by(|a, b| b.cases.cmp(&a.cases).then_with(|| a.site.cmp(&b.site)));
@@ -815,9 +816,8 @@ impl Generated {
                 cases: results.len(),
                 commutative: commutative.len(),
                 conflict_free: commutative.len() - conflicting.len(),
-                exempt: commutative.iter().filter(|r| r.case.exempt()).count(),
-                exempt_conflict_free: commutative.iter().filter(|r| r.case.exempt()).count()
-                    - conflicting.iter().filter(|c| c.exempt).count(),
+                exempt,
+                exempt_conflict_free: exempt - conflicting.iter().filter(|c| c.exempt).count(),
             },
             conflicting,
             sites,

@@ -508,15 +508,13 @@ impl FileLockContext {
         if lane.wide || !lane.locks.entries.iter().filter(mine).any(|r| keeps(&r)) {
             return Ok(None);
         }
-        // Only a lock merges, and only with the owner's locks of its type.
         if let Some(write) = req.write {
+            // Only a lock merges, and only with the owner's locks of its type.
             let outside = [(req.start > 0).then(|| req.start - 1), (req.end < OFFSET_MAX).then(|| req.end + 1)];
             let mut neighbours = outside.into_iter().flatten().map(|at| shards.stripe(at)).filter(|&n| n != k);
             if neighbours.any(|n| owner_shard.may_hold(slot_of(n), write)) {
                 return Ok(None);
             }
-        }
-        if let Some(write) = req.write {
             if lane.locks.entries.iter().any(|r| conflicts(r, req.owner, write, req.start, req.end)) {
                 return if may_wait { Ok(None) } else { Err(Errno::EAGAIN) };
             }
