@@ -196,11 +196,6 @@ pub(crate) struct Directory {
     /// The names in the directory and their lock(s): the authoritative
     /// contents, which the dcache mirrors for lock-free lookup.
     pub entries: Entries,
-    /// Link count and time changes made per CPU by the split design's
-    /// creates and unlinks, which `stat` folds in, made by the first (a
-    /// line per CPU, so a directory never changed pays none); none in the
-    /// rwsem design, which changes the attributes themselves.
-    pub changes: Option<OnceLock<PercpuChanges>>,
     /// Bumped by a filesystem whose names change behind the dcache's back
     /// (kernfs) whenever a directory's set of children changes; a negative
     /// dentry of such a tree is valid while this equals the revision it
@@ -341,6 +336,13 @@ pub struct Inode {
     /// pointer the first change sets, to a cell of their own, so reading
     /// them reads no line that changes of the inode write.
     pub(crate) xattrs: crate::xattr_store::Xattrs,
+    /// Link count and time changes made per CPU, which `stat` folds in:
+    /// the creates and unlinks of a split directory (the rwsem design
+    /// changes the attributes themselves), and a regular file's changes
+    /// of its data that leave its size. Made by the first (a line per
+    /// CPU, so an inode never changed so pays none), which alone writes
+    /// this line, as the first `setxattr` does.
+    changes: OnceLock<PercpuChanges>,
     /// Its tag and a directory's read-mostly fields first (see
     /// [`Directory`]).
     pub(crate) body: Body,
@@ -488,7 +490,6 @@ impl Inode {
                     dead: AtomicBool::new(false),
                     _written_below: LinePad::new(),
                     entries: Entries::new(registry.dirents),
-                    changes: (registry.dirents == Design::Split).then(OnceLock::new),
                     rev: AtomicU64::new(0),
                 };
                 (Body::Directory(dir), 2, 0)
@@ -526,6 +527,7 @@ impl Inode {
             registry: RegistryRef::new(registry),
             list_handle: OnceLock::new(),
             locks: crate::locks::InodeLocks::default(),
+            changes: OnceLock::new(),
             opens: crate::opens::InodeOpens::default(),
             xattrs: crate::xattr_store::Xattrs::default(),
             private: spec.private,
@@ -579,8 +581,9 @@ impl Inode {
         self.private.as_deref()?.downcast_ref()
     }
 
-    /// Both cells' attributes (see [`Attrs::of`]); a split directory's
-    /// per-CPU changes are not folded in ([`stat`](Self::stat) folds them).
+    /// Both cells' attributes (see [`Attrs::of`]); the per-CPU changes of
+    /// a split directory or a file's data are not folded in
+    /// ([`stat`](Self::stat) folds them).
     pub(crate) fn attrs(&self) -> Attrs {
         Attrs::of(self.meta.read(), self.content.read())
     }
@@ -673,11 +676,11 @@ impl Inode {
         self.mode.load(Ordering::Acquire)
     }
 
-    /// The attributes with a split directory's per-CPU link count and time
-    /// changes folded in, all as they were at one instant: what `stat`
-    /// reports. Other inodes' attributes are their own.
+    /// The attributes with the per-CPU link count and time changes (of a
+    /// split directory, or of a file's data) folded in, all as they were
+    /// at one instant: what `stat` reports.
     pub(crate) fn folded_attrs(&self) -> Attrs {
-        let Some(changes) = self.dir_changes() else {
+        let Some(changes) = self.changes.get() else {
             return self.attrs();
         };
         let (delta, latest, mut a) = changes.snapshot(|| self.attrs());
@@ -689,22 +692,16 @@ impl Inode {
         a
     }
 
-    /// A split directory's per-CPU link count and time changes, once it
-    /// has any; none for other inodes.
-    fn dir_changes(&self) -> Option<&PercpuChanges> {
-        self.dir().ok().and_then(|d| d.changes.as_ref()?.get())
-    }
-
     /// A directory's entries changed, by `nlink_delta` subdirectories: its
     /// link count moves and its modification and change times are now. In
     /// the split design on the calling CPU's record only, so changes on
     /// two CPUs share no line.
     pub(crate) fn entries_changed(&self, nlink_delta: i32) {
-        match self.dir().ok().and_then(|d| d.changes.as_ref()) {
-            Some(changes) => {
-                changes.get_or_init(PercpuChanges::new).record(nlink_delta as isize, Timespec::now().as_nanos())
+        match self.registry.dirents {
+            Design::Split => {
+                self.changes.get_or_init(PercpuChanges::new).record(nlink_delta as isize, Timespec::now().as_nanos())
             }
-            None => {
+            Design::Locked => {
                 if nlink_delta != 0 {
                     self.update_meta(|a| {
                         a.nlink = a.nlink.checked_add_signed(nlink_delta).expect("nlink stays within u32");
@@ -719,12 +716,39 @@ impl Inode {
         }
     }
 
-    /// Before an explicit modification time: a split directory forgets the
-    /// times of its per-CPU records, which would otherwise outweigh it.
-    pub(crate) fn forget_entry_times(&self) {
-        if let Some(changes) = self.dir_changes() {
+    /// Before an explicit modification time: the inode forgets the times
+    /// of its per-CPU records, which would otherwise outweigh it.
+    pub(crate) fn forget_percpu_times(&self) {
+        if let Some(changes) = self.changes.get() {
             changes.clear_times();
         }
+    }
+
+    /// Whether a change of the file's data that leaves its size may stamp
+    /// its times at `now` on a per-CPU record: not while a time in the
+    /// content cell is ahead of `now` (set explicitly, or given by a
+    /// filesystem), which the record could not outweigh. Reads the cell
+    /// only.
+    pub(crate) fn times_may_go_per_cpu(&self, now: Timespec) -> bool {
+        let a = self.content();
+        a.mtime <= now && a.ctime <= now
+    }
+
+    /// A change of a regular file's data that leaves its size (a write in
+    /// place, an `fallocate` that allocates nothing; see
+    /// [`times_may_go_per_cpu`](Self::times_may_go_per_cpu)): its
+    /// modification and change times are `now`, on the calling CPU's
+    /// record only, so such changes on two CPUs share no line.
+    pub(crate) fn data_changed_in_place(&self, now: Timespec) {
+        self.changes.get_or_init(PercpuChanges::new).record(0, now.as_nanos());
+    }
+
+    /// The latest time of a per-CPU change (see
+    /// [`data_changed_in_place`](Self::data_changed_in_place)), if any;
+    /// reads every CPU's record.
+    pub(crate) fn latest_percpu_change(&self) -> Option<Timespec> {
+        let changes = self.changes.get()?;
+        changes.snapshot(|| ()).1.map(Timespec::from_nanos)
     }
 
     /// The attributes as `stat` reports them (no lock, no shared write).
@@ -774,6 +798,9 @@ impl Inode {
     /// of its size, link count and times it sets.
     pub(crate) fn set_attributes(&self, spec: &NewInode) {
         let now = Timespec::now();
+        if spec.mtime.is_some() {
+            self.forget_percpu_times();
+        }
         self.update_meta(|a| {
             a.mode = (a.mode & !0o7777) | (spec.perm & 0o7777);
             a.uid = spec.uid;

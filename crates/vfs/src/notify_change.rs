@@ -49,7 +49,7 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
         return Ok(());
     }
     if times && attr.mtime != SetTime::Omit {
-        inode.forget_entry_times();
+        inode.forget_percpu_times();
     }
     let now = Timespec::now();
     let resolve = |t: SetTime, old: Timespec| match t {

@@ -10,20 +10,31 @@
 //!
 //! Readers are *conflict-free*: a read pins the epoch (a thread-local
 //! store), samples the map's [`SeqCount`], walks from the root through
-//! `Acquire` pointer loads, copies the page words out with `Relaxed` loads,
-//! and keeps the copy only if the count has not moved; otherwise it reads
-//! again. After [`READ_TRIES`] lost races it takes the writer lock, so a
-//! reader always finishes. The read of the size and of every byte is thus
-//! one consistent snapshot: a read sees all of a write or none of it, as
-//! under the rwsem this replaced.
+//! `Acquire` pointer loads, samples each page's own count before it copies
+//! the page's words out with `Relaxed` loads, and keeps the copy only if
+//! none of those counts has moved; otherwise it reads again. After
+//! [`READ_TRIES`] lost races it takes the writer lock and the locks of the
+//! pages it covers, so a reader always finishes. The read of the size and
+//! of every byte is thus one consistent snapshot: a read sees all of a
+//! write or none of it, as under the rwsem this replaced.
 //!
-//! Writers serialize on the per-file writer lock (`PageMap::lock`) and
-//! bracket every change a reader could see with the count. Page words are
-//! atomics, never plain memory, so a reader racing a writer performs only
-//! atomic loads (a torn copy is discarded by the retry). Nodes are
-//! published fully initialized with a `Release` store and never change
-//! level; a page or node unlinked from the tree is freed through the epoch,
-//! after every reader that might still hold it has unpinned.
+//! Changes of the tree or the size (a write that allocates a page or moves
+//! the end, `truncate`, `fallocate`) serialize on the per-file writer lock
+//! (`PageMap::lock`) and bracket what a reader could see with the map's
+//! count. A write within the size to pages already written takes neither
+//! ([`PageMap::write_in_place`]): it locks its pages (each page's count is
+//! its lock, [`SeqCount::write_lock`]) in page order, then checks that the
+//! map's count has not moved since it looked the pages up; writers in
+//! place to different pages thus share no line. Every change of a page's
+//! words holds the page's lock, so a change of the tree that zeroes part
+//! of a page waits for a write in place to it, and one that unlinks a page
+//! orders after the write that holds it (the write checked the map's count
+//! first). Page words are atomics, never plain memory, so a reader racing
+//! a writer performs only atomic loads (a torn copy is discarded by the
+//! retry). Nodes are published fully initialized with a `Release` store
+//! and never change level; a page or node unlinked from the tree is freed
+//! through the epoch, after every reader that might still hold it has
+//! unpinned.
 //!
 //! # Invariants
 //!
@@ -101,6 +112,36 @@ fn span(level: u32) -> u64 {
     1u64 << (BITS * level)
 }
 
+/// Up to four items in place, more on the heap: the pages one read or
+/// write covers, which is rarely more.
+struct Few<T> {
+    inline: [Option<T>; 4],
+    more: Vec<T>,
+}
+
+impl<T> Few<T> {
+    fn new() -> Few<T> {
+        Few { inline: [None, None, None, None], more: Vec::new() }
+    }
+
+    fn push(&mut self, item: T) {
+        match self.inline.iter_mut().find(|slot| slot.is_none()) {
+            Some(slot) => *slot = Some(item),
+            None => self.more.push(item),
+        }
+    }
+
+    /// In the order pushed.
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.inline.iter().map_while(Option::as_ref).chain(&self.more)
+    }
+
+    fn clear(&mut self) {
+        self.inline = [None, None, None, None];
+        self.more.clear();
+    }
+}
+
 /// Where the space for pages comes from: the filesystem's `size=` limit.
 pub(crate) trait PageBudget: Send + Sync {
     /// Takes one page from the budget; false when none is left (ENOSPC).
@@ -115,10 +156,13 @@ pub(crate) trait PageBudget: Send + Sync {
 #[repr(C)]
 struct Page {
     _head: LinePad,
-    words: [AtomicU64; WORDS],
+    /// Odd while its words change, and the lock of every change of them
+    /// ([`SeqCount::write_lock`]).
+    seq: SeqCount,
     /// Written to, not only reserved by `fallocate`: `SEEK_DATA` finds
     /// written pages only, as shmem's finds only up-to-date folios.
     written: AtomicBool,
+    words: [AtomicU64; WORDS],
     _tail: LinePad,
 }
 
@@ -157,8 +201,9 @@ impl Page {
     fn new() -> Owned<Page> {
         Owned::new(Page {
             _head: LinePad::new(),
-            words: std::array::from_fn(|_| AtomicU64::new(0)),
+            seq: SeqCount::new(),
             written: AtomicBool::new(false),
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
             _tail: LinePad::new(),
         })
     }
@@ -212,7 +257,8 @@ impl Page {
         }
     }
 
-    /// Stores `data` at byte `at`; only the writer calls this.
+    /// Stores `data` at byte `at`; only the holder of the page's lock
+    /// calls this.
     fn copy_in(&self, at: usize, data: &[u8]) {
         let mut done = 0;
         while done < data.len() {
@@ -227,7 +273,8 @@ impl Page {
         }
     }
 
-    /// Zeroes bytes `at..at + len`; only the writer calls this.
+    /// Zeroes bytes `at..at + len`; only the holder of the page's lock
+    /// calls this.
     fn zero(&self, at: usize, len: usize) {
         let mut done = 0;
         while done < len {
@@ -312,18 +359,25 @@ impl PageMap {
     /// keep overlapping it (see the module doc).
     pub fn read(&self, buf: &mut [u8], offset: u64) -> usize {
         let guard = crossbeam_epoch::pin();
+        let mut seen = Few::new();
         for _ in 0..READ_TRIES {
+            seen.clear();
             let start = self.seq.read_begin();
-            let n = self.copy_out(buf, offset, &guard);
-            if !self.seq.read_retry(start) {
+            let n = self.copy_out(buf, offset, &guard, &mut |page| seen.push((page, page.seq.read_begin())));
+            if seen.iter().all(|(page, count)| !page.seq.read_retry(*count)) && !self.seq.read_retry(start) {
                 return n;
             }
         }
+        // The writer lock stops changes of the tree and the size; writes
+        // in place stop at the locks of the pages the copy holds.
         let _writer = self.writer.write();
-        self.copy_out(buf, offset, &guard)
+        let mut held = Few::new();
+        self.copy_out(buf, offset, &guard, &mut |page| held.push(page.seq.write_lock()))
     }
 
-    fn copy_out(&self, buf: &mut [u8], offset: u64, guard: &Guard) -> usize {
+    /// Copies out what `buf` covers from `offset`, calling `at_page` with
+    /// each present page before copying from it.
+    fn copy_out<'g>(&self, buf: &mut [u8], offset: u64, guard: &'g Guard, at_page: &mut dyn FnMut(&'g Page)) -> usize {
         let size = self.size.load(Ordering::Relaxed);
         if offset >= size {
             return 0;
@@ -335,7 +389,10 @@ impl PageMap {
             let at = (pos % PAGE_SIZE) as usize;
             let len = (PAGE_SIZE as usize - at).min(n - done);
             match self.lookup(pos / PAGE_SIZE, guard) {
-                Some(page) => page.copy_out(at, &mut buf[done..done + len]),
+                Some(page) => {
+                    at_page(page);
+                    page.copy_out(at, &mut buf[done..done + len]);
+                }
                 None => buf[done..done + len].fill(0),
             }
             done += len;
@@ -412,6 +469,57 @@ impl PageMap {
         Ok(offset.max(page.saturating_mul(PAGE_SIZE)).min(size))
     }
 
+    /// Writes `data` at `offset` without the writer lock, when it ends
+    /// within the size and every page it covers is written already (so
+    /// it changes neither the tree, the size nor what `SEEK_DATA` finds):
+    /// it takes those pages' locks in page order and only reads the map.
+    /// Writes to different pages of one file thus share no line. `None`
+    /// when it cannot; the caller then takes the writer lock.
+    pub fn write_in_place(&self, offset: u64, data: &[u8]) -> Option<usize> {
+        let guard = crossbeam_epoch::pin();
+        let start = self.seq.raw_read();
+        let end = offset.checked_add(data.len() as u64)?;
+        if start & 1 == 1 || data.is_empty() || end > self.size.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut held = Few::new();
+        for index in offset / PAGE_SIZE..end.div_ceil(PAGE_SIZE) {
+            let page = self.lookup(index, &guard).filter(|page| page_is_data(page))?;
+            held.push((page, page.seq.write_lock()));
+        }
+        // A change of the tree or size since `start` may have unlinked a
+        // held page or moved the end; one after this waits for the locks
+        // of the pages it changes.
+        if self.seq.read_retry(start) {
+            return None;
+        }
+        let mut done = 0;
+        for (page, _locked) in held.iter() {
+            let pos = offset + done as u64;
+            let at = (pos % PAGE_SIZE) as usize;
+            let len = (PAGE_SIZE as usize - at).min(data.len() - done);
+            page.copy_in(at, &data[done..done + len]);
+            done += len;
+        }
+        Some(done)
+    }
+
+    /// Whether `fallocate` of `offset..offset + len` would change nothing
+    /// here: every page it covers is present and, unless `keep_size`, it
+    /// ends within the size. Takes no lock and writes nothing.
+    pub fn covers(&self, offset: u64, len: u64, keep_size: bool) -> bool {
+        let guard = crossbeam_epoch::pin();
+        let end = offset.saturating_add(len);
+        loop {
+            let start = self.seq.read_begin();
+            let covered = (keep_size || end <= self.size.load(Ordering::Acquire))
+                && (offset / PAGE_SIZE..end.div_ceil(PAGE_SIZE)).all(|index| self.lookup(index, &guard).is_some());
+            if !self.seq.read_retry(start) {
+                return covered;
+            }
+        }
+    }
+
     /// Takes the writer lock.
     pub fn lock<'a>(&'a self, budget: &'a dyn PageBudget) -> PageWriter<'a> {
         PageWriter { map: self, budget, _writer: self.writer.write() }
@@ -451,6 +559,7 @@ impl PageWriter<'_> {
             let at = (pos % PAGE_SIZE) as usize;
             let len = (PAGE_SIZE as usize - at).min(data.len() - done);
             let Some(page) = self.page(pos / PAGE_SIZE, &guard) else { break };
+            let _locked = page.seq.write_lock();
             page.copy_in(at, &data[done..done + len]);
             page.written.store(true, Ordering::Relaxed);
             done += len;
@@ -576,6 +685,7 @@ impl PageWriter<'_> {
             return;
         }
         if let Some(page) = self.map.lookup(offset / PAGE_SIZE, guard) {
+            let _locked = page.seq.write_lock();
             page.zero(at as usize, len as usize);
         }
     }
@@ -791,25 +901,145 @@ mod tests {
         assert_eq!(budget.0.load(Ordering::Relaxed), 2);
     }
 
+    fn stress_iters(default: usize) -> usize {
+        std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+    }
+
+    /// A writer in place and one with the lock, over the same pages (the
+    /// one in place taking the lock whenever the map is changing): every
+    /// read sees all of one write.
     #[test]
     fn readers_see_whole_writes() {
         let m = Arc::new(map());
         let len = 3 * PAGE_SIZE as usize;
         m.lock(unlimited()).write(0, &vec![0; len]).unwrap();
+        let rounds = stress_iters(2000);
+        let writers: Vec<_> = (0..2u8)
+            .map(|w| {
+                let m = Arc::clone(&m);
+                std::thread::spawn(move || {
+                    for round in 0..rounds {
+                        let data = vec![(round % 100) as u8 * 2 + w + 1; len];
+                        if w == 1 && m.write_in_place(0, &data).is_some() {
+                            continue;
+                        }
+                        m.lock(unlimited()).write(0, &data).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let mut buf = vec![0; len];
+        while writers.iter().any(|w| !w.is_finished()) {
+            assert_eq!(m.read(&mut buf, 0), len);
+            assert!(buf.iter().all(|&b| b == buf[0]), "a torn read");
+        }
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(m.read(&mut buf, 0), len);
+        assert!(buf.iter().all(|&b| b == buf[0]), "torn at the end");
+    }
+
+    /// A change with the writer lock waits for the lock of a page a write
+    /// in place holds: while the test holds page 1's lock, a write of
+    /// pages 0 to 2 fills page 0 and leaves page 1 alone.
+    #[test]
+    fn a_write_with_the_lock_waits_for_a_page_held_in_place() {
+        let m = Arc::new(map());
+        let len = 3 * PAGE_SIZE as usize;
+        m.lock(unlimited()).write(0, &vec![1; len]).unwrap();
+        let guard = crossbeam_epoch::pin();
+        let (first, second) = (m.lookup(0, &guard).unwrap(), m.lookup(1, &guard).unwrap());
+        let held = second.seq.write_lock();
+        let writer = {
+            let m = Arc::clone(&m);
+            std::thread::spawn(move || m.lock(unlimited()).write(0, &vec![2; len]).unwrap())
+        };
+        while first.words[WORDS - 1].load(Ordering::Acquire) != u64::from_ne_bytes([2; 8]) {
+            std::thread::yield_now();
+        }
+        for _ in 0..stress_iters(100_000) {
+            assert_eq!(second.words[0].load(Ordering::Acquire), u64::from_ne_bytes([1; 8]), "page 1 written unlocked");
+        }
+        drop(held);
+        assert_eq!(writer.join().unwrap(), len);
+        let mut buf = vec![0; len];
+        assert_eq!(m.read(&mut buf, 0), len);
+        assert!(buf.iter().all(|&b| b == 2));
+    }
+
+    /// Two writers in place over the same three pages: every read sees
+    /// all of one write, never pages of two.
+    #[test]
+    fn readers_see_whole_writes_in_place() {
+        let m = Arc::new(map());
+        let len = 3 * PAGE_SIZE as usize;
+        m.lock(unlimited()).write(0, &vec![0; len]).unwrap();
+        let rounds = stress_iters(2000);
+        let writers: Vec<_> = (0..2u8)
+            .map(|w| {
+                let m = Arc::clone(&m);
+                std::thread::spawn(move || {
+                    for round in 0..rounds {
+                        let byte = (round % 100) as u8 * 2 + w + 1;
+                        assert_eq!(m.write_in_place(0, &vec![byte; len]), Some(len), "nothing else changes the map");
+                    }
+                })
+            })
+            .collect();
+        let mut buf = vec![0; len];
+        while writers.iter().any(|w| !w.is_finished()) {
+            assert_eq!(m.read(&mut buf, 0), len);
+            assert!(buf.iter().all(|&b| b == buf[0]), "a torn read");
+        }
+        for w in writers {
+            w.join().unwrap();
+        }
+    }
+
+    /// Writes in place over pages that a truncate takes away and gives
+    /// back as holes: a read sees one write whole, the pages past the
+    /// shorter size as zeros or not at all, never two writes' bytes.
+    #[test]
+    fn writes_in_place_order_with_truncates() {
+        let m = Arc::new(map());
+        let len = 4 * PAGE_SIZE as usize;
+        let half = len / 2;
+        m.lock(unlimited()).write(0, &vec![1; len]).unwrap();
+        let rounds = stress_iters(300);
         let writer = {
             let m = Arc::clone(&m);
             std::thread::spawn(move || {
-                for i in 1..200u8 {
-                    m.lock(unlimited()).write(0, &vec![i; len]).unwrap();
+                for round in 0..rounds {
+                    let data = vec![(round % 250) as u8 + 2; len];
+                    if m.write_in_place(0, &data).is_none() {
+                        m.lock(unlimited()).write(0, &data).unwrap();
+                    }
+                }
+            })
+        };
+        let truncater = {
+            let m = Arc::clone(&m);
+            std::thread::spawn(move || {
+                for _ in 0..rounds {
+                    m.lock(unlimited()).set_size(half as u64);
+                    m.lock(unlimited()).set_size(len as u64);
                 }
             })
         };
         let mut buf = vec![0; len];
-        while !writer.is_finished() {
-            assert_eq!(m.read(&mut buf, 0), len);
-            assert!(buf.iter().all(|&b| b == buf[0]), "a torn read");
+        while !writer.is_finished() || !truncater.is_finished() {
+            let n = m.read(&mut buf, 0);
+            assert!(n == half || n == len, "read {n} bytes");
+            let first = buf[0];
+            assert!(buf[..half].iter().all(|&b| b == first), "a torn first half");
+            assert!(
+                buf[half..n].iter().all(|&b| b == first) || buf[half..n].iter().all(|&b| b == 0),
+                "a torn second half"
+            );
         }
         writer.join().unwrap();
+        truncater.join().unwrap();
     }
 
     #[derive(Debug, Clone)]
@@ -846,8 +1076,18 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Write(o, d) => {
-                        m.lock(unlimited()).write(o, &d).unwrap();
+                        // In place where it may be; with the lock where not.
                         let end = o as usize + d.len();
+                        let in_place = end <= model.len()
+                            && (o / PAGE_SIZE..(end as u64).div_ceil(PAGE_SIZE))
+                                .all(|i| m.lookup(i, &crossbeam_epoch::pin()).is_some_and(page_is_data));
+                        match m.write_in_place(o, &d) {
+                            Some(n) => prop_assert!(in_place && n == d.len()),
+                            None => {
+                                prop_assert!(!in_place);
+                                m.lock(unlimited()).write(o, &d).unwrap();
+                            }
+                        }
                         if model.len() < end { model.resize(end, 0); }
                         model[o as usize..end].copy_from_slice(&d);
                     }
@@ -858,7 +1098,12 @@ mod tests {
                         if (o as usize) < end { model[o as usize..end].fill(0); }
                     }
                     Op::Allocate(o, l, keep) => {
+                        let covered = (keep || o + l <= model.len() as u64)
+                            && (o / PAGE_SIZE..(o + l).div_ceil(PAGE_SIZE)).all(|i| m.lookup(i, &crossbeam_epoch::pin()).is_some());
+                        prop_assert_eq!(m.covers(o, l, keep), covered);
+                        let pages = m.pages();
                         m.lock(unlimited()).allocate(o, l, keep).unwrap();
+                        if covered { prop_assert_eq!(m.pages(), pages); }
                         if !keep && model.len() < (o + l) as usize { model.resize((o + l) as usize, 0); }
                     }
                 }

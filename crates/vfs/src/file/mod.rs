@@ -279,10 +279,15 @@ impl OpenFile {
         if a.atime == now {
             return;
         }
+        // The per-CPU records of changes in place hold times of the clock,
+        // so, like the other cell's, they are read only when the access
+        // time is behind it.
         let stale = a.atime <= a.mtime
             || a.atime <= a.ctime
             || now.sec - a.atime.sec >= 24 * 3600
-            || a.atime < now && a.atime <= self.inode.meta().ctime;
+            || a.atime < now
+                && (a.atime <= self.inode.meta().ctime
+                    || self.inode.latest_percpu_change().is_some_and(|t| a.atime <= t));
         if stale {
             self.inode.update_content(|a| a.atime = now);
         }
@@ -309,15 +314,24 @@ impl OpenFile {
             let n = generated.write(&self.inode, buf, offset)?;
             return Ok((n, offset + n as u64));
         }
-        let mut data = self.data()?.lock(self.inode.space());
+        let pages = self.data()?;
         if buf.is_empty() {
             return Ok((0, offset));
         }
-        let start = if self.flags.append() { data.size() } else { offset };
-        if start >= self.max_file_size {
-            return Err(Errno::EFBIG);
+        let clipped = |start: u64| {
+            if start >= self.max_file_size {
+                return Err(Errno::EFBIG);
+            }
+            Ok(&buf[..buf.len().min(usize::try_from(self.max_file_size - start).unwrap_or(usize::MAX))])
+        };
+        if !self.flags.append() {
+            if let Some(n) = self.write_in_place(pages, clipped(offset)?, offset, cred) {
+                return Ok((n, offset + n as u64));
+            }
         }
-        let n = buf.len().min(usize::try_from(self.max_file_size - start).unwrap_or(usize::MAX));
+        let mut data = pages.lock(self.inode.space());
+        let start = if self.flags.append() { data.size() } else { offset };
+        let n = clipped(start)?.len();
         self.inode.remove_privileges(cred);
         let n = data.write(start, &buf[..n])?;
         // Again after the data: a set-id bit a chmod set while it was
@@ -333,6 +347,23 @@ impl OpenFile {
         });
         drop(data);
         Ok((n, start + n as u64))
+    }
+
+    /// A write within the size to pages written before, without the
+    /// writer lock ([`PageMap::write_in_place`]), its times on the calling
+    /// CPU's record ([`Inode::data_changed_in_place`]): writes to
+    /// different pages of one file share no line. `None` when it cannot.
+    fn write_in_place(&self, pages: &PageMap, buf: &[u8], offset: u64, cred: &Credentials) -> Option<usize> {
+        let now = Timespec::now();
+        if !self.inode.times_may_go_per_cpu(now) {
+            return None;
+        }
+        self.inode.remove_privileges(cred);
+        let n = pages.write_in_place(offset, buf)?;
+        // Again after the data, as below.
+        self.inode.remove_privileges(cred);
+        self.inode.data_changed_in_place(now);
+        Some(n)
     }
 
     /// `lseek`: moves the offset; EINVAL if it would become negative. On
@@ -402,7 +433,10 @@ impl OpenFile {
     /// `fallocate(2)`: `mode` 0 reserves pages for `offset..offset + len`
     /// and grows the file to cover it; [`falloc::KEEP_SIZE`] reserves
     /// without growing; [`falloc::PUNCH_HOLE`] (with `KEEP_SIZE`) frees
-    /// the range, which then reads as zeros. Errors as Linux's shmem: EBADF
+    /// the range, which then reads as zeros. Every mode sets the
+    /// modification and change times (Linux's `file_modified`); one that
+    /// finds everything reserved already takes no lock and stamps them on
+    /// the calling CPU's record. Errors as Linux's shmem: EBADF
     /// unless open for writing, ENODEV on anything but a regular file,
     /// EOPNOTSUPP for other modes, EFBIG past the file-size limit, ENOSPC
     /// (leaving nothing allocated) when the space runs out.
@@ -428,8 +462,14 @@ impl OpenFile {
             return Err(Errno::EFBIG);
         }
         let (offset, len) = (offset as u64, len as u64);
-        let mut pages = data.lock(self.inode.space());
         let now = Timespec::now();
+        let keep_size = mode & falloc::KEEP_SIZE != 0;
+        if mode != punch && self.inode.times_may_go_per_cpu(now) && data.covers(offset, len, keep_size) {
+            self.inode.remove_privileges(cred);
+            self.inode.data_changed_in_place(now);
+            return Ok(());
+        }
+        let mut pages = data.lock(self.inode.space());
         if mode == punch {
             pages.punch_hole(offset, len);
             self.inode.update_content(|a| {
@@ -438,11 +478,12 @@ impl OpenFile {
             });
             return Ok(());
         }
-        pages.allocate(offset, len, mode & falloc::KEEP_SIZE != 0)?;
+        pages.allocate(offset, len, keep_size)?;
         self.inode.remove_privileges(cred);
         let size = pages.size();
         self.inode.update_content(|a| {
             a.size = size;
+            a.mtime = now;
             a.ctime = now;
         });
         Ok(())

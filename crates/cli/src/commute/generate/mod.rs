@@ -634,17 +634,19 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
     (
         "inode-attributes",
         &["crates/vfs/src/inode.rs"],
-        "a change of an inode (the times every write and truncate sets, its size, mode and link count) is a write \
-         section of the inode's attribute seqlock, which every stat, relatime check and hard link of it reads, \
-         and a change of its mode or owner writes the words every permission check reads (Linux: the inode's \
-         fields, i_lock and i_rwsem)",
+        "a change of an inode (its size and the times a truncate or a write or fallocate that moves the end \
+         sets, its mode and link count) is a write section of the inode's attribute seqlock, which every stat, \
+         relatime check, write and hard link of it reads, and a change of its mode or owner writes the words every \
+         permission check reads; writes within the size stamp their times on per-CPU records, which a stat reads \
+         (Linux: the inode's fields, i_lock and i_rwsem)",
     ),
     (
         "file-pages",
         &["crates/vfs/src/pages.rs"],
-        "a file's size and page map are one sequence count and one size word: a write, truncate or fallocate \
-         anywhere in the file writes them, and reads, stats and writes of other bytes read them (Linux: i_size and \
-         the page cache's xarray lock)",
+        "a file's size and the shape of its page tree are one sequence count and one size word: a truncate, or a \
+         write or fallocate that moves the end or adds a page, writes them, and every read and write reads them; \
+         two changes of one page take its lock (Linux: i_size, the page cache's xarray lock, and i_rwsem, which \
+         even writes within the size take)",
     ),
     (
         "directory-entries",
