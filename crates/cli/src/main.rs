@@ -291,7 +291,7 @@ fn host_command(args: BenchArgs) -> Result<(), String> {
         return Err("--hold-us and --work-us apply to vfscale's prim-mprotect, not to host drivers".into());
     }
     if !targets.is_empty() && !driver.takes_dir() {
-        return Err(format!("host {name} runs where its seed ran; --dir applies to the file drivers (inode-exit, dir-create, dir-unlink, walk, flock01..lease02)"));
+        return Err(format!("host {name} runs where its seed ran; --dir applies to the file drivers (inode-exit, dir-create, dir-unlink, file-overwrite, walk, flock01..lease02)"));
     }
     check_plan(&args.threads, args.runs)?;
     let iterations = args.iterations.unwrap_or(driver.default_iterations);

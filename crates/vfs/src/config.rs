@@ -98,6 +98,22 @@ impl RecordLocks {
     pub const STRIPED: RecordLocks = RecordLocks::Striped { stripe_shift: 12 };
 }
 
+/// How writes to a regular file's data are serialized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileWrites {
+    /// A write within the size to pages written before locks only those
+    /// pages (each page's sequence count is its lock) and stamps the
+    /// file's times on the calling CPU's record, as an `fallocate` of a
+    /// range reserved already does: writes to different pages of one file
+    /// share no line. A write that moves the end or adds a page, a
+    /// truncate and every other `fallocate` take the file's writer lock.
+    InPlace,
+    /// Every write and `fallocate` takes the file's writer lock and stamps
+    /// the times in the inode's attribute cell (Linux's `i_rwsem`, which
+    /// tmpfs's writes take).
+    Locked,
+}
+
 /// Every design choice and limit of a VFS instance.
 ///
 /// ```
@@ -132,6 +148,8 @@ pub struct VfsConfig {
     pub lock_list: LockListKind,
     /// How a file's record locks are kept.
     pub record_locks: RecordLocks,
+    /// How writes to a file's data are serialized.
+    pub file_writes: FileWrites,
     /// Most bytes of file data (rounded up to pages), as tmpfs's `size=`;
     /// past it writes and `fallocate` fail with ENOSPC. 0: no limit.
     pub size_limit: u64,
@@ -144,7 +162,8 @@ pub struct VfsConfig {
 impl VfsConfig {
     /// Every "before" design at once: ref-walk only, one global directory
     /// mutex, no negative dentries, one global inode list, one global
-    /// file-lock lock and one record-lock list per file.
+    /// file-lock lock, one record-lock list per file and every write under
+    /// its file's lock.
     pub fn before() -> VfsConfig {
         VfsConfig {
             walk: WalkMode::RefOnly,
@@ -153,14 +172,16 @@ impl VfsConfig {
             inode_list: InodeListKind::Global,
             lock_list: LockListKind::GlobalLock,
             record_locks: RecordLocks::List,
+            file_writes: FileWrites::Locked,
             ..VfsConfig::default()
         }
     }
 }
 
 impl Default for VfsConfig {
-    /// The scalable design: RCU walk, per-directory rwsems, cached negative
-    /// dentries, per-CPU inode list, record locks striped by 4 KiB.
+    /// The scalable design: RCU walk, split directories, cached negative
+    /// dentries, per-CPU inode list, record locks striped by 4 KiB, writes
+    /// in place.
     fn default() -> Self {
         Self {
             walk: WalkMode::Rcu,
@@ -172,6 +193,7 @@ impl Default for VfsConfig {
             max_file_size: crate::pages::MAX_LFS_FILESIZE,
             lock_list: LockListKind::PerCpuRwSem,
             record_locks: RecordLocks::STRIPED,
+            file_writes: FileWrites::InPlace,
             size_limit: 0,
             inode_limit: 0,
         }

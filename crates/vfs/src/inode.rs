@@ -13,6 +13,7 @@
 //!
 //! May import the base modules, `dentry`, `dirents` and `locks` (an inode holds its lock state).
 
+use crate::config::FileWrites;
 use crate::dirents::{Design, Entries};
 use crate::errno::{Errno, VfsResult};
 use crate::mode::{S_ISGID, S_ISUID, S_IXGRP};
@@ -231,13 +232,20 @@ pub(crate) struct InodeRegistry {
     pub space: Arc<Space>,
     /// The design of its directories' entries.
     pub dirents: Design,
+    /// How writes to its files' data are serialized.
+    pub file_writes: FileWrites,
     /// One reference per live inode, plus the superblock's initial one.
     users: PercpuRef,
     keep: Mutex<Option<Arc<InodeRegistry>>>,
 }
 
 impl InodeRegistry {
-    pub fn new(list: Box<dyn ConcurrentList<Weak<Inode>>>, space: Arc<Space>, dirents: Design) -> Arc<Self> {
+    pub fn new(
+        list: Box<dyn ConcurrentList<Weak<Inode>>>,
+        space: Arc<Space>,
+        dirents: Design,
+        file_writes: FileWrites,
+    ) -> Arc<Self> {
         let registry = Arc::new_cyclic(|weak: &Weak<InodeRegistry>| {
             let weak = weak.clone();
             let users = PercpuRef::new(move || {
@@ -246,7 +254,7 @@ impl InodeRegistry {
                 // This runs inside the registry: free it after returning.
                 crossbeam_epoch::pin().defer(move || drop((registry, kept)));
             });
-            InodeRegistry { list, space, dirents, users, keep: Mutex::new(None) }
+            InodeRegistry { list, space, dirents, file_writes, users, keep: Mutex::new(None) }
         });
         *unpoisoned(registry.keep.lock()) = Some(Arc::clone(&registry));
         registry
@@ -724,19 +732,23 @@ impl Inode {
         }
     }
 
-    /// Whether a change of the file's data that leaves its size may stamp
-    /// its times at `now` on a per-CPU record: not while a time in the
-    /// content cell is ahead of `now` (set explicitly, or given by a
-    /// filesystem), which the record could not outweigh. Reads the cell
+    /// Whether a change of the file's data that leaves its size may go
+    /// without the writer lock and stamp its times at `now` on a per-CPU
+    /// record: in the [`FileWrites::InPlace`] design, and not while a time
+    /// in the content cell is ahead of `now` (set explicitly, or given by
+    /// a filesystem), which the record could not outweigh. Reads the cell
     /// only.
-    pub(crate) fn times_may_go_per_cpu(&self, now: Timespec) -> bool {
+    pub(crate) fn may_change_in_place(&self, now: Timespec) -> bool {
+        if self.registry.file_writes != FileWrites::InPlace {
+            return false;
+        }
         let a = self.content();
         a.mtime <= now && a.ctime <= now
     }
 
     /// A change of a regular file's data that leaves its size (a write in
     /// place, an `fallocate` that allocates nothing; see
-    /// [`times_may_go_per_cpu`](Self::times_may_go_per_cpu)): its
+    /// [`may_change_in_place`](Self::may_change_in_place)): its
     /// modification and change times are `now`, on the calling CPU's
     /// record only, so such changes on two CPUs share no line.
     pub(crate) fn data_changed_in_place(&self, now: Timespec) {

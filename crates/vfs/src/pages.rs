@@ -260,16 +260,28 @@ impl Page {
     /// Stores `data` at byte `at`; only the holder of the page's lock
     /// calls this.
     fn copy_in(&self, at: usize, data: &[u8]) {
-        let mut done = 0;
-        while done < data.len() {
-            let pos = at + done;
+        // Part of a word: merged with the bytes around it.
+        let merge = |pos: usize, bytes: &[u8]| {
             let slot = &self.words[pos / WORD];
-            let from = pos % WORD;
-            let n = (WORD - from).min(data.len() - done);
-            let mut word = if n == WORD { [0; WORD] } else { slot.load(Ordering::Relaxed).to_ne_bytes() };
-            word[from..from + n].copy_from_slice(&data[done..done + n]);
+            let mut word = slot.load(Ordering::Relaxed).to_ne_bytes();
+            word[pos % WORD..pos % WORD + bytes.len()].copy_from_slice(bytes);
             slot.store(u64::from_ne_bytes(word), Ordering::Relaxed);
-            done += n;
+        };
+        let head = ((WORD - at % WORD) % WORD).min(data.len());
+        let (first, rest) = data.split_at(head);
+        if head > 0 {
+            merge(at, first);
+        }
+        // Whole words, each one fixed-size load from `data` and one store.
+        let mut chunks = rest.chunks_exact(WORD);
+        let start = (at + head) / WORD;
+        for (i, chunk) in (&mut chunks).enumerate() {
+            let word: [u8; WORD] = chunk.try_into().expect("chunks_exact gives whole words");
+            self.words[start + i].store(u64::from_ne_bytes(word), Ordering::Relaxed);
+        }
+        let tail = chunks.remainder();
+        if !tail.is_empty() {
+            merge(at + data.len() - tail.len(), tail);
         }
     }
 

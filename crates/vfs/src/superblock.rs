@@ -92,7 +92,7 @@ impl SuperBlock {
         };
         let dir_locks = DirLocks::new(config.dir_locking);
         let space = Arc::new(crate::space::Space::new(config.size_limit, config.inode_limit));
-        let inodes = InodeRegistry::new(list, space, dir_locks.dirents());
+        let inodes = InodeRegistry::new(list, space, dir_locks.dirents(), config.file_writes);
         let root = Inode::new(&inodes, NewInode::of(FileType::Directory, 0o755));
         let fs = make_fs(&Instance::new(Arc::clone(&inodes), Arc::clone(&root)));
         let native = fs.names_in_dcache();

@@ -589,6 +589,23 @@ fn writes_to_different_pages_of_one_file_share_no_line() {
     assert!(!v.conflict_free(), "a write in place and one that moves the end share the file's count");
 }
 
+/// The control: in the "before" design every write takes the file's
+/// writer lock and attribute cell, so writes to different pages share
+/// them, as under Linux's `i_rwsem`.
+#[test]
+fn locked_writes_to_different_pages_share_the_files_lock() {
+    use vfscale::config::FileWrites;
+    let (_vfs, p) = tree(VfsConfig { file_writes: FileWrites::Locked, ..VfsConfig::default() });
+    let fd = p.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644).unwrap();
+    assert_eq!(p.pwrite(fd, &[7u8; 3 * 4096], 0), Ok(3 * 4096));
+    let write = |at: i64| assert_eq!(p.pwrite(fd, b"0123456789abcdef", at), Ok(16));
+    let v = verdict(|| write(100), || write(8300));
+    let sites: Vec<&String> = v.conflicts.iter().flat_map(|c| &c.sites).collect();
+    assert!(sites.iter().any(|s| s.contains("file/mod.rs")), "locked writes to pages 0 and 2: {sites:#?}");
+    let v = verdict(|| p.fallocate(fd, 0, 100, 16).unwrap(), || p.fallocate(fd, 0, 8300, 16).unwrap());
+    assert!(!v.conflict_free(), "locked fallocates of reserved ranges");
+}
+
 /// A split directory's `stat` folds its per-CPU link count and time
 /// records, each CPU's on a line of its own: it shares no line with opens
 /// and closes of files (whose counts and their mount's are per-CPU slots

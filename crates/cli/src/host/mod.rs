@@ -21,6 +21,7 @@
 //! ```
 
 mod dirs;
+mod files;
 mod locks;
 mod mprotect;
 mod procfs;
@@ -130,13 +131,14 @@ impl HostWorkload {
 
 /// Every host driver, in experiment order.
 pub fn all() -> &'static [HostWorkload] {
-    static ALL: [HostWorkload; 16] = [
+    static ALL: [HostWorkload; 17] = [
         sysfs::FILES,
         sysfs::MISSING,
         tree::WALK,
         tmpfs::INODE_EXIT,
         dirs::CREATE,
         dirs::UNLINK,
+        files::OVERWRITE,
         mprotect::STORM,
         procfs::PS,
         locks::FLOCK01,

@@ -6,6 +6,7 @@
 
 mod busy;
 mod dirs;
+mod file_overwrite;
 mod inode_exit;
 mod kernfs;
 pub(crate) mod locks;
@@ -86,7 +87,7 @@ impl Workload {
 
 /// All workloads, in the order `bench --list` shows them.
 pub fn all() -> &'static [Workload] {
-    static ALL: [Workload; 21] = [
+    static ALL: [Workload; 22] = [
         prim_list::WORKLOAD,
         prim_read::WORKLOAD,
         prim_mprotect::WORKLOAD,
@@ -96,6 +97,7 @@ pub fn all() -> &'static [Workload] {
         inode_exit::WORKLOAD,
         dirs::CREATE,
         dirs::UNLINK,
+        file_overwrite::WORKLOAD,
         kernfs::FILES,
         kernfs::MISSING,
         proc_ps::WORKLOAD,

@@ -355,7 +355,7 @@ impl OpenFile {
     /// different pages of one file share no line. `None` when it cannot.
     fn write_in_place(&self, pages: &PageMap, buf: &[u8], offset: u64, cred: &Credentials) -> Option<usize> {
         let now = Timespec::now();
-        if !self.inode.times_may_go_per_cpu(now) {
+        if !self.inode.may_change_in_place(now) {
             return None;
         }
         self.inode.remove_privileges(cred);
@@ -464,7 +464,7 @@ impl OpenFile {
         let (offset, len) = (offset as u64, len as u64);
         let now = Timespec::now();
         let keep_size = mode & falloc::KEEP_SIZE != 0;
-        if mode != punch && self.inode.times_may_go_per_cpu(now) && data.covers(offset, len, keep_size) {
+        if mode != punch && self.inode.may_change_in_place(now) && data.covers(offset, len, keep_size) {
             self.inode.remove_privileges(cred);
             self.inode.data_changed_in_place(now);
             return Ok(());
