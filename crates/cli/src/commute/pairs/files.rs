@@ -118,7 +118,20 @@ pub(super) const PAIRS: &[Pair] = &[
             let (p, q) = (w.process(), w.process());
             let [a, b] = dir_with_files(&*p, "d", ["a", "b"], SIZE)?;
             let (fd1, fd2) = (p.open(&a, libc::O_WRONLY, 0)?, q.open(&b, libc::O_WRONLY, 0)?);
-            Ok(Ops::own(p, move |p, _| pwrite(p, fd1), q, move |q, _| pwrite(q, fd2)))
+            Ok(Ops::own(p, move |p, _| pwrite(p, fd1, 0), q, move |q, _| pwrite(q, fd2, 0)))
+        },
+    ),
+    tmpfs(
+        "pwrite-same-file-diff-pages",
+        ["pwrite(fd1 of d/f, 512, 0)", "pwrite(fd2 of d/f, 512, 8192)"],
+        "Each overwrites bytes of its own page inside one file (no size change) and sets the file's mtime and \
+         ctime to the clock: the bytes are disjoint, and either order leaves both writes' bytes and the later \
+         call's times (FxMark's DWOM; Linux serializes the two on the inode's lock).",
+        |w, _| {
+            let (p, q) = (w.process(), w.process());
+            let [f] = dir_with_files(&*p, "d", ["f"], SIZE)?;
+            let (fd1, fd2) = (p.open(&f, libc::O_WRONLY, 0)?, q.open(&f, libc::O_WRONLY, 0)?);
+            Ok(Ops::own(p, move |p, _| pwrite(p, fd1, 0), q, move |q, _| pwrite(q, fd2, 8192)))
         },
     ),
     tmpfs(
@@ -167,9 +180,9 @@ pub(super) fn pread(p: &dyn crate::commute::sys::Syscalls, fd: i32, offset: u64)
     }
 }
 
-/// Overwrites the first 512 bytes.
-pub(super) fn pwrite(p: &dyn crate::commute::sys::Syscalls, fd: i32) -> Result<(), String> {
-    match p.pwrite(fd, &[b'y'; 512], 0)? {
+/// Overwrites 512 bytes at `offset`, which the file holds.
+pub(super) fn pwrite(p: &dyn crate::commute::sys::Syscalls, fd: i32, offset: u64) -> Result<(), String> {
+    match p.pwrite(fd, &[b'y'; 512], offset)? {
         512 => Ok(()),
         short => Err(format!("pwrite {fd}: {short} of 512 bytes")),
     }

@@ -126,7 +126,7 @@ pub(super) const PAIRS: &[Pair] = &[
             let (p, q) = (w.process(), w.process());
             let [a, b] = dir_with_files(&*p, "d", ["a", "b"], SIZE)?;
             let (fa, fb) = (p.open(&a, libc::O_RDONLY, 0)?, q.open(&b, libc::O_WRONLY, 0)?);
-            Ok(Ops::own(p, move |p, _| pread(p, fa, 0), q, move |q, _| pwrite(q, fb)))
+            Ok(Ops::own(p, move |p, _| pread(p, fa, 0), q, move |q, _| pwrite(q, fb, 0)))
         },
     ),
     tmpfs(
@@ -161,7 +161,7 @@ pub(super) const PAIRS: &[Pair] = &[
             let (p, q) = (w.process(), w.process());
             let [a, b] = dir_with_files(&*p, "d", ["a", "b"], SIZE)?;
             let fb = q.open(&b, libc::O_WRONLY, 0)?;
-            Ok(Ops::own(p, move |p, _| p.stat(&a).map(drop), q, move |q, _| pwrite(q, fb)))
+            Ok(Ops::own(p, move |p, _| p.stat(&a).map(drop), q, move |q, _| pwrite(q, fb, 0)))
         },
     ),
     tmpfs(
