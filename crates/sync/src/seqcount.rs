@@ -604,6 +604,14 @@ mod loom_models {
         b: u64,
     }
 
+    /// One read section over a pair: the count it began at, the pair, and
+    /// whether a write overlapped it.
+    fn read_pair(seq: &SeqCount, a: &AtomicU64, b: &AtomicU64) -> (u32, (u64, u64), bool) {
+        let start = seq.read_begin();
+        let pair = (a.load(Ordering::Relaxed), b.load(Ordering::Relaxed));
+        (start, pair, seq.read_retry(start))
+    }
+
     /// A reader that keeps a section's data (read_retry false) saw exactly
     /// one write's data, and any data from a write it did not wait for makes
     /// read_retry report the overlap.
@@ -624,9 +632,7 @@ mod loom_models {
                 let shared = Arc::clone(&shared);
                 thread::spawn(move || {
                     let (seq, a, b) = &*shared;
-                    let start = seq.read_begin();
-                    let (x, y) = (a.load(Ordering::Relaxed), b.load(Ordering::Relaxed));
-                    let retry = seq.read_retry(start);
+                    let (start, (x, y), retry) = read_pair(seq, a, b);
                     if !retry {
                         let expected = if start == 0 { 0 } else { 1 };
                         assert_eq!((x, y), (expected, expected), "accepted torn or stale data");
@@ -663,9 +669,8 @@ mod loom_models {
                 let shared = Arc::clone(&shared);
                 thread::spawn(move || {
                     let (seq, a, b) = &*shared;
-                    let start = seq.read_begin();
-                    let (x, y) = (a.load(Ordering::Relaxed), b.load(Ordering::Relaxed));
-                    if !seq.read_retry(start) {
+                    let (start, (x, y), retry) = read_pair(seq, a, b);
+                    if !retry {
                         assert_eq!((x, y), (u64::from(start / 2), u64::from(start / 2)), "torn or stale");
                     }
                 })

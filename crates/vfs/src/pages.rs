@@ -22,7 +22,7 @@
 //! the end, `truncate`, `fallocate`) serialize on the per-file writer lock
 //! (`PageMap::lock`) and bracket what a reader could see with the map's
 //! count. A write within the size to pages already written takes neither
-//! ([`PageMap::write_in_place`]): it locks its pages (each page's count is
+//! (`PageMap::write_in_place`): it locks its pages (each page's count is
 //! its lock, [`SeqCount::write_lock`]) in page order, then checks that the
 //! map's count has not moved since it looked the pages up; writers in
 //! place to different pages thus share no line. Every change of a page's
@@ -917,11 +917,10 @@ mod tests {
         std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
     }
 
-    /// A writer in place and one with the lock, over the same pages (the
-    /// one in place taking the lock whenever the map is changing): every
-    /// read sees all of one write.
-    #[test]
-    fn readers_see_whole_writes() {
+    /// Two writers over the same three pages, each write one byte value
+    /// throughout, made by `write` (given the writer's number), while the
+    /// test reads: every read sees all of one write.
+    fn reads_stay_whole(write: fn(&PageMap, u8, &[u8])) {
         let m = Arc::new(map());
         let len = 3 * PAGE_SIZE as usize;
         m.lock(unlimited()).write(0, &vec![0; len]).unwrap();
@@ -931,25 +930,40 @@ mod tests {
                 let m = Arc::clone(&m);
                 std::thread::spawn(move || {
                     for round in 0..rounds {
-                        let data = vec![(round % 100) as u8 * 2 + w + 1; len];
-                        if w == 1 && m.write_in_place(0, &data).is_some() {
-                            continue;
-                        }
-                        m.lock(unlimited()).write(0, &data).unwrap();
+                        write(&m, w, &vec![(round % 100) as u8 * 2 + w + 1; len]);
                     }
                 })
             })
             .collect();
+        read_whole_until_done(&m, len, writers);
+    }
+
+    /// A writer in place and one with the lock (the one in place taking
+    /// the lock whenever the map is changing).
+    #[test]
+    fn readers_see_whole_writes() {
+        reads_stay_whole(|m, w, data| {
+            if w == 0 || m.write_in_place(0, data).is_none() {
+                m.lock(unlimited()).write(0, data).unwrap();
+            }
+        });
+    }
+
+    /// Reads the first `len` bytes of `m` until every writer has ended,
+    /// and once after: each read must see one byte value throughout.
+    fn read_whole_until_done(m: &PageMap, len: usize, writers: Vec<std::thread::JoinHandle<()>>) {
         let mut buf = vec![0; len];
-        while writers.iter().any(|w| !w.is_finished()) {
+        let mut read_whole = || {
             assert_eq!(m.read(&mut buf, 0), len);
             assert!(buf.iter().all(|&b| b == buf[0]), "a torn read");
+        };
+        while writers.iter().any(|w| !w.is_finished()) {
+            read_whole();
         }
         for w in writers {
             w.join().unwrap();
         }
-        assert_eq!(m.read(&mut buf, 0), len);
-        assert!(buf.iter().all(|&b| b == buf[0]), "torn at the end");
+        read_whole();
     }
 
     /// A change with the writer lock waits for the lock of a page a write
@@ -980,33 +994,12 @@ mod tests {
         assert!(buf.iter().all(|&b| b == 2));
     }
 
-    /// Two writers in place over the same three pages: every read sees
-    /// all of one write, never pages of two.
+    /// Two writers in place: never pages of two writes.
     #[test]
     fn readers_see_whole_writes_in_place() {
-        let m = Arc::new(map());
-        let len = 3 * PAGE_SIZE as usize;
-        m.lock(unlimited()).write(0, &vec![0; len]).unwrap();
-        let rounds = stress_iters(2000);
-        let writers: Vec<_> = (0..2u8)
-            .map(|w| {
-                let m = Arc::clone(&m);
-                std::thread::spawn(move || {
-                    for round in 0..rounds {
-                        let byte = (round % 100) as u8 * 2 + w + 1;
-                        assert_eq!(m.write_in_place(0, &vec![byte; len]), Some(len), "nothing else changes the map");
-                    }
-                })
-            })
-            .collect();
-        let mut buf = vec![0; len];
-        while writers.iter().any(|w| !w.is_finished()) {
-            assert_eq!(m.read(&mut buf, 0), len);
-            assert!(buf.iter().all(|&b| b == buf[0]), "a torn read");
-        }
-        for w in writers {
-            w.join().unwrap();
-        }
+        reads_stay_whole(|m, _, data| {
+            assert_eq!(m.write_in_place(0, data), Some(data.len()), "nothing else changes the map");
+        });
     }
 
     /// Writes in place over pages that a truncate takes away and gives
