@@ -1,7 +1,9 @@
 //! Per-CPU changes to an object's count and time that a reader folds into
 //! an exact value: a directory's link count and its latest change time
 //! beside the base attributes, so that creates and unlinks in one directory
-//! on different CPUs write no common line.
+//! on different CPUs write no common line; a file's latest modification
+//! time beside its attributes, so that writes to different pages of it do
+//! not either.
 //!
 //! Invariant: each CPU's record is a delta, a latest time and a version;
 //! the version is odd exactly while one writer (the only one, by the
@@ -10,6 +12,9 @@
 //! then every version again, and accepts only when none was odd or moved:
 //! then no record changed in between, so the sum and the maximum it
 //! returns held together at one instant of that window.
+//! [`clear_times_with`](PercpuChanges::clear_times_with) holds every
+//! version odd while it changes the base, so a snapshot sees the times
+//! and the base both before or both after.
 //!
 //! Cost: a line per CPU per object (64 bytes a CPU, aligned as the
 //! kernel's `____cacheline_aligned` data is), of this object alone: a
@@ -27,7 +32,7 @@
 //! dir.record(-1, 250);
 //! let (delta, latest, base) = dir.snapshot(|| 2);
 //! assert_eq!((delta, latest, base), (0, Some(250), 2));
-//! dir.clear_times();
+//! dir.clear_times_with(|| ());
 //! assert_eq!(dir.snapshot(|| ()).1, None);
 //! ```
 
@@ -99,13 +104,23 @@ impl PercpuChanges {
         }
     }
 
-    /// Forgets every CPU's latest time (an explicit time set on the object
-    /// replaces them); the deltas stay.
-    pub fn clear_times(&self) {
-        for cpu in 0..self.records.len() {
-            let (_write, record) = self.write(cpu);
-            record.latest.store(0, Ordering::Relaxed);
-        }
+    /// Forgets every CPU's latest time and runs `f` (which sets the
+    /// explicit time that replaces them in the base), as one step: every
+    /// record's version stays odd until `f` has returned, so a
+    /// [`snapshot`](Self::snapshot) sees the times and what `f` changed
+    /// both before or both after, never the times gone beside the old
+    /// base. The deltas stay. Records are taken in CPU order.
+    pub fn clear_times_with<R>(&self, f: impl FnOnce() -> R) -> R {
+        let sections: Vec<WriteSection<'_>> = (0..self.records.len())
+            .map(|cpu| {
+                let (section, record) = self.write(cpu);
+                record.latest.store(0, Ordering::Relaxed);
+                section
+            })
+            .collect();
+        let result = f();
+        drop(sections);
+        result
     }
 
     /// The sum of the deltas, the latest time (none if no record has one)
@@ -208,7 +223,7 @@ mod tests {
         changes.record_on(0, 0, i64::MIN + 1);
         assert_eq!(changes.snapshot(|| ()).0, 2);
         assert_eq!(changes.snapshot(|| ()).1, Some(-5), "times before 1970 order as times");
-        changes.clear_times();
+        assert_eq!(changes.clear_times_with(|| 9), 9);
         assert_eq!(changes.snapshot(|| 7), (2, None, 7));
     }
 }
@@ -250,6 +265,30 @@ mod loom_models {
             assert!(first <= second, "went back from {first} to {second}");
             writer.join().unwrap();
             assert_eq!(changes.snapshot(|| ()), (3, Some(20), ()));
+        });
+    }
+
+    /// A snapshot racing a clear of the times that also sets the base (an
+    /// explicit time replacing the per-CPU ones) sees the time and the old
+    /// base, or no time and the new base: never no time beside the old
+    /// base.
+    #[test]
+    fn a_clear_and_its_base_are_one_step() {
+        loom::model(|| {
+            let changes = Arc::new(PercpuChanges::new());
+            let base = Arc::new(crate::shim::AtomicU64::new(0));
+            changes.record_on(1, 0, 10);
+            let clear = {
+                let (changes, base) = (Arc::clone(&changes), Arc::clone(&base));
+                thread::spawn(move || changes.clear_times_with(|| base.store(1, Ordering::Relaxed)))
+            };
+            let reader = {
+                let (changes, base) = (Arc::clone(&changes), Arc::clone(&base));
+                thread::spawn(move || changes.snapshot(|| base.load(Ordering::Relaxed)))
+            };
+            let (_, time, seen) = reader.join().unwrap();
+            assert!(matches!((time, seen), (Some(10), 0) | (None, 1)), "time {time:?} beside base {seen}");
+            clear.join().unwrap();
         });
     }
 

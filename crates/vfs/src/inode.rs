@@ -724,11 +724,14 @@ impl Inode {
         }
     }
 
-    /// Before an explicit modification time: the inode forgets the times
-    /// of its per-CPU records, which would otherwise outweigh it.
-    pub(crate) fn forget_percpu_times(&self) {
-        if let Some(changes) = self.changes.get() {
-            changes.clear_times();
+    /// Changes the size or times with `f`, which sets an explicit
+    /// modification time: the times of the per-CPU records, which would
+    /// otherwise outweigh it, go in the same step, so a `stat` sees them
+    /// and the old cell or neither and the new one.
+    pub(crate) fn update_content_replacing_times(&self, f: impl FnOnce(&mut ContentAttrs)) {
+        match self.changes.get() {
+            Some(changes) => changes.clear_times_with(|| self.content.update(f)),
+            None => self.content.update(f),
         }
     }
 
@@ -810,9 +813,6 @@ impl Inode {
     /// of its size, link count and times it sets.
     pub(crate) fn set_attributes(&self, spec: &NewInode) {
         let now = Timespec::now();
-        if spec.mtime.is_some() {
-            self.forget_percpu_times();
-        }
         self.update_meta(|a| {
             a.mode = (a.mode & !0o7777) | (spec.perm & 0o7777);
             a.uid = spec.uid;
@@ -820,12 +820,16 @@ impl Inode {
             a.nlink = spec.nlink.unwrap_or(a.nlink);
             a.ctime = spec.ctime.map_or(a.ctime, |ctime| ctime.min(now));
         });
-        self.update_content(|a| {
+        let set = |a: &mut ContentAttrs| {
             a.size = spec.size.unwrap_or(a.size);
             a.atime = spec.atime.unwrap_or(a.atime);
             a.mtime = spec.mtime.unwrap_or(a.mtime);
             a.ctime = spec.ctime.unwrap_or(a.ctime);
-        });
+        };
+        match spec.mtime {
+            Some(_) => self.update_content_replacing_times(set),
+            None => self.update_content(set),
+        }
     }
 
     /// Checks `mask` access for `cred` against the mode and owner (Linux

@@ -16,7 +16,7 @@
 
 use crate::cred::{may_chmod, may_chown, Access, Credentials};
 use crate::errno::{Errno, VfsResult};
-use crate::inode::{Body, Inode, MetaAttrs};
+use crate::inode::{Body, ContentAttrs, Inode, MetaAttrs};
 use crate::pages::PageMap;
 use crate::time::Timespec;
 use crate::types::{SetAttr, SetTime};
@@ -48,9 +48,6 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
     if owner_mode.is_none() && mode.is_none() && !times {
         return Ok(());
     }
-    if times && attr.mtime != SetTime::Omit {
-        inode.forget_percpu_times();
-    }
     let now = Timespec::now();
     let resolve = |t: SetTime, old: Timespec| match t {
         SetTime::Now => now,
@@ -73,11 +70,15 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
         });
     }
     if times {
-        inode.update_content(|a| {
+        let set = |a: &mut ContentAttrs| {
             a.atime = resolve(attr.atime, a.atime);
             a.mtime = resolve(attr.mtime, a.mtime);
             a.ctime = now;
-        });
+        };
+        match attr.mtime {
+            SetTime::Omit => inode.update_content(set),
+            _ => inode.update_content_replacing_times(set),
+        }
     }
     Ok(())
 }

@@ -14,7 +14,8 @@
 //! the page's words out with `Relaxed` loads, and keeps the copy only if
 //! none of those counts has moved; otherwise it reads again. After
 //! [`READ_TRIES`] lost races it takes the writer lock and the locks of the
-//! pages it covers, so a reader always finishes. The read of the size and
+//! pages it covers, waiting for them as writers do, so no stream of
+//! writes keeps it retrying. The read of the size and
 //! of every byte is thus one consistent snapshot: a read sees all of a
 //! write or none of it, as under the rwsem this replaced.
 //!
@@ -157,7 +158,8 @@ pub(crate) trait PageBudget: Send + Sync {
 struct Page {
     _head: LinePad,
     /// Odd while its words change, and the lock of every change of them
-    /// ([`SeqCount::write_lock`]).
+    /// ([`SeqCount::write_lock`]), which a reader that lost its races
+    /// takes too.
     seq: SeqCount,
     /// Written to, not only reserved by `fallocate`: `SEEK_DATA` finds
     /// written pages only, as shmem's finds only up-to-date folios.
@@ -518,18 +520,17 @@ impl PageMap {
 
     /// Whether `fallocate` of `offset..offset + len` would change nothing
     /// here: every page it covers is present and, unless `keep_size`, it
-    /// ends within the size. Takes no lock and writes nothing.
+    /// ends within the size, with no change of the tree or size under way
+    /// or made while it looked (else false: the caller takes the writer
+    /// lock). Takes no lock, writes nothing and never waits.
     pub fn covers(&self, offset: u64, len: u64, keep_size: bool) -> bool {
         let guard = crossbeam_epoch::pin();
         let end = offset.saturating_add(len);
-        loop {
-            let start = self.seq.read_begin();
-            let covered = (keep_size || end <= self.size.load(Ordering::Acquire))
-                && (offset / PAGE_SIZE..end.div_ceil(PAGE_SIZE)).all(|index| self.lookup(index, &guard).is_some());
-            if !self.seq.read_retry(start) {
-                return covered;
-            }
-        }
+        let start = self.seq.raw_read();
+        let covered = start & 1 == 0
+            && (keep_size || end <= self.size.load(Ordering::Acquire))
+            && (offset / PAGE_SIZE..end.div_ceil(PAGE_SIZE)).all(|index| self.lookup(index, &guard).is_some());
+        covered && !self.seq.read_retry(start)
     }
 
     /// Takes the writer lock.
@@ -707,15 +708,20 @@ impl PageWriter<'_> {
     /// allocated are freed again and nothing changes, as shmem does.
     pub fn allocate(&mut self, offset: u64, len: u64, keep_size: bool) -> VfsResult<()> {
         let guard = crossbeam_epoch::pin();
+        let map = self.map;
         let end = offset.saturating_add(len);
         let mut added = Vec::new();
+        // Zero pages appearing (and going again on ENOSPC) change no byte
+        // a reader sees, but [`PageMap::covers`] must not take a page
+        // this call may still take back for a reservation: the count is
+        // odd from the first page added to the end.
+        let mut write = None;
         for index in offset / PAGE_SIZE..end.div_ceil(PAGE_SIZE) {
-            if self.map.lookup(index, &guard).is_some() {
+            if map.lookup(index, &guard).is_some() {
                 continue;
             }
+            write.get_or_insert_with(|| map.seq.write_begin());
             if self.page(index, &guard).is_none() {
-                // Zero pages appearing and going change nothing a reader
-                // sees, so no sequence write is needed.
                 for index in added {
                     self.remove_pages(index, index, &guard);
                 }
@@ -724,8 +730,8 @@ impl PageWriter<'_> {
             added.push(index);
         }
         if !keep_size && end > self.size() {
-            let _write = self.map.seq.write_begin();
-            self.map.size.store(end, Ordering::Release);
+            write.get_or_insert_with(|| map.seq.write_begin());
+            map.size.store(end, Ordering::Release);
         }
         Ok(())
     }
@@ -786,7 +792,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use proptest::test_runner::RngSeed;
-    use std::sync::Arc;
+    use std::sync::{mpsc, Arc};
     use vfscale_sync::audited::AtomicU64;
 
     fn map() -> PageMap {
@@ -994,6 +1000,53 @@ mod tests {
         assert!(buf.iter().all(|&b| b == 2));
     }
 
+    /// A budget whose second charge tells the test it is there, waits
+    /// for its word, then fails.
+    struct Gate {
+        calls: AtomicU64,
+        entered: mpsc::SyncSender<()>,
+        release: vfscale_sync::audited::Mutex<mpsc::Receiver<()>>,
+    }
+
+    impl PageBudget for Gate {
+        fn charge(&self) -> bool {
+            if self.calls.fetch_add(1, Ordering::Relaxed) == 1 {
+                self.entered.send(()).unwrap();
+                self.release.lock().unwrap().recv().unwrap();
+                return false;
+            }
+            true
+        }
+        fn uncharge(&self, _pages: u64) {}
+    }
+
+    /// An `fallocate` that runs out of space takes back the pages it
+    /// added: while it has one of them, `covers` does not count it as a
+    /// reservation (the range then takes the writer lock, and is
+    /// reserved, or fails, for real).
+    #[test]
+    fn covers_does_not_count_the_pages_of_an_allocate_under_way() {
+        let m = Arc::new(map());
+        for index in [0, 1, 3] {
+            m.lock(unlimited()).write(index * PAGE_SIZE, &[7; 8]).unwrap();
+        }
+        assert!(!m.covers(0, 3 * PAGE_SIZE, true), "page 2 is a hole");
+        let ((entered, at_gate), (release, released)) = (mpsc::sync_channel(0), mpsc::sync_channel(0));
+        let gate =
+            Arc::new(Gate { calls: AtomicU64::new(0), entered, release: vfscale_sync::audited::Mutex::new(released) });
+        let allocate = {
+            let (m, gate) = (Arc::clone(&m), Arc::clone(&gate));
+            // Adds page 2 (the first charge), then fails at page 4.
+            std::thread::spawn(move || m.lock(&*gate).allocate(0, 6 * PAGE_SIZE, true))
+        };
+        at_gate.recv().unwrap();
+        let covered = m.covers(0, 3 * PAGE_SIZE, true);
+        release.send(()).unwrap();
+        assert_eq!(allocate.join().unwrap(), Err(Errno::ENOSPC));
+        assert!(m.lookup(2, &crossbeam_epoch::pin()).is_none(), "taken back");
+        assert!(!covered, "covers counted a page the failing allocate took back");
+    }
+
     /// Two writers in place: never pages of two writes.
     #[test]
     fn readers_see_whole_writes_in_place() {
@@ -1002,14 +1055,15 @@ mod tests {
         });
     }
 
-    /// Writes in place over pages that a truncate takes away and gives
-    /// back as holes: a read sees one write whole, the pages past the
-    /// shorter size as zeros or not at all, never two writes' bytes.
+    /// Writes in place over pages that a truncate takes away, or zeroes
+    /// past its end inside a page, and gives back as holes: a read sees
+    /// one write whole, the bytes past the shorter size as zeros or not at
+    /// all, never two writes' bytes.
     #[test]
     fn writes_in_place_order_with_truncates() {
         let m = Arc::new(map());
         let len = 4 * PAGE_SIZE as usize;
-        let half = len / 2;
+        let half = len / 2 + 100;
         m.lock(unlimited()).write(0, &vec![1; len]).unwrap();
         let rounds = stress_iters(300);
         let writer = {

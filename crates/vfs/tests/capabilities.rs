@@ -98,6 +98,29 @@ fn fsetid_keeps_set_id_bits_on_write() {
     assert_eq!(write(root_without(Capabilities::FSETID)), 0, "set-group-ID of a group-executable file goes");
 }
 
+/// Linux's `file_modified`: every `fallocate` mode drops set-id bits as a
+/// write does, one that reserves nothing new included.
+#[test]
+fn fallocate_drops_set_id_bits_without_fsetid() {
+    use vfscale::falloc;
+    let vfs = setup();
+    let alice = vfs.process(Credentials::user(ALICE, ALICE, []));
+    let p = vfs.process(root_without(Capabilities::FSETID));
+    let fd = p.open("/f", OpenFlags::RDWR, 0).unwrap();
+    p.pwrite(fd, &[1; 8192], 0).unwrap();
+    let f = p.open_file(fd).unwrap();
+    let cred = root_without(Capabilities::FSETID);
+    for (what, mode, offset) in [
+        ("a new reservation", 0, 8192),
+        ("a reserved range", 0, 0),
+        ("a hole punched", falloc::PUNCH_HOLE | falloc::KEEP_SIZE, 0),
+    ] {
+        alice.chmod("/f", 0o6777).unwrap();
+        f.fallocate(mode, offset, 4096, &cred).unwrap();
+        assert_eq!(p.stat("/f").unwrap().mode & (S_ISUID | S_ISGID), 0, "{what}");
+    }
+}
+
 #[test]
 fn mknod_lease_chroot_and_trusted_xattrs_each_need_their_capability() {
     let vfs = setup();

@@ -104,3 +104,33 @@ fn a_read_after_a_write_in_place_updates_the_access_time() {
     with_virtual_cpu(0, || assert_eq!(p.pread(fd, &mut [0; 4], 0), Ok(4)));
     assert!(p.fstat(fd).unwrap().atime >= written.mtime, "the read left the access time at {soon:?}");
 }
+
+/// An explicit modification time replaces the per-CPU times in one step:
+/// a `stat` racing it never sees the records' times gone beside the old
+/// cell, so the change time it shows never goes back.
+#[test]
+fn stat_never_sees_the_change_time_go_back_across_utimens() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (_vfs, p, fd) = file();
+    let stop = AtomicBool::new(false);
+    let past = Timespec { sec: 1_000_000, nsec: 0 };
+    let rounds = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    std::thread::scope(|s| {
+        let observer = s.spawn(|| {
+            let mut last = p.fstat(fd).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let now = p.fstat(fd).unwrap();
+                assert!(now.ctime >= last.ctime, "ctime went back: {:?} -> {:?}", last.ctime, now.ctime);
+                last = now;
+            }
+        });
+        for _ in 0..rounds {
+            wait_for_clock_past(p.fstat(fd).unwrap().ctime);
+            // In place: the times go to this CPU's record, past the cell's.
+            with_virtual_cpu(1, || assert_eq!(p.pwrite(fd, b"x", 5), Ok(1)));
+            p.utimens("/f", SetTime::Omit, SetTime::At(past)).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        observer.join().unwrap();
+    });
+}

@@ -434,7 +434,8 @@ impl OpenFile {
     /// and grows the file to cover it; [`falloc::KEEP_SIZE`] reserves
     /// without growing; [`falloc::PUNCH_HOLE`] (with `KEEP_SIZE`) frees
     /// the range, which then reads as zeros. Every mode sets the
-    /// modification and change times (Linux's `file_modified`); one that
+    /// modification and change times and drops set-id bits as a write
+    /// does (Linux's `file_modified`); one that
     /// finds everything reserved already takes no lock and stamps them on
     /// the calling CPU's record. Errors as Linux's shmem: EBADF
     /// unless open for writing, ENODEV on anything but a regular file,
@@ -472,6 +473,7 @@ impl OpenFile {
         let mut pages = data.lock(self.inode.space());
         if mode == punch {
             pages.punch_hole(offset, len);
+            self.inode.remove_privileges(cred);
             self.inode.update_content(|a| {
                 a.mtime = now;
                 a.ctime = now;
