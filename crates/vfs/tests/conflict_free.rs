@@ -717,6 +717,32 @@ fn failing_xattr_changes_share_no_line() {
     assert!(sites.iter().any(|s| s.contains("xattr_store.rs")), "a removexattr replaces the map: {sites:#?}");
 }
 
+/// An `O_CREAT` open of a name that exists is an open of it (Linux 6.12's
+/// opportunistic look-up): counted per CPU in rcu-walk, with no count on
+/// the directory or the file. Two of them for reading share no line (for
+/// writing, they share the file's count of writers, as Linux's
+/// `i_writecount`), nor one for writing with a `link` and `unlink` of
+/// another name of the file.
+#[test]
+fn creat_opens_of_an_existing_file_share_no_line() {
+    let (vfs, p) = tree(VfsConfig::default());
+    p.mkdir("/d", 0o755).unwrap();
+    p.close(p.open("/d/f", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
+    let q = vfs.process(Credentials::root());
+    let open_creat = |who: &Process, access: OpenFlags| {
+        let fd = who.open("/d/f", OpenFlags::CREAT | access, 0o644).unwrap();
+        who.close(fd).unwrap();
+    };
+    let v = verdict(|| open_creat(&p, OpenFlags::RDONLY), || open_creat(&q, OpenFlags::RDONLY));
+    assert!(v.conflict_free(), "two O_CREAT opens of one file: {:#?}", v.conflicts);
+    let link_unlink = || {
+        q.link("/d/f", "/d/g").unwrap();
+        q.unlink("/d/g").unwrap();
+    };
+    let v = verdict(|| open_creat(&p, OpenFlags::WRONLY), link_unlink);
+    assert!(v.conflict_free(), "an O_CREAT open and a link and unlink: {:#?}", v.conflicts);
+}
+
 /// Only a walk that climbs (`..`, in its path or in a symlink's target)
 /// reads the rename seqcount that a move of a directory between
 /// directories writes: a stat of a path without `..` beside such a move

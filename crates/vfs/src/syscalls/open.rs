@@ -38,16 +38,27 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
         let inode = OpenRef::new(at.inode, &at.sb().reclaim, flags.may_read(), flags.may_write(), created, cpu);
         Ok((inode, mount))
     };
-    let ((inode, mount), created) = if flags.creat() {
-        let (Dir { mount, inode }, created) = open_or_create(ctx, path, flags, perm)?;
-        (count(At { mount: &mount, inode: &inode }, created)?, created)
-    } else {
-        let intent = if flags.nofollow() { Intent::NoFollow } else { Intent::Follow };
-        let found = ctx.walk(path, intent, |walked| match walked {
+    let intent = if flags.nofollow() { Intent::NoFollow } else { Intent::Follow };
+    let existing = |ctx: &Ctx<'_>| {
+        ctx.walk(path, intent, |walked| match walked {
             Walked::Found(at) => count(at, false),
             Walked::Parent { .. } => unreachable!("not a parent walk"),
-        })?;
-        (found, false)
+        })
+    };
+    // `O_CREAT` of a name that exists opens it as an open without
+    // `O_CREAT` does, in rcu-walk, counting only per CPU (Linux 6.12's
+    // opportunistic look-up for `O_CREAT`); a missing name, or any error
+    // (which the create's walk then gives as Linux does), goes on to the
+    // create. Not with `O_EXCL`, which fails on any name there, nor with
+    // a trailing slash, which is EISDIR on a file too.
+    let quick = flags.creat() && !flags.excl() && !path.ends_with(b"/") && !ctx.scope.cached;
+    let ((inode, mount), created) = match quick.then(|| existing(ctx).ok()).flatten() {
+        Some(found) => (found, false),
+        None if flags.creat() => {
+            let (Dir { mount, inode }, created) = open_or_create(ctx, path, flags, perm)?;
+            (count(At { mount: &mount, inode: &inode }, created)?, created)
+        }
+        None => (existing(ctx)?, false),
     };
     let sb = &mount.sb;
     let mut wanted = flags.permission_needed();
