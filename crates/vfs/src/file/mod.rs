@@ -331,9 +331,9 @@ impl OpenFile {
         }
         let mut data = pages.lock(self.inode.space());
         let start = if self.flags.append() { data.size() } else { offset };
-        let n = clipped(start)?.len();
+        let within = clipped(start)?;
         self.inode.remove_privileges(cred);
-        let n = data.write(start, &buf[..n])?;
+        let n = data.write(start, within)?;
         // Again after the data: a set-id bit a chmod set while it was
         // copied goes too, as if the chmod came first.
         self.inode.remove_privileges(cred);
