@@ -719,6 +719,12 @@ fn eloop_chain_of_more_than_40_links() {
         let half = MAX_SYMLINKS / 2;
         assert_eq!(root.stat(format!("/e{half}/../e{half}")).unwrap().ino, root.stat("/dt").unwrap().ino);
         fails(vfs, Errno::ELOOP, "two chains in one path", || root.stat(format!("/e{}/../e{half}", half + 1)));
+        // With `O_CREAT` too: half the links on the way to a final link
+        // whose chain is the other half and one more.
+        root.symlink(".", "/s").unwrap();
+        let through = format!("{}/c{}", "/s".repeat(half as usize), half + 1);
+        fails(vfs, Errno::ELOOP, "open", || root.open(&through, OpenFlags::RDONLY, 0));
+        fails(vfs, Errno::ELOOP, "open O_CREAT", || root.open(&through, OpenFlags::CREAT | OpenFlags::RDONLY, 0o644));
     });
 }
 

@@ -24,6 +24,28 @@ fn read_all(p: &vfscale::Process, path: &str) -> Result<Vec<u8>, Errno> {
     Ok(buf)
 }
 
+/// `O_CREAT` of a name a generated tree has opens it, directly or through
+/// a symlink; through a symlink whose target was removed it fails, as a
+/// create in the tree does (a generated tree's directories keep no names
+/// of their own: the create asks the tree, and so must the look-up
+/// before it).
+#[test]
+fn creat_opens_existing_nodes_and_fails_on_a_dangling_link() {
+    for config in designs() {
+        let sys = Kernfs::new(config);
+        let d = sys.create_dir(&sys.root(), "d", 0o755).unwrap();
+        let mtu = sys.create_file(&d, "mtu", 0o444, || Ok(b"1500\n".to_vec()), None::<Store>).unwrap();
+        sys.create_symlink(&sys.root(), "l", &mtu).unwrap();
+        let p = sys.vfs().process(Credentials::root());
+        let creat = |path: &str| p.open(path, OpenFlags::CREAT | OpenFlags::RDONLY, 0o644).and_then(|fd| p.close(fd));
+        assert_eq!(creat("/d/mtu"), Ok(()), "{config:?}");
+        assert_eq!(creat("/l"), Ok(()), "{config:?}");
+        sys.remove(&mtu).unwrap();
+        let dangling = creat("/l");
+        assert_eq!(dangling, Err(Errno::EACCES), "{config:?}");
+    }
+}
+
 #[test]
 fn tree_of_dirs_files_and_symlinks_is_walkable() {
     for config in designs() {

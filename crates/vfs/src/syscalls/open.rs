@@ -47,12 +47,19 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     };
     // `O_CREAT` of a name that exists opens it as an open without
     // `O_CREAT` does, in rcu-walk, counting only per CPU (Linux 6.12's
-    // opportunistic look-up for `O_CREAT`); a missing name, or any error
-    // (which the create's walk then gives as Linux does), goes on to the
-    // create. Not with `O_EXCL`, which fails on any name there, nor with
-    // a trailing slash, which is EISDIR on a file too.
-    let quick = flags.creat() && !flags.excl() && !path.ends_with(b"/") && !ctx.scope.cached;
-    let ((inode, mount), created) = match quick.then(|| existing(ctx).ok()).flatten() {
+    // opportunistic look-up for `O_CREAT`). A missing name, or an error
+    // of the walk's last steps (a final symlink to `f/` is EISDIR with
+    // `O_CREAT`), goes on to the create, which walks again; more than
+    // `MAX_SYMLINKS` links on the way is ELOOP on any path. Not with
+    // `O_EXCL`, which fails on any name there, nor with a trailing slash,
+    // which is EISDIR on a file too.
+    let quick = flags.creat() && !flags.excl() && !path.ends_with(b"/");
+    let found = match quick.then(|| existing(ctx)) {
+        Some(Err(Errno::ELOOP)) => return Err(Errno::ELOOP),
+        Some(found) => found.ok(),
+        None => None,
+    };
+    let ((inode, mount), created) = match found {
         Some(found) => (found, false),
         None if flags.creat() => {
             let (Dir { mount, inode }, created) = open_or_create(ctx, path, flags, perm)?;
@@ -227,7 +234,10 @@ fn existing_child(dir: &ParentDir, name: &[u8]) -> VfsResult<Option<Arc<Inode>>>
     let directory = dir.dir()?;
     let sb = &dir.mount.sb;
     if !sb.native {
-        return Ok(sb.dir_locks.lookup(directory, name).map(CountedArc::into_arc));
+        // Its filesystem knows its names (a generated tree's directories
+        // keep none), as the create it would go on to asks it.
+        let _locked = sb.dir_locks.read(directory);
+        return sb.fs.lookup(&dir.inode, name);
     }
     let guard = crossbeam_epoch::pin();
     let cached = sb.dcache.lookup(dir.ino(), name, &guard).and_then(|dentry| dentry.inode.as_ref());
