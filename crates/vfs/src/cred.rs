@@ -390,14 +390,20 @@ pub fn may_chown(
     Ok(new_mode)
 }
 
-/// Whether `cred` may unlink, rmdir or rename away an entry owned by
-/// `file_uid` in a directory with st_mode `dir_mode` owned by `dir_uid`
-/// (Linux `check_sticky`). In a sticky directory (`S_ISVTX`, like `/tmp`)
-/// only the entry's owner, the directory's owner or a holder of
-/// `CAP_FOWNER` may; anyone else gets `EPERM`. A directory without the sticky bit imposes nothing here
-/// (write and search permission on it are checked separately).
-pub fn may_delete_in_sticky(dir_mode: u32, dir_uid: u32, file_uid: u32, cred: &Credentials) -> VfsResult<()> {
-    if dir_mode & S_ISVTX == 0 || cred.uid == dir_uid || cred.owner_or_capable(file_uid) {
+/// Whether `cred` may unlink, rmdir or rename away an entry in a
+/// directory with st_mode `dir_mode` (Linux `check_sticky`); `owners`
+/// gives the directory's owner and the entry's. In a sticky directory
+/// (`S_ISVTX`, like `/tmp`) only the entry's owner, the directory's owner
+/// or a holder of `CAP_FOWNER` may; anyone else gets `EPERM`. A directory
+/// without the sticky bit imposes nothing here (write and search
+/// permission on it are checked separately), and `owners` is not called:
+/// the owners are words that a `chmod` of either writes beside the mode.
+pub fn may_delete_in_sticky(dir_mode: u32, owners: impl FnOnce() -> (u32, u32), cred: &Credentials) -> VfsResult<()> {
+    if dir_mode & S_ISVTX == 0 {
+        return Ok(());
+    }
+    let (dir_uid, file_uid) = owners();
+    if cred.uid == dir_uid || cred.owner_or_capable(file_uid) {
         Ok(())
     } else {
         Err(Errno::EPERM)
@@ -626,19 +632,20 @@ mod tests {
 
     #[test]
     fn non_sticky_dir_allows_any_delete() {
-        assert_eq!(may_delete_in_sticky(S_IFDIR | 0o777, 0, 0, &alice()), Ok(()));
+        let owners = || unreachable!("a directory without the sticky bit reads no owner");
+        assert_eq!(may_delete_in_sticky(S_IFDIR | 0o777, owners, &alice()), Ok(()));
     }
 
     #[test]
     fn sticky_dir_allows_file_owner_dir_owner_and_root() {
         let tmp = S_IFDIR | 0o1777;
-        assert_eq!(may_delete_in_sticky(tmp, 0, 1000, &alice()), Ok(()));
-        assert_eq!(may_delete_in_sticky(tmp, 1000, 0, &alice()), Ok(()));
-        assert_eq!(may_delete_in_sticky(tmp, 5, 6, &Credentials::root()), Ok(()));
+        assert_eq!(may_delete_in_sticky(tmp, || (0, 1000), &alice()), Ok(()));
+        assert_eq!(may_delete_in_sticky(tmp, || (1000, 0), &alice()), Ok(()));
+        assert_eq!(may_delete_in_sticky(tmp, || (5, 6), &Credentials::root()), Ok(()));
     }
 
     #[test]
     fn sticky_dir_denies_others_with_eperm() {
-        assert_eq!(may_delete_in_sticky(S_IFDIR | 0o1777, 0, 2000, &alice()), Err(Errno::EPERM));
+        assert_eq!(may_delete_in_sticky(S_IFDIR | 0o1777, || (0, 2000), &alice()), Err(Errno::EPERM));
     }
 }

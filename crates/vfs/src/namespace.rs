@@ -220,7 +220,7 @@ impl<'a> Ctx<'a> {
     /// the sticky-bit rule, then the victim's type against the operation.
     fn may_delete(&self, dir: &Inode, victim: &Inode, removing_dir: bool) -> VfsResult<()> {
         self.may_create(dir)?;
-        may_delete_in_sticky(dir.mode(), dir.owner().0, victim.owner().0, self.cred)?;
+        may_delete_in_sticky(dir.mode(), || (dir.owner().0, victim.owner().0), self.cred)?;
         match (removing_dir, victim.is_dir()) {
             (true, false) => Err(Errno::ENOTDIR),
             (false, true) => Err(Errno::EISDIR),

@@ -431,6 +431,16 @@ fn changes_that_must_fail_write_nothing() {
     let rwsem = beside_a_lookup(DirLocking::RwSem, |q| q.unlink("/d/gone"));
     let sites = rwsem.b.write_sites();
     assert!(sites.iter().any(|s| s.contains("rwsem")), "the directory's rwsem: {sites:#?}");
+    // An unlink of a directory (EISDIR) beside a chmod of it: outside a
+    // sticky directory the unlink reads no owner, a word beside the mode.
+    let (vfs, p) = tree(VfsConfig::default());
+    p.mkdir("/d", 0o755).unwrap();
+    p.mkdir("/d/s", 0o755).unwrap();
+    let q = vfs.process(Credentials::root());
+    let modes = AtomicUsize::new(0);
+    let chmod = || q.chmod("/d/s", [0o700, 0o755][modes.fetch_add(1, Ordering::Relaxed) % 2]).unwrap();
+    let v = verdict(|| assert_eq!(p.unlink("/d/s"), Err(Errno::EISDIR)), chmod);
+    assert!(v.conflict_free(), "an unlink of a directory and a chmod of it: {:#?}", v.conflicts);
 }
 
 /// A file's lock list is left alone by a close that has no lock of its
