@@ -116,30 +116,33 @@ fn span(level: u32) -> u64 {
 /// Up to four items in place, more on the heap: the pages one read or
 /// write covers, which is rarely more.
 struct Few<T> {
+    len: usize,
     inline: [Option<T>; 4],
     more: Vec<T>,
 }
 
 impl<T> Few<T> {
     fn new() -> Few<T> {
-        Few { inline: [None, None, None, None], more: Vec::new() }
+        Few { len: 0, inline: [None, None, None, None], more: Vec::new() }
     }
 
     fn push(&mut self, item: T) {
-        match self.inline.iter_mut().find(|slot| slot.is_none()) {
+        match self.inline.get_mut(self.len) {
             Some(slot) => *slot = Some(item),
             None => self.more.push(item),
         }
+        self.len += 1;
     }
 
     /// In the order pushed.
     fn iter(&self) -> impl Iterator<Item = &T> {
-        self.inline.iter().map_while(Option::as_ref).chain(&self.more)
+        self.inline[..self.len.min(4)].iter().flatten().chain(&self.more)
     }
 
     fn clear(&mut self) {
-        self.inline = [None, None, None, None];
+        self.inline[..self.len.min(4)].fill_with(|| None);
         self.more.clear();
+        self.len = 0;
     }
 }
 
@@ -377,7 +380,7 @@ impl PageMap {
         for _ in 0..READ_TRIES {
             seen.clear();
             let start = self.seq.read_begin();
-            let n = self.copy_out(buf, offset, &guard, &mut |page| seen.push((page, page.seq.read_begin())));
+            let n = self.copy_out(buf, offset, &guard, |page| seen.push((page, page.seq.read_begin())));
             if seen.iter().all(|(page, count)| !page.seq.read_retry(*count)) && !self.seq.read_retry(start) {
                 return n;
             }
@@ -386,12 +389,12 @@ impl PageMap {
         // in place stop at the locks of the pages the copy holds.
         let _writer = self.writer.write();
         let mut held = Few::new();
-        self.copy_out(buf, offset, &guard, &mut |page| held.push(page.seq.write_lock()))
+        self.copy_out(buf, offset, &guard, |page| held.push(page.seq.write_lock()))
     }
 
     /// Copies out what `buf` covers from `offset`, calling `at_page` with
     /// each present page before copying from it.
-    fn copy_out<'g>(&self, buf: &mut [u8], offset: u64, guard: &'g Guard, at_page: &mut dyn FnMut(&'g Page)) -> usize {
+    fn copy_out<'g>(&self, buf: &mut [u8], offset: u64, guard: &'g Guard, mut at_page: impl FnMut(&'g Page)) -> usize {
         let size = self.size.load(Ordering::Relaxed);
         if offset >= size {
             return 0;

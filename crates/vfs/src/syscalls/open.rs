@@ -53,19 +53,18 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     // `MAX_SYMLINKS` links on the way is ELOOP on any path. Not with
     // `O_EXCL`, which fails on any name there, nor with a trailing slash,
     // which is EISDIR on a file too.
-    let quick = flags.creat() && !flags.excl() && !path.ends_with(b"/");
-    let found = match quick.then(|| existing(ctx)) {
-        Some(Err(Errno::ELOOP)) => return Err(Errno::ELOOP),
-        Some(found) => found.ok(),
-        None => None,
-    };
-    let ((inode, mount), created) = match found {
-        Some(found) => (found, false),
-        None if flags.creat() => {
-            let (Dir { mount, inode }, created) = open_or_create(ctx, path, flags, perm)?;
-            (count(At { mount: &mount, inode: &inode }, created)?, created)
+    let ((inode, mount), created) = if !flags.creat() {
+        (existing(ctx)?, false)
+    } else {
+        let quick = !flags.excl() && !path.ends_with(b"/");
+        match quick.then(|| existing(ctx)) {
+            Some(Ok(found)) => (found, false),
+            Some(Err(Errno::ELOOP)) => return Err(Errno::ELOOP),
+            _ => {
+                let (Dir { mount, inode }, created) = open_or_create(ctx, path, flags, perm)?;
+                (count(At { mount: &mount, inode: &inode }, created)?, created)
+            }
         }
-        None => (existing(ctx)?, false),
     };
     let sb = &mount.sb;
     let mut wanted = flags.permission_needed();
