@@ -11,7 +11,9 @@
 //! [`snapshot`](PercpuChanges::snapshot) reads every version, the records,
 //! then every version again, and accepts only when none was odd or moved:
 //! then no record changed in between, so the sum and the maximum it
-//! returns held together at one instant of that window.
+//! returns held together at one instant of that window. After
+//! [`SNAPSHOT_TRIES`] such reads it takes every record's write section
+//! itself, in CPU order, and reads them held.
 //! [`clear_times_with`](PercpuChanges::clear_times_with) holds every
 //! version odd while it changes the base, so a snapshot sees the times
 //! and the base both before or both after.
@@ -78,6 +80,10 @@ fn encode(time: i64) -> isize {
 /// Most CPUs whose versions a snapshot keeps on the stack.
 const STACK_CPUS: usize = 64;
 
+/// Reads a snapshot tries before it holds the records still; one under
+/// loom, so that its models explore the held read too.
+pub const SNAPSHOT_TRIES: usize = if cfg!(loom) { 1 } else { 4 };
+
 fn decode(slot: isize) -> Option<i64> {
     (slot != 0).then_some((slot as u64 ^ (1 << 63)) as i64)
 }
@@ -126,7 +132,10 @@ impl PercpuChanges {
     /// The sum of the deltas, the latest time (none if no record has one)
     /// and what `read_base` returned, all as they were at one instant.
     /// `read_base` reads the state the deltas are relative to and may run
-    /// more than once.
+    /// more than once. After [`SNAPSHOT_TRIES`] reads that changes got in
+    /// the way of, it holds every record still (their write sections, in
+    /// CPU order) and reads once more, so writers that never pause
+    /// cannot keep it retrying.
     pub fn snapshot<B>(&self, mut read_base: impl FnMut() -> B) -> (isize, Option<i64>, B) {
         let cpus = self.records.len();
         let (mut on_stack, mut on_heap) = ([0isize; STACK_CPUS], Vec::new());
@@ -136,18 +145,11 @@ impl PercpuChanges {
             on_heap.resize(cpus, 0);
             &mut on_heap
         };
-        loop {
+        for _ in 0..SNAPSHOT_TRIES {
             for (cpu, seen) in before.iter_mut().enumerate() {
                 *seen = self.stable_version(cpu);
             }
-            let (mut delta, mut latest) = (0isize, 0isize);
-            for record in self.records.iter() {
-                delta = delta.wrapping_add(record.delta.load(Ordering::Relaxed));
-                let time = record.latest.load(Ordering::Relaxed);
-                if time as usize > latest as usize {
-                    latest = time;
-                }
-            }
+            let (delta, latest) = self.fold();
             let base = read_base();
             fence(Ordering::Acquire);
             if self
@@ -159,6 +161,26 @@ impl PercpuChanges {
                 return (delta, decode(latest), base);
             }
         }
+        let held: Vec<WriteSection<'_>> = (0..cpus).map(|cpu| self.write(cpu).0).collect();
+        let (delta, latest) = self.fold();
+        let base = read_base();
+        drop(held);
+        (delta, decode(latest), base)
+    }
+
+    /// The sum of the records' deltas and the largest of their times (as
+    /// slots hold them), read as they are: the caller makes them one
+    /// instant (versions unmoved, or every record held).
+    fn fold(&self) -> (isize, isize) {
+        let (mut delta, mut latest) = (0isize, 0isize);
+        for record in self.records.iter() {
+            delta = delta.wrapping_add(record.delta.load(Ordering::Relaxed));
+            let time = record.latest.load(Ordering::Relaxed);
+            if time as usize > latest as usize {
+                latest = time;
+            }
+        }
+        (delta, latest)
     }
 
     /// `cpu`'s version once no write to its record is in progress.
