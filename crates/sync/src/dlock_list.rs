@@ -390,11 +390,8 @@ mod tests {
     use super::*;
     use crate::shim::AtomicBool;
     use crate::spin::{TasLock, TicketLock};
+    use crate::test_support::stress_iters;
     use std::sync::{Arc, Barrier, Mutex, Weak};
-
-    fn stress_iters(default: usize) -> usize {
-        std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
-    }
 
     /// Every variant the VFS may pick, behind the trait.
     fn lists() -> Vec<(&'static str, Arc<dyn ConcurrentList<u64>>)> {

@@ -320,12 +320,9 @@ impl fmt::Debug for LockRefGuard<'_> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::test_support::stress_iters;
     use std::sync::Arc;
     use std::thread;
-
-    fn stress_iters(default: u64) -> u64 {
-        std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
-    }
 
     /// The dput pattern: lockless when not the last reference.
     fn put(r: &LockRef) {

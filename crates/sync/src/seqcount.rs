@@ -323,13 +323,10 @@ impl<T: bytemuck::Pod + fmt::Debug> fmt::Debug for SeqLock<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::test_support::stress_iters;
     use std::sync::atomic::AtomicBool;
     use std::sync::{Arc, Mutex};
     use std::thread;
-
-    fn stress_iters(default: u64) -> u64 {
-        std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
-    }
 
     #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
     #[repr(C)]

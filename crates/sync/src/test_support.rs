@@ -16,7 +16,7 @@ pub(crate) struct Budget {
 #[cfg(test)]
 impl Budget {
     pub(crate) fn new(default: usize) -> Self {
-        let iters = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+        let iters = stress_iters(default);
         Self { iters, until: std::time::Instant::now() + std::time::Duration::from_millis(500) }
     }
 
@@ -77,6 +77,22 @@ pub fn machine_lock(name: &str) -> Option<std::fs::File> {
         let e = std::io::Error::last_os_error();
         assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "cannot lock {}: {e}", path.display());
     }
+}
+
+/// Waits, a millisecond at a time, until `now()` has moved past `t`: with
+/// the coarse clock that stamps inodes, until a change from then on gets a
+/// later stamp than `t`.
+pub fn wait_for_clock_past<T: PartialOrd>(now: impl Fn() -> T, t: T) {
+    while now() <= t {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// How many rounds a stress test runs: `VFSCALE_STRESS_ITERS` where it is
+/// set (the flake hunt and slow machines bound the suite's time with it),
+/// else `default`.
+pub fn stress_iters<T: std::str::FromStr>(default: T) -> T {
+    std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// The seed of a test's random cases: `PROPTEST_RNG_SEED` where it is set

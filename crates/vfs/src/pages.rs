@@ -797,6 +797,7 @@ mod tests {
     use proptest::test_runner::RngSeed;
     use std::sync::{mpsc, Arc};
     use vfscale_sync::audited::AtomicU64;
+    use vfscale_sync::test_support::stress_iters;
 
     fn map() -> PageMap {
         PageMap::new()
@@ -920,10 +921,6 @@ mod tests {
         // The owner gives a dropped map's pages back.
         budget.uncharge(m.pages());
         assert_eq!(budget.0.load(Ordering::Relaxed), 2);
-    }
-
-    fn stress_iters(default: usize) -> usize {
-        std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
     }
 
     /// Two writers over the same three pages, each write one byte value

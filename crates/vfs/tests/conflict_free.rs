@@ -12,16 +12,9 @@ use vfscale::{
 };
 use vfscale_sync::audit;
 use vfscale_sync::conflict::{self, Verdict};
+use vfscale_sync::test_support::wait_for_clock_past;
 
 const DEEP: &str = "/usr/share/doc/vfscale/README";
-
-/// Waits until the coarse clock that stamps inodes has moved past `t`, so
-/// that a change from now on gets a later stamp than `t`.
-fn wait_for_clock_past(t: Timespec) {
-    while Timespec::now() <= t {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-}
 
 fn tree(config: VfsConfig) -> (Vfs, Process) {
     let vfs = Vfs::new(config);
@@ -133,7 +126,7 @@ fn hot_paths_do_no_shared_writes() {
     // Past the coarse clock's tick of the file's creation, so the warm-up
     // read makes the one relatime update.
     let created = a.stat(DEEP).unwrap();
-    wait_for_clock_past(created.mtime.max(created.ctime));
+    wait_for_clock_past(Timespec::now, created.mtime.max(created.ctime));
     let v = verdict(|| open_read_close(&a, DEEP), || open_read_close(&b, DEEP));
     assert!(v.conflict_free(), "open+read+close of one file by two processes: {:#?}", v.conflicts);
     let v =
@@ -284,7 +277,7 @@ fn pread_does_no_shared_writes() {
     // Past the coarse clock's tick, so the first read's relatime update
     // is the last one.
     let written = p.fstat(fd).unwrap();
-    wait_for_clock_past(written.mtime.max(written.ctime));
+    wait_for_clock_past(Timespec::now, written.mtime.max(written.ctime));
     let file = p.open_file(fd).unwrap();
     let mut buf = [0u8; 8192];
     let read = |at: u64, want: usize| {

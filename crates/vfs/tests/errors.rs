@@ -17,6 +17,7 @@ use vfscale::{
     Credentials, Errno, Fd, FileType, OpenFlags, Process, SetTime, Stat, Timespec, Vfs, VfsConfig, VfsResult, Whence,
     MAX_SYMLINKS,
 };
+use vfscale_sync::test_support::stress_iters;
 use vfscale_sync::test_support::wait_until;
 
 /// The scalable design and the "before" design of every variant.
@@ -939,10 +940,6 @@ fn assert_nothing_left(vfs: &Vfs) {
 
 // ---- readdir while the directory changes ----
 
-fn iterations(default: usize) -> usize {
-    std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
 #[test]
 fn readdir_sees_stable_names_exactly_once_while_others_change() {
     for config in configs() {
@@ -963,7 +960,7 @@ fn readdir_sees_stable_names_exactly_once_while_others_change() {
         for name in &stable {
             create_file(&root, &format!("/d/{}", String::from_utf8_lossy(name)), 0o644, b"");
         }
-        let listings = iterations(200);
+        let listings = stress_iters(200);
         let done = Arc::new(AtomicBool::new(false));
         // Rounds the churn thread has finished: the listings start after
         // the first, so they always race a churning directory.

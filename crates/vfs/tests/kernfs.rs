@@ -222,7 +222,7 @@ fn removal_drains_concurrent_readers() {
 /// removal returned, and nothing panics.
 #[test]
 fn walkers_race_tree_changes() {
-    let iterations: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let iterations: usize = vfscale_sync::test_support::stress_iters(300);
     for config in designs() {
         let sys = Arc::new(Kernfs::new(config));
         let stop = Arc::new(AtomicBool::new(false));

@@ -215,7 +215,7 @@ fn waits_end_on_timeout_and_cancel_and_wake_in_order() {
 /// each running `step(process, fd, thread, iteration, inside)` for the
 /// stress iterations, in every lock-list design; no lock is left after.
 fn contend(step: impl Fn(&Process, i32, usize, usize, &AtomicUsize) + Sync) {
-    let iters: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let iters: usize = vfscale_sync::test_support::stress_iters(300);
     each_kind(|vfs| {
         let inside = AtomicUsize::new(0);
         std::thread::scope(|s| {
@@ -331,7 +331,7 @@ fn flock_shared_and_exclusive_exclude_across_cpus() {
 #[test]
 fn read_leases_and_writing_opens_under_contention() {
     use vfscale_sync::cpu::with_virtual_cpu as on_cpu;
-    let iters: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let iters: usize = vfscale_sync::test_support::stress_iters(300);
     each_kind(|vfs| {
         vfs.locks().set_lease_break_time(Duration::from_secs(30));
         let setup = vfs.process(Credentials::root());

@@ -81,7 +81,7 @@ fn a_dead_task_disappears_at_once_and_its_open_files_fail_with_esrch() {
 /// either succeeds with the task's own data or fails with ENOENT/ESRCH.
 #[test]
 fn ps_walkers_race_exits() {
-    let iterations: u32 = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let iterations: u32 = vfscale_sync::test_support::stress_iters(300);
     for config in designs() {
         let proc = Arc::new(Procfs::new(config));
         for pid in 1..=20 {

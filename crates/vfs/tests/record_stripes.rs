@@ -177,7 +177,7 @@ fn locks_merge_and_split_across_stripes() {
 /// not get in; each lets go at once.
 #[test]
 fn conversions_are_atomic_under_contention() {
-    let iters: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let iters: usize = vfscale_sync::test_support::stress_iters(300);
     each(|vfs, design| {
         let holder = vfs.process(Credentials::root());
         let fd = rw(&holder, "/f");
@@ -275,7 +275,7 @@ fn getlk_reports_the_first_conflict_in_linux_order() {
 /// (its group knew every slot the threads left locks in).
 #[test]
 fn one_owners_threads_in_different_stripes_keep_its_locks_whole() {
-    let iters: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let iters: usize = vfscale_sync::test_support::stress_iters(300);
     for (design, stripe) in [(RecordLocks::Striped { stripe_shift: 2 }, 4i64), (RecordLocks::STRIPED, 4096)] {
         let vfs = Vfs::new(VfsConfig { record_locks: design, ..VfsConfig::default() });
         let p = vfs.process(Credentials::root());

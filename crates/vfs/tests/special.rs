@@ -4,6 +4,7 @@
 
 use vfscale::mode::{S_IFBLK, S_IFCHR, S_IFDIR, S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, S_ISGID};
 use vfscale::{Credentials, Errno, FileType, OpenFlags, Timespec, Vfs};
+use vfscale_sync::test_support::wait_for_clock_past;
 
 fn world_writable() -> (Vfs, vfscale::Process) {
     let vfs = Vfs::default();
@@ -104,14 +105,6 @@ fn chmod_clears_setgid_for_outsiders() {
     assert_eq!(root.stat("/f").unwrap().mode & S_ISGID, 0);
 }
 
-/// Waits until the coarse clock that stamps inodes has moved past `t`, so
-/// that a change from now on gets a later stamp than `t`.
-fn wait_for_clock_past(t: Timespec) {
-    while Timespec::now() <= t {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-}
-
 #[test]
 fn failed_operations_leave_ctime_alone() {
     let (vfs, root) = world_writable();
@@ -120,7 +113,7 @@ fn failed_operations_leave_ctime_alone() {
     let before = root.stat("/f").unwrap().ctime;
     let dir_before = root.stat("/d").unwrap().ctime;
     // Any change from here on would be seen in a later stamp.
-    wait_for_clock_past(before.max(dir_before));
+    wait_for_clock_past(Timespec::now, before.max(dir_before));
     let user = vfs.process(Credentials::user(1000, 1000, []));
     assert_eq!(user.chmod("/f", 0o777), Err(Errno::EPERM));
     assert_eq!(user.chown("/f", Some(1000), None), Err(Errno::EPERM));

@@ -12,13 +12,10 @@ use std::thread;
 use vfscale::config::DirLocking;
 use vfscale::{Credentials, Errno, OpenFlags, SetTime, Timespec, Vfs, VfsConfig, Whence};
 use vfscale_sync::cpu::with_virtual_cpu;
+use vfscale_sync::test_support::stress_iters;
 
 fn split() -> Vfs {
     Vfs::new(VfsConfig { dir_locking: DirLocking::Split, ..VfsConfig::default() })
-}
-
-fn iterations(default: usize) -> usize {
-    std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Sequentially, on alternating CPUs: after every mkdir, rmdir, create,
@@ -33,7 +30,7 @@ fn link_count_and_times_follow_the_model_across_cpus() {
     let (mut subdirs, mut files) = (BTreeSet::new(), BTreeSet::new());
     let mut last = p.stat("/d").unwrap();
     let mut seed = 0x9e37_79b9u64;
-    for step in 0..iterations(2000) {
+    for step in 0..stress_iters(2000) {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
@@ -91,7 +88,7 @@ fn stat_under_concurrent_mkdirs_is_exact() {
     let vfs = split();
     let p = vfs.process(Credentials::root());
     p.mkdir("/d", 0o755).unwrap();
-    let per_thread = iterations(600);
+    let per_thread = stress_iters(600);
     let (begun, done) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let writers: Vec<_> = (0..3)
         .map(|t| {
@@ -129,7 +126,7 @@ fn stat_under_concurrent_mkdirs_is_exact() {
 fn rmdir_never_removes_a_directory_a_create_got_into() {
     let vfs = split();
     let p = vfs.process(Credentials::root());
-    for round in 0..iterations(300) {
+    for round in 0..stress_iters(300) {
         let dir = format!("/r{round}");
         p.mkdir(&dir, 0o755).unwrap();
         let start = Arc::new(AtomicBool::new(false));
@@ -177,7 +174,7 @@ fn rename_over_a_name_never_leaves_it_missing() {
             }
         })
     };
-    for i in 0..iterations(600) {
+    for i in 0..stress_iters(600) {
         let name = format!("/d/new{}", i % 5);
         let fd = p.open(&name, OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap();
         p.close(fd).unwrap();
@@ -235,7 +232,7 @@ fn listings_and_lookups_hold_while_buckets_split() {
     let vfs = split();
     let p = vfs.process(Credentials::root());
     p.mkdir("/d", 0o755).unwrap();
-    let per_thread = iterations(600) * 3;
+    let per_thread = stress_iters(600) * 3;
     let made: Arc<Vec<AtomicUsize>> = Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
     let creators: Vec<_> = (0..2)
         .map(|t| {
@@ -302,7 +299,7 @@ fn file_moves_around_a_cycle_of_directories_neither_deadlock_nor_lose_the_file()
                 thread::spawn(move || {
                     let q = vfs.process(Credentials::root());
                     let mut moved = 0;
-                    for _ in 0..iterations(3000) {
+                    for _ in 0..stress_iters(3000) {
                         match with_virtual_cpu(cpu, || q.rename(from, to)) {
                             Ok(()) => moved += 1,
                             Err(e) => assert_eq!(e, Errno::ENOENT, "{from} -> {to}"),

@@ -22,7 +22,7 @@ use vfscale::{Credentials, Errno, FileType, OpenFlags, Process, Stat, Vfs, VfsCo
 use vfscale_sync::test_support::wait_until;
 
 fn iterations() -> usize {
-    std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(600)
+    vfscale_sync::test_support::stress_iters(600)
 }
 
 fn root_of(vfs: &Vfs) -> Process {

@@ -7,6 +7,7 @@
 use vfscale::falloc;
 use vfscale::{Credentials, OpenFlags, Process, SetTime, Stat, Timespec, Vfs};
 use vfscale_sync::cpu::with_virtual_cpu;
+use vfscale_sync::test_support::wait_for_clock_past;
 
 const LEN: usize = 3 * 4096;
 
@@ -18,19 +19,12 @@ fn file() -> (Vfs, Process, i32) {
     (vfs, p, fd)
 }
 
-/// Waits until the coarse clock has moved past `t`.
-fn wait_for_clock_past(t: Timespec) {
-    while Timespec::now() <= t {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-}
-
 /// Runs `change` on `cpu` once the clock is past the file's times, and
 /// checks that it set the modification and change times to the clock's
 /// reading during it, leaving the size alone.
 fn stamps_now(p: &Process, fd: i32, cpu: usize, change: impl FnOnce()) -> Stat {
     let before = p.fstat(fd).unwrap();
-    wait_for_clock_past(before.mtime.max(before.ctime));
+    wait_for_clock_past(Timespec::now, before.mtime.max(before.ctime));
     let start = Timespec::now();
     with_virtual_cpu(cpu, change);
     let end = Timespec::now();
@@ -68,7 +62,7 @@ fn fallocate_stamps_both_times() {
     stamps_now(&p, fd, 1, || f.fallocate(0, 100, 4096, &root).unwrap());
     stamps_now(&p, fd, 0, || f.fallocate(falloc::KEEP_SIZE, 0, LEN as i64 + 4096, &root).unwrap());
     let before = p.fstat(fd).unwrap();
-    wait_for_clock_past(before.mtime.max(before.ctime));
+    wait_for_clock_past(Timespec::now, before.mtime.max(before.ctime));
     f.fallocate(0, 0, LEN as i64 + 1, &root).unwrap();
     let after = p.fstat(fd).unwrap();
     assert!(after.mtime > before.mtime && after.ctime > before.ctime);
@@ -98,7 +92,7 @@ fn a_read_after_a_write_in_place_updates_the_access_time() {
     let now = Timespec::now().as_nanos();
     let (older, soon) = (Timespec::from_nanos(now - 20_000_000_000), Timespec::from_nanos(now + 30_000_000));
     p.utimens("/f", SetTime::At(soon), SetTime::At(older)).unwrap();
-    wait_for_clock_past(soon);
+    wait_for_clock_past(Timespec::now, soon);
     let written = stamps_now(&p, fd, 1, || assert_eq!(p.pwrite(fd, b"x", 10), Ok(1)));
     assert_eq!(written.atime, soon);
     with_virtual_cpu(0, || assert_eq!(p.pread(fd, &mut [0; 4], 0), Ok(4)));
@@ -114,7 +108,7 @@ fn stat_never_sees_the_change_time_go_back_across_utimens() {
     let (_vfs, p, fd) = file();
     let stop = AtomicBool::new(false);
     let past = Timespec { sec: 1_000_000, nsec: 0 };
-    let rounds = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let rounds = vfscale_sync::test_support::stress_iters(300);
     std::thread::scope(|s| {
         let observer = s.spawn(|| {
             let mut last = p.fstat(fd).unwrap();
@@ -125,7 +119,7 @@ fn stat_never_sees_the_change_time_go_back_across_utimens() {
             }
         });
         for _ in 0..rounds {
-            wait_for_clock_past(p.fstat(fd).unwrap().ctime);
+            wait_for_clock_past(Timespec::now, p.fstat(fd).unwrap().ctime);
             // In place: the times go to this CPU's record, past the cell's.
             with_virtual_cpu(1, || assert_eq!(p.pwrite(fd, b"x", 5), Ok(1)));
             p.utimens("/f", SetTime::Omit, SetTime::At(past)).unwrap();

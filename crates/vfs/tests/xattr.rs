@@ -3,6 +3,7 @@
 use vfscale::mode::{S_IFIFO, S_IFREG};
 use vfscale::xattr::{XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX};
 use vfscale::{Credentials, Errno, Timespec, Vfs};
+use vfscale_sync::test_support::wait_for_clock_past;
 
 fn setup() -> (Vfs, vfscale::Process, vfscale::Process) {
     let vfs = Vfs::default();
@@ -110,19 +111,11 @@ fn user_attributes_follow_permissions_and_file_types() {
     assert_eq!(get(&owner, "/tmp", b"user.a").unwrap(), b"v");
 }
 
-/// Waits until the coarse clock that stamps inodes has moved past `t`, so
-/// that a change from now on gets a later stamp than `t`.
-fn wait_for_clock_past(t: Timespec) {
-    while Timespec::now() <= t {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-}
-
 #[test]
 fn changes_touch_ctime_and_failures_do_not() {
     let (vfs, _root, p) = setup();
     let before = p.stat("/f").unwrap().ctime;
-    wait_for_clock_past(before);
+    wait_for_clock_past(Timespec::now, before);
     let other = vfs.process(Credentials::user(2000, 2000, []));
     assert!(other.setxattr("/f", b"user.a", b"v", 0).is_err());
     assert!(p.removexattr("/f", b"user.none").is_err());
@@ -130,7 +123,7 @@ fn changes_touch_ctime_and_failures_do_not() {
     p.setxattr("/f", b"user.a", b"v", 0).unwrap();
     let set = p.stat("/f").unwrap().ctime;
     assert!(set > before);
-    wait_for_clock_past(set);
+    wait_for_clock_past(Timespec::now, set);
     p.removexattr("/f", b"user.a").unwrap();
     assert!(p.stat("/f").unwrap().ctime > set);
 }

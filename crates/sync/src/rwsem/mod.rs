@@ -258,14 +258,11 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwSemWriteGuard<'_, T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::test_support::stress_iters;
     use crate::test_support::wait_until;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
     use std::sync::Barrier;
     use std::time::{Duration, Instant};
-
-    fn stress_iters(default: usize) -> usize {
-        std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
-    }
 
     #[test]
     fn new_read_write_into_inner() {

@@ -166,7 +166,7 @@ mod tests {
     #[test]
     fn stress_one_owner_at_a_time() {
         const THREADS: usize = 8;
-        let iters: usize = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(2_000);
+        let iters: usize = crate::test_support::stress_iters(2_000);
         let osq = Osq::new();
         let inside = AtomicUsize::new(0);
         let owned = AtomicUsize::new(0);

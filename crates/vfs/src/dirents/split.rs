@@ -514,7 +514,7 @@ mod tests {
     /// name is found.
     #[test]
     fn overlapping_splits_of_a_bucket_and_its_halves_leave_no_slot_on_a_replaced_bucket() {
-        let rounds = std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+        let rounds = vfscale_sync::test_support::stress_iters(200);
         for round in 0..rounds {
             let dir = Arc::new(SplitEntries::new());
             let reclaim = Arc::new(Reclaim::default());
