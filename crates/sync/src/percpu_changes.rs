@@ -117,16 +117,20 @@ impl PercpuChanges {
     /// both before or both after, never the times gone beside the old
     /// base. The deltas stay. Records are taken in CPU order.
     pub fn clear_times_with<R>(&self, f: impl FnOnce() -> R) -> R {
-        let sections: Vec<WriteSection<'_>> = (0..self.records.len())
-            .map(|cpu| {
-                let (section, record) = self.write(cpu);
-                record.latest.store(0, Ordering::Relaxed);
-                section
-            })
-            .collect();
+        let held = self.hold_all();
+        for record in self.records.iter() {
+            record.latest.store(0, Ordering::Relaxed);
+        }
         let result = f();
-        drop(sections);
+        drop(held);
         result
+    }
+
+    /// Every record's write section, taken in CPU order (the order every
+    /// holder of more than one takes them in): no record changes until
+    /// they drop.
+    fn hold_all(&self) -> Vec<WriteSection<'_>> {
+        (0..self.records.len()).map(|cpu| self.write(cpu).0).collect()
     }
 
     /// The sum of the deltas, the latest time (none if no record has one)
@@ -161,7 +165,7 @@ impl PercpuChanges {
                 return (delta, decode(latest), base);
             }
         }
-        let held: Vec<WriteSection<'_>> = (0..cpus).map(|cpu| self.write(cpu).0).collect();
+        let held = self.hold_all();
         let (delta, latest) = self.fold();
         let base = read_base();
         drop(held);

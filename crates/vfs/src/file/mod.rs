@@ -435,9 +435,9 @@ impl OpenFile {
     /// without growing; [`falloc::PUNCH_HOLE`] (with `KEEP_SIZE`) frees
     /// the range, which then reads as zeros. Every mode sets the
     /// modification and change times and drops set-id bits as a write
-    /// does (Linux's `file_modified`); one that
-    /// finds everything reserved already takes no lock and stamps them on
-    /// the calling CPU's record. Errors as Linux's shmem: EBADF
+    /// does (Linux's `file_modified`); one that finds everything reserved
+    /// already takes no lock and stamps them on the calling CPU's record.
+    /// Errors as Linux's shmem: EBADF
     /// unless open for writing, ENODEV on anything but a regular file,
     /// EOPNOTSUPP for other modes, EFBIG past the file-size limit, ENOSPC
     /// (leaving nothing allocated) when the space runs out.
