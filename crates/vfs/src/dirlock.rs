@@ -278,7 +278,7 @@ impl DirLocks {
         self.with_entry(dir, name, |dentry| dentry.inode.as_ref().filter(|inode| inode.is_dir()).map(|_| ())).is_some()
     }
 
-    /// Whether `dir` has an entry `name`, where the design can tell
+    /// `dir`'s entry `name`, if it has one, where the design can tell
     /// without a lock: the split design's look-up takes none, and what it
     /// finds (or misses) was so at a moment of the call. None in the
     /// locked designs, which decide under the lock as Linux does. A
@@ -286,11 +286,17 @@ impl DirLocks {
     /// caller that answers for the name as a whole reads the dcache first
     /// (`namespace::presence`, rcu-walk's miss). `hash` is the name's
     /// `name_hash`; `guard` is pinned.
-    pub fn peek(&self, dir: &Directory, name: &[u8], hash: u64, guard: &Guard) -> Option<bool> {
+    pub fn peek<'g>(
+        &self,
+        dir: &Directory,
+        name: &[u8],
+        hash: u64,
+        guard: &'g Guard,
+    ) -> Option<Option<&'g Arc<Dentry>>> {
         debug_assert_eq!(hash, name_hash(name), "a name's hash");
         match &dir.entries {
             Entries::Locked(_) => None,
-            Entries::Split(entries) => Some(entries.get(name, hash, guard).is_some()),
+            Entries::Split(entries) => Some(entries.get(name, hash, guard)),
         }
     }
 

@@ -488,7 +488,7 @@ impl<'g> Walker for RcuWalker<'g> {
             // cached negative would end it. Elsewhere ref-walk looks.
             let missing = sb.native
                 && sb.fs.caches_negatives()
-                && sb.dir_locks.peek(pos.inode.dir()?, name, hash, self.guard) == Some(false);
+                && matches!(sb.dir_locks.peek(pos.inode.dir()?, name, hash, self.guard), Some(None));
             return if missing { Ok(None) } else { Err(Stop::Fallback) };
         };
         let seq = dentry.seq.read_begin();

@@ -423,6 +423,7 @@ impl<'a> Ctx<'a> {
         let (dir, last, trailing_slash) = self.parent(path)?;
         let name = last.require_normal(DirOp::Unlink)?;
         dir.mount.want_write()?;
+        self.unlink_of_a_directory(&dir, name, trailing_slash)?;
         let mut locked = self.lock_name_expecting(&dir, name, true)?;
         let victim = Arc::clone(child_inode(locked.get(name))?);
         if trailing_slash {
@@ -435,6 +436,26 @@ impl<'a> Ctx<'a> {
         self.remove_entry(&dir, &mut locked, name, 0);
         self.unlink_nondir(dir.sb(), &victim);
         Ok(())
+    }
+
+    /// An unlink of a name that names a directory fails (EISDIR, or an
+    /// error `may_delete` finds first) whatever happens to other names:
+    /// where the design finds the entry without a lock, it fails here,
+    /// writing nothing, as `unlink` would under the lock.
+    fn unlink_of_a_directory(&self, dir: &ParentDir, name: &[u8], trailing_slash: bool) -> VfsResult<()> {
+        if !dir.sb().native {
+            return Ok(());
+        }
+        let guard = crossbeam_epoch::pin();
+        let peeked = dir.sb().dir_locks.peek(dir.dir()?, name, crate::dentry::name_hash(name), &guard);
+        let Some(victim) = peeked.flatten().and_then(|dentry| dentry.inode.as_ref()).filter(|inode| inode.is_dir())
+        else {
+            return Ok(());
+        };
+        if trailing_slash {
+            return Err(Errno::EISDIR);
+        }
+        self.may_delete(dir, victim, false)
     }
 
     pub fn rmdir(&self, path: &[u8]) -> VfsResult<()> {
@@ -655,7 +676,7 @@ fn presence(dir: &ParentDir, name: &[u8]) -> VfsResult<Option<bool>> {
     if sb.dcache.lookup_hashed(dir.ino(), name, hash, &guard).is_some_and(|dentry| dentry.inode.is_some()) {
         return Ok(Some(true));
     }
-    Ok((sb.dir_locks.peek(directory, name, hash, &guard) == Some(false)).then_some(false))
+    Ok(matches!(sb.dir_locks.peek(directory, name, hash, &guard), Some(None)).then_some(false))
 }
 
 /// The inode of a looked-up child, or ENOENT.

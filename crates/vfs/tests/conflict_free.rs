@@ -434,6 +434,12 @@ fn changes_that_must_fail_write_nothing() {
     let chmod = || q.chmod("/d/s", [0o700, 0o755][modes.fetch_add(1, Ordering::Relaxed) % 2]).unwrap();
     let v = verdict(|| assert_eq!(p.unlink("/d/s"), Err(Errno::EISDIR)), chmod);
     assert!(v.conflict_free(), "an unlink of a directory and a chmod of it: {:#?}", v.conflicts);
+    // Two unlinks of one directory (EISDIR both) take no lock of its name.
+    let eisdir = |who: &Process| assert_eq!(who.unlink("/d/s"), Err(Errno::EISDIR));
+    let v = verdict(|| eisdir(&p), || eisdir(&q));
+    assert!(v.conflict_free(), "two unlinks of a directory: {:#?}", v.conflicts);
+    let sites = v.b.write_sites();
+    assert!(sites.iter().all(|s| s.contains("percpu_ref")), "only the mount's count: {sites:#?}");
 }
 
 /// A file's lock list is left alone by a close that has no lock of its

@@ -416,6 +416,8 @@ fn eacces_no_write_permission_to_unlink() {
         let alice = alice(vfs);
         fails(vfs, Errno::EACCES, "unlink", || alice.unlink("/ro/f"));
         fails(vfs, Errno::EACCES, "rmdir", || alice.rmdir("/ro/sub"));
+        // `may_delete` asks for permission before it looks at the type.
+        fails(vfs, Errno::EACCES, "unlink of a directory", || alice.unlink("/ro/sub"));
         fails(vfs, Errno::EACCES, "rename away", || alice.rename("/ro/f", "/ro/sub/f"));
         // Root may.
         root.unlink("/ro/f").unwrap();
@@ -484,6 +486,8 @@ fn eperm_unlink_in_sticky_dir_by_non_owner() {
         alice.mkdir("/tmp/adir", 0o777).unwrap();
         fails(vfs, Errno::EPERM, "unlink", || bob.unlink("/tmp/a"));
         fails(vfs, Errno::EPERM, "rmdir", || bob.rmdir("/tmp/adir"));
+        fails(vfs, Errno::EPERM, "unlink of a directory", || bob.unlink("/tmp/adir"));
+        fails(vfs, Errno::EISDIR, "unlink of a directory/", || bob.unlink("/tmp/adir/"));
         fails(vfs, Errno::EPERM, "rename away", || bob.rename("/tmp/a", "/tmp/b"));
         create_file(&bob, "/tmp/bobs", 0o666, b"");
         fails(vfs, Errno::EPERM, "rename over", || bob.rename("/tmp/bobs", "/tmp/a"));
