@@ -609,6 +609,15 @@ mod loom_models {
         (start, pair, seq.read_retry(start))
     }
 
+    /// Runs `f` on what `shared` points to, in a spawned thread.
+    fn spawn_on<T: Send + Sync + 'static>(
+        shared: &Arc<T>,
+        f: impl FnOnce(&T) + Send + 'static,
+    ) -> thread::JoinHandle<()> {
+        let shared = Arc::clone(shared);
+        thread::spawn(move || f(&shared))
+    }
+
     /// A reader that keeps a section's data (read_retry false) saw exactly
     /// one write's data, and any data from a write it did not wait for makes
     /// read_retry report the overlap.
@@ -616,29 +625,21 @@ mod loom_models {
     fn seqcount_read_retry_detects_concurrent_write() {
         loom::model(|| {
             let shared = Arc::new((SeqCount::new(), AtomicU64::new(0), AtomicU64::new(0)));
-            let writer = {
-                let shared = Arc::clone(&shared);
-                thread::spawn(move || {
-                    let (seq, a, b) = &*shared;
-                    let _write = seq.write_begin();
-                    a.store(1, Ordering::Relaxed);
-                    b.store(1, Ordering::Relaxed);
-                })
-            };
-            let reader = {
-                let shared = Arc::clone(&shared);
-                thread::spawn(move || {
-                    let (seq, a, b) = &*shared;
-                    let (start, (x, y), retry) = read_pair(seq, a, b);
-                    if !retry {
-                        let expected = if start == 0 { 0 } else { 1 };
-                        assert_eq!((x, y), (expected, expected), "accepted torn or stale data");
-                    }
-                    if start == 0 && (x, y) != (0, 0) {
-                        assert!(retry, "saw a concurrent write's data without a retry");
-                    }
-                })
-            };
+            let writer = spawn_on(&shared, |(seq, a, b)| {
+                let _write = seq.write_begin();
+                a.store(1, Ordering::Relaxed);
+                b.store(1, Ordering::Relaxed);
+            });
+            let reader = spawn_on(&shared, |(seq, a, b)| {
+                let (start, (x, y), retry) = read_pair(seq, a, b);
+                if !retry {
+                    let expected = if start == 0 { 0 } else { 1 };
+                    assert_eq!((x, y), (expected, expected), "accepted torn or stale data");
+                }
+                if start == 0 && (x, y) != (0, 0) {
+                    assert!(retry, "saw a concurrent write's data without a retry");
+                }
+            });
             writer.join().unwrap();
             reader.join().unwrap();
             assert_eq!(shared.0.raw_read(), 2);
@@ -653,25 +654,19 @@ mod loom_models {
             let shared = Arc::new((SeqCount::new(), AtomicU64::new(0), AtomicU64::new(0)));
             let writers: Vec<_> = (0..2)
                 .map(|_| {
-                    let shared = Arc::clone(&shared);
-                    thread::spawn(move || {
-                        let (seq, a, b) = &*shared;
+                    spawn_on(&shared, |(seq, a, b)| {
                         let _write = seq.write_lock();
                         a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                         b.store(b.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                     })
                 })
                 .collect();
-            let reader = {
-                let shared = Arc::clone(&shared);
-                thread::spawn(move || {
-                    let (seq, a, b) = &*shared;
-                    let (start, (x, y), retry) = read_pair(seq, a, b);
-                    if !retry {
-                        assert_eq!((x, y), (u64::from(start / 2), u64::from(start / 2)), "torn or stale");
-                    }
-                })
-            };
+            let reader = spawn_on(&shared, |(seq, a, b)| {
+                let (start, (x, y), retry) = read_pair(seq, a, b);
+                if !retry {
+                    assert_eq!((x, y), (u64::from(start / 2), u64::from(start / 2)), "torn or stale");
+                }
+            });
             for w in writers {
                 w.join().unwrap();
             }
@@ -688,21 +683,15 @@ mod loom_models {
     fn seqlock_reader_never_sees_torn_pair() {
         loom::model(|| {
             let lock = Arc::new(SeqLock::new(Pair { a: 0, b: 0 }));
-            let writer = {
-                let lock = Arc::clone(&lock);
-                thread::spawn(move || {
-                    for _ in 0..2 {
-                        lock.update(|p| *p = Pair { a: p.a + 1, b: p.b + 1 });
-                    }
-                })
-            };
-            let reader = {
-                let lock = Arc::clone(&lock);
-                thread::spawn(move || {
-                    let seen = lock.read();
-                    assert_eq!(seen.a, seen.b, "torn read {seen:?}");
-                })
-            };
+            let writer = spawn_on(&lock, |lock| {
+                for _ in 0..2 {
+                    lock.update(|p| *p = Pair { a: p.a + 1, b: p.b + 1 });
+                }
+            });
+            let reader = spawn_on(&lock, |lock| {
+                let seen = lock.read();
+                assert_eq!(seen.a, seen.b, "torn read {seen:?}");
+            });
             writer.join().unwrap();
             reader.join().unwrap();
             assert_eq!(lock.read(), Pair { a: 2, b: 2 });
@@ -715,12 +704,8 @@ mod loom_models {
     fn seqlock_writers_are_serialized() {
         loom::model(|| {
             let lock = Arc::new(SeqLock::new(Pair { a: 0, b: 0 }));
-            let writers: Vec<_> = (0..2)
-                .map(|_| {
-                    let lock = Arc::clone(&lock);
-                    thread::spawn(move || lock.update(|p| *p = Pair { a: p.a + 1, b: p.b + 1 }))
-                })
-                .collect();
+            let writers: Vec<_> =
+                (0..2).map(|_| spawn_on(&lock, |lock| lock.update(|p| *p = Pair { a: p.a + 1, b: p.b + 1 }))).collect();
             for w in writers {
                 w.join().unwrap();
             }
@@ -734,18 +719,12 @@ mod loom_models {
     fn seqlock_try_read_is_all_or_nothing() {
         loom::model(|| {
             let lock = Arc::new(SeqLock::new(Pair { a: 0, b: 0 }));
-            let writer = {
-                let lock = Arc::clone(&lock);
-                thread::spawn(move || lock.write(Pair { a: 7, b: 7 }))
-            };
-            let reader = {
-                let lock = Arc::clone(&lock);
-                thread::spawn(move || {
-                    if let Some(p) = lock.try_read() {
-                        assert!(p == Pair { a: 0, b: 0 } || p == Pair { a: 7, b: 7 }, "torn {p:?}");
-                    }
-                })
-            };
+            let writer = spawn_on(&lock, |lock| lock.write(Pair { a: 7, b: 7 }));
+            let reader = spawn_on(&lock, |lock| {
+                if let Some(p) = lock.try_read() {
+                    assert!(p == Pair { a: 0, b: 0 } || p == Pair { a: 7, b: 7 }, "torn {p:?}");
+                }
+            });
             writer.join().unwrap();
             reader.join().unwrap();
             assert_eq!(lock.try_read(), Some(Pair { a: 7, b: 7 }));
