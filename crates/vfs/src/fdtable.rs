@@ -56,10 +56,33 @@ fn new_slot() -> Slot {
 
 /// What only changes of the table touch.
 struct Alloc {
-    /// Which slots hold a file.
-    used: Vec<bool>,
+    /// Which slots hold a file, one bit each, in place: a heap buffer
+    /// would lie wherever the allocator put it, perhaps beside another
+    /// process's, and every open and close writes it.
+    used: [u64; MAX_FDS / 64],
     /// Tables replaced by larger ones, kept for readers that loaded them.
     retired: Vec<Table>,
+}
+
+impl Alloc {
+    /// The lowest descriptor that holds no file, if any is left.
+    fn lowest_free(&self) -> Option<usize> {
+        let (word, bits) = self.used.iter().enumerate().find(|(_, bits)| **bits != u64::MAX)?;
+        Some(word * 64 + bits.trailing_ones() as usize)
+    }
+
+    fn is_used(&self, index: usize) -> bool {
+        self.used.get(index / 64).is_some_and(|bits| bits & (1 << (index % 64)) != 0)
+    }
+
+    fn set_used(&mut self, index: usize, used: bool) {
+        let bit = 1 << (index % 64);
+        if used {
+            self.used[index / 64] |= bit;
+        } else {
+            self.used[index / 64] &= !bit;
+        }
+    }
 }
 
 /// The descriptor table (see the module doc): empty until the first
@@ -136,7 +159,7 @@ impl Descriptors {
         Descriptors {
             slots: AtomicPtr::new(Box::into_raw(first)),
             lookups: Srcu::new(),
-            alloc: CachePadded::new(Mutex::new(Alloc { used: Vec::new(), retired: Vec::new() })),
+            alloc: CachePadded::new(Mutex::new(Alloc { used: [0; MAX_FDS / 64], retired: Vec::new() })),
             posix_marks: PosixMarks::default(),
         }
     }
@@ -183,11 +206,7 @@ impl Descriptors {
 
     fn install(&self, file: Arc<OpenFile>) -> VfsResult<i32> {
         let mut alloc = unpoisoned(self.alloc.lock());
-        let index = match alloc.used.iter().position(|u| !u) {
-            Some(index) => index,
-            None if alloc.used.len() < MAX_FDS => alloc.used.len(),
-            None => return Err(Errno::EMFILE),
-        };
+        let index = alloc.lowest_free().ok_or(Errno::EMFILE)?;
         let slots = self.slots();
         if index >= slots.len() {
             let mut grown = slots.to_vec();
@@ -198,22 +217,18 @@ impl Descriptors {
             alloc.retired.push(unsafe { Box::from_raw(old) });
         }
         self.slots()[index].publish(Arc::into_raw(file).cast_mut());
-        if index == alloc.used.len() {
-            alloc.used.push(true);
-        } else {
-            alloc.used[index] = true;
-        }
+        alloc.set_used(index, true);
         Ok(index as i32)
     }
 
     fn remove(&self, fd: i32) -> VfsResult<Arc<OpenFile>> {
         let index = usize::try_from(fd).map_err(|_| Errno::EBADF)?;
         let mut alloc = unpoisoned(self.alloc.lock());
-        if !alloc.used.get(index).copied().unwrap_or(false) {
+        if !alloc.is_used(index) {
             return Err(Errno::EBADF);
         }
         let taken = self.slots()[index].take().expect("a used slot holds a file");
-        alloc.used[index] = false;
+        alloc.set_used(index, false);
         drop(alloc);
         // Every look-up that may have borrowed the file has left after this
         // (those of the CPUs it was borrowed on: the others' counts are not
@@ -228,7 +243,7 @@ impl Descriptors {
 
     fn take_all(&mut self) -> Vec<Arc<OpenFile>> {
         let files = self.slots().iter().filter_map(take).collect();
-        unpoisoned(self.alloc.get_mut()).used.clear();
+        unpoisoned(self.alloc.get_mut()).used = [0; MAX_FDS / 64];
         files
     }
 }
@@ -273,6 +288,47 @@ mod tests {
         assert!(table.0.get().is_some());
         assert!(table.remove(0).is_ok());
         assert_eq!(table.get(0).err(), Some(Errno::EBADF));
+    }
+
+    /// Descriptors are the lowest free, up to [`MAX_FDS`] (then EMFILE),
+    /// and a closed one is handed out again, lowest first.
+    #[test]
+    fn descriptors_are_the_lowest_free_up_to_the_limit() {
+        let vfs = Vfs::default();
+        let file = vfs.process(Credentials::root()).open_description("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644);
+        let (file, table) = (file.unwrap(), FdTable::new());
+        for fd in 0..MAX_FDS {
+            assert_eq!(table.install(Arc::clone(&file)), Ok(fd as i32));
+        }
+        assert_eq!(table.install(Arc::clone(&file)), Err(Errno::EMFILE));
+        for fd in [700, 64, 3] {
+            assert!(table.remove(fd).is_ok());
+        }
+        assert_eq!(table.remove(64).err(), Some(Errno::EBADF), "closed already");
+        assert_eq!(table.remove(MAX_FDS as i32).err(), Some(Errno::EBADF));
+        assert_eq!(table.remove(-1).err(), Some(Errno::EBADF));
+        for fd in [3, 64, 700] {
+            assert_eq!(table.install(Arc::clone(&file)), Ok(fd));
+        }
+        assert_eq!(table.install(file), Err(Errno::EMFILE));
+    }
+
+    /// Which descriptors are in use lies on the lines of the lock that
+    /// guards it, which only the process's opens and closes write: not in
+    /// a heap buffer beside what another thread allocated (a size-class
+    /// allocator puts two processes' small buffers side by side).
+    #[test]
+    fn the_descriptor_bitmap_lies_on_its_locks_own_lines() {
+        let vfs = Vfs::default();
+        let file = vfs.process(Credentials::root()).open_description("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644);
+        let table = FdTable::new();
+        table.install(file.unwrap()).unwrap();
+        let descriptors = table.0.get().unwrap();
+        let lines = std::ptr::addr_of!(descriptors.alloc) as usize;
+        let end = lines + std::mem::size_of_val(&descriptors.alloc);
+        let alloc = unpoisoned(descriptors.alloc.lock());
+        let bitmap = alloc.used.as_ptr() as usize;
+        assert!(bitmap >= lines && bitmap + std::mem::size_of_val(&alloc.used[..]) <= end, "outside the lock's lines");
     }
 
     /// A filesystem with `/f` holding `contents`.
