@@ -25,6 +25,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use workloads::Params;
 
+/// mimalloc, not glibc's malloc: a free from a thread other than the
+/// allocating one takes the owning arena's lock there, and
+/// crossbeam-epoch frees garbage on whichever thread collects it, so
+/// create-heavy workloads measured that lock (`docs/benchmarks.md`, "The
+/// allocator"). mimalloc's frees from other threads are one atomic push.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "vfscale", version, about = "A scalable VFS core and lock-design lab")]
 struct Cli {
