@@ -441,21 +441,29 @@ impl<'a> Ctx<'a> {
     /// An unlink of a name that names a directory fails (EISDIR, or an
     /// error `may_delete` finds first) whatever happens to other names:
     /// where the design finds the entry without a lock, it fails here,
-    /// writing nothing, as `unlink` would under the lock.
+    /// writing nothing, as `unlink` would under the lock. The directory's
+    /// mode and the owners are read after the look-up, so the answer
+    /// stands only if the name still holds the same entry after them (a
+    /// name that comes back gets a new one): it was there throughout, and
+    /// the answer is the one of the moment the mode was read. Otherwise
+    /// the locked path decides.
     fn unlink_of_a_directory(&self, dir: &ParentDir, name: &[u8], trailing_slash: bool) -> VfsResult<()> {
         if !dir.sb().native {
             return Ok(());
         }
-        let guard = crossbeam_epoch::pin();
-        let peeked = dir.sb().dir_locks.peek(dir.dir()?, name, crate::dentry::name_hash(name), &guard);
-        let Some(victim) = peeked.flatten().and_then(|dentry| dentry.inode.as_ref()).filter(|inode| inode.is_dir())
-        else {
+        let (guard, hash) = (crossbeam_epoch::pin(), crate::dentry::name_hash(name));
+        let directory = dir.dir()?;
+        let peek = || dir.sb().dir_locks.peek(directory, name, hash, &guard).flatten();
+        let Some(entry) = peek().filter(|dentry| dentry.inode.as_ref().is_some_and(|inode| inode.is_dir())) else {
             return Ok(());
         };
-        if trailing_slash {
-            return Err(Errno::EISDIR);
+        let victim = entry.inode.as_ref().expect("filtered on its inode");
+        let failed = if trailing_slash { Err(Errno::EISDIR) } else { self.may_delete(dir, victim, false) };
+        if peek().is_some_and(|now| Arc::ptr_eq(now, entry)) {
+            failed
+        } else {
+            Ok(())
         }
-        self.may_delete(dir, victim, false)
     }
 
     pub fn rmdir(&self, path: &[u8]) -> VfsResult<()> {
