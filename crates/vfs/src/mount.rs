@@ -532,13 +532,20 @@ impl MountTable {
 }
 
 /// A mount namespace: a tree of mounts, read by walks without a lock.
+/// Padded: two namespaces made one after the other may sit side by side
+/// on the heap, and a mount in one would then write the line a walk in
+/// the other reads (`commute`'s `mount-walk-vs-mount-other-ns` caught it
+/// under mimalloc, which keeps blocks of one size together).
+#[repr(C)]
 pub struct MountNamespace {
+    _head: LinePad,
     /// Linux's `mount_lock` seqcount: every change to the table is a
     /// write section.
     pub(crate) gate: SeqCount,
     table: EpochAtomic<MountTable>,
     /// Serializes the writers (Linux's `namespace_sem`).
     writer: Mutex<()>,
+    _tail: LinePad,
 }
 
 impl fmt::Debug for MountNamespace {
@@ -576,7 +583,7 @@ impl MountNamespace {
         table.rebuild();
         // The table holds the initial reference; this one goes.
         drop(root);
-        MountNamespace { gate: SeqCount::new(), table: EpochAtomic::new(table), writer: Mutex::new(()) }
+        MountNamespace::of(table)
     }
 
     /// The table now, for as long as `guard` is pinned.
@@ -618,6 +625,16 @@ impl MountNamespace {
 }
 
 impl MountNamespace {
+    fn of(table: MountTable) -> MountNamespace {
+        MountNamespace {
+            _head: LinePad::new(),
+            gate: SeqCount::new(),
+            table: EpochAtomic::new(table),
+            writer: Mutex::new(()),
+            _tail: LinePad::new(),
+        }
+    }
+
     /// A copy of this namespace (`unshare(CLONE_NEWNS)`), every mount
     /// copied with its flags, and `places` moved to the copies of their
     /// mounts (a place on a mount outside the table stays as it is).
@@ -657,7 +674,7 @@ impl MountNamespace {
         }
         // The table holds each copy's initial reference; these go.
         drop(copies);
-        MountNamespace { gate: SeqCount::new(), table: EpochAtomic::new(table), writer: Mutex::new(()) }
+        MountNamespace::of(table)
     }
 }
 
@@ -757,5 +774,28 @@ impl MountTable {
     /// Whether a mount of this table sits on `inode`, through any mount.
     pub(crate) fn covers(&self, inode: &Inode) -> bool {
         self.mounts.iter().any(|m| m.at.as_ref().is_some_and(|at| std::ptr::eq(&*at.inode, inode)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+    use vfscale_sync::audit::LINE_SIZE;
+
+    /// A namespace's words lie a whole line inside each of its ends, so no
+    /// neighbour on the heap (another namespace, an `Arc`'s counts) shares
+    /// a line with them, wherever the allocator puts it.
+    #[test]
+    fn a_namespaces_words_lie_a_line_inside_its_ends() {
+        let words = [
+            (offset_of!(MountNamespace, gate), size_of::<SeqCount>()),
+            (offset_of!(MountNamespace, table), size_of::<EpochAtomic<MountTable>>()),
+            (offset_of!(MountNamespace, writer), size_of::<Mutex<()>>()),
+        ];
+        let first = words.iter().map(|(at, _)| *at).min().unwrap();
+        let end = words.iter().map(|(at, len)| at + len).max().unwrap();
+        assert!(first >= LINE_SIZE, "a line before the first word: {first}");
+        assert!(size_of::<MountNamespace>() >= end + LINE_SIZE, "a line after the last word");
     }
 }
