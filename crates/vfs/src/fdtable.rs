@@ -55,6 +55,7 @@ fn new_slot() -> Slot {
 }
 
 /// What only changes of the table touch.
+#[derive(Default)]
 struct Alloc {
     /// Which slots hold a file, one bit each, in place: a heap buffer
     /// would lie wherever the allocator put it, perhaps beside another
@@ -159,7 +160,7 @@ impl Descriptors {
         Descriptors {
             slots: AtomicPtr::new(Box::into_raw(first)),
             lookups: Srcu::new(),
-            alloc: CachePadded::new(Mutex::new(Alloc { used: [0; MAX_FDS / 64], retired: Vec::new() })),
+            alloc: CachePadded::new(Mutex::new(Alloc::default())),
             posix_marks: PosixMarks::default(),
         }
     }
@@ -243,7 +244,7 @@ impl Descriptors {
 
     fn take_all(&mut self) -> Vec<Arc<OpenFile>> {
         let files = self.slots().iter().filter_map(take).collect();
-        unpoisoned(self.alloc.get_mut()).used = [0; MAX_FDS / 64];
+        unpoisoned(self.alloc.get_mut()).used = Default::default();
         files
     }
 }

@@ -724,12 +724,12 @@ impl Inode {
         }
     }
 
-    /// Changes the size or times with `f`, which sets an explicit
-    /// modification time: the times of the per-CPU records, which would
-    /// otherwise outweigh it, go in the same step, so a `stat` sees them
-    /// and the old cell or neither and the new one.
-    pub(crate) fn update_content_replacing_times(&self, f: impl FnOnce(&mut ContentAttrs)) {
-        match self.changes.get() {
+    /// Changes the size or times with `f`. Where `f` sets an explicit
+    /// modification time (`sets_mtime`), the times of the per-CPU
+    /// records, which would otherwise outweigh it, go in the same step, so
+    /// a `stat` sees them and the old cell or neither and the new one.
+    pub(crate) fn update_content_setting(&self, sets_mtime: bool, f: impl FnOnce(&mut ContentAttrs)) {
+        match self.changes.get().filter(|_| sets_mtime) {
             Some(changes) => changes.clear_times_with(|| self.content.update(f)),
             None => self.content.update(f),
         }
@@ -820,16 +820,12 @@ impl Inode {
             a.nlink = spec.nlink.unwrap_or(a.nlink);
             a.ctime = spec.ctime.map_or(a.ctime, |ctime| ctime.min(now));
         });
-        let set = |a: &mut ContentAttrs| {
+        self.update_content_setting(spec.mtime.is_some(), |a| {
             a.size = spec.size.unwrap_or(a.size);
             a.atime = spec.atime.unwrap_or(a.atime);
             a.mtime = spec.mtime.unwrap_or(a.mtime);
             a.ctime = spec.ctime.unwrap_or(a.ctime);
-        };
-        match spec.mtime {
-            Some(_) => self.update_content_replacing_times(set),
-            None => self.update_content(set),
-        }
+        });
     }
 
     /// Checks `mask` access for `cred` against the mode and owner (Linux

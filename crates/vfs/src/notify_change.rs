@@ -16,7 +16,7 @@
 
 use crate::cred::{may_chmod, may_chown, Access, Credentials};
 use crate::errno::{Errno, VfsResult};
-use crate::inode::{Body, ContentAttrs, Inode, MetaAttrs};
+use crate::inode::{Body, Inode, MetaAttrs};
 use crate::pages::PageMap;
 use crate::time::Timespec;
 use crate::types::{SetAttr, SetTime};
@@ -70,15 +70,11 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
         });
     }
     if times {
-        let set = |a: &mut ContentAttrs| {
+        inode.update_content_setting(attr.mtime != SetTime::Omit, |a| {
             a.atime = resolve(attr.atime, a.atime);
             a.mtime = resolve(attr.mtime, a.mtime);
             a.ctime = now;
-        };
-        match attr.mtime {
-            SetTime::Omit => inode.update_content(set),
-            _ => inode.update_content_replacing_times(set),
-        }
+        });
     }
     Ok(())
 }
