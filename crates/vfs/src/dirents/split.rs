@@ -18,7 +18,10 @@
 //! splits: it rewrites its own slots, under the resize lock held for
 //! reading (such splits run side by side, and the lock is per CPU, so
 //! they share no line), or, if its depth was the table's, makes a table
-//! twice the size under the lock held for writing.
+//! twice the size under the lock held for writing. The table doubles only
+//! while it has fewer than [`SLOTS_PER_BUCKET`] slots per bucket, so names
+//! whose hashes agree on many bits lengthen one bucket's list rather than
+//! double the table once per name.
 //! Creates and unlinks that split nothing take no lock but their bucket's,
 //! in the old table or the new one, which share the buckets.
 
@@ -28,7 +31,7 @@ use crate::reclaim::Reclaim;
 use crossbeam_epoch::{Guard, Owned, Shared};
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use vfscale_sync::audited::{AtomicBool, AtomicPtr, EpochAtomic, Mutex, MutexGuard, OnceLock, Ordering};
+use vfscale_sync::audited::{AtomicBool, AtomicPtr, AtomicUsize, EpochAtomic, Mutex, MutexGuard, OnceLock, Ordering};
 use vfscale_sync::pad::LinePad;
 use vfscale_sync::percpu_rwsem::PerCpuRwSem;
 use vfscale_sync::poison::unpoisoned;
@@ -41,6 +44,13 @@ pub(crate) const SPLIT_AT: usize = 8;
 /// No bucket splits past this depth (names whose hashes agree on this
 /// many bits share a bucket however many there are).
 const MAX_DEPTH: u32 = 40;
+/// A split doubles the table only while the table has fewer slots than
+/// this many per distinct bucket. Hashes drawn at random stay far below it
+/// (extendible hashing with 8-entry buckets keeps some 15 slots per bucket
+/// at a million entries); names chosen so that their hashes agree on many
+/// low bits would otherwise double the table on each insert, to 2^40
+/// slots, and here lengthen their bucket's list instead.
+const SLOTS_PER_BUCKET: usize = 64;
 
 /// One entry in a bucket's list, padded as dentries are, so no other
 /// object's bytes share its lines: the allocator may place nodes that two
@@ -72,13 +82,18 @@ struct Bucket {
     /// The low `depth` bits every hash in the bucket has.
     bits: u64,
     head: EpochAtomic<Node>,
+    /// Entries the bucket takes before it tries to split again, once a
+    /// split was refused for the table's size (0: [`SPLIT_AT`]). Written
+    /// under `lock`.
+    split_past: AtomicUsize,
 }
 
 impl Bucket {
     /// A new empty bucket, owned by the table whose slots will name it.
     fn new(depth: u32, bits: u64) -> *mut Bucket {
-        let replaced = AtomicBool::new(false);
-        Box::into_raw(Box::new(Bucket { lock: TasLock::default(), replaced, depth, bits, head: EpochAtomic::null() }))
+        let (lock, head) = (TasLock::default(), EpochAtomic::null());
+        let (replaced, split_past) = (AtomicBool::new(false), AtomicUsize::new(0));
+        Box::into_raw(Box::new(Bucket { lock, replaced, depth, bits, head, split_past }))
     }
 
     fn nodes<'g>(&self, guard: &'g Guard) -> impl Iterator<Item = &'g Node> {
@@ -380,7 +395,8 @@ impl BucketGuard {
         let node = Node::new(entry, hash);
         node.next.store(head, Ordering::Relaxed);
         self.bucket().head.store(node, Ordering::Release);
-        if self.bucket().nodes(&self.guard).count() > SPLIT_AT {
+        let split_past = SPLIT_AT.max(self.bucket().split_past.load(Ordering::Relaxed));
+        if self.bucket().nodes(&self.guard).count() > split_past {
             dir.split(self.bucket(), &self.guard, reclaim);
         }
     }
@@ -442,6 +458,11 @@ impl SplitEntries {
         // SAFETY: as in `doubling`; the resize lock keeps it current.
         let table = unsafe { current.deref() };
         let depth = bucket.depth;
+        if depth >= table.depth && table.slots.len() >= SLOTS_PER_BUCKET * distinct(table, guard).count() {
+            // Its list grows instead, until it holds twice what it holds now.
+            bucket.split_past.store(2 * bucket.nodes(guard).count(), Ordering::Relaxed);
+            return;
+        }
         let halves = [Bucket::new(depth + 1, bucket.bits), Bucket::new(depth + 1, bucket.bits | 1 << depth)];
         // Locked until every slot names them and the old bucket is marked
         // replaced: a writer that finds a half through a slot rewritten
@@ -502,6 +523,55 @@ mod tests {
     fn insert(dir: &SplitEntries, hash: u64, reclaim: &Reclaim) {
         let entry = Entry { cookie: next_cookie(), dentry: Dentry::new(1, hash.to_string().as_bytes(), None, 0) };
         dir.lock(hash).insert(dir, entry, hash, reclaim);
+    }
+
+    /// Names whose hashes agree on their low 20 bits (a caller who knows
+    /// the hash can choose such names) would split their bucket lopsidedly
+    /// on every insert, each split doubling the table: 2^21 slots for 40
+    /// names. The table doubles only while it has fewer than
+    /// [`SLOTS_PER_BUCKET`] slots per bucket; past that the bucket's list
+    /// grows instead, and every name is still found.
+    #[test]
+    fn names_agreeing_on_many_hash_bits_do_not_double_the_table_for_each() {
+        let dir = SplitEntries::new();
+        let reclaim = Reclaim::default();
+        let hashes: Vec<u64> = (0..40u64).map(|k| k << 20 | 5).collect();
+        for &hash in &hashes {
+            insert(&dir, hash, &reclaim);
+        }
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: as in `get`.
+        let table = unsafe { dir.table.load(Ordering::Acquire, &guard).deref() };
+        let buckets = distinct(table, &guard).count();
+        // The last doubling allowed may take the table to twice the bound.
+        assert!(
+            table.slots.len() <= 2 * SLOTS_PER_BUCKET * buckets,
+            "40 names made a table of depth {} over {buckets} buckets",
+            table.depth
+        );
+        for hash in hashes {
+            assert!(dir.get(hash.to_string().as_bytes(), hash, &guard).is_some(), "{hash} is lost");
+        }
+    }
+
+    /// Hashes drawn at random never meet the bound: the table doubles as
+    /// extendible hashing does, and no split is refused.
+    #[test]
+    fn random_hashes_never_meet_the_tables_bound() {
+        let dir = SplitEntries::new();
+        let reclaim = Reclaim::default();
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..50_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            insert(&dir, state, &reclaim);
+        }
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: as in `get`.
+        let table = unsafe { dir.table.load(Ordering::Acquire, &guard).deref() };
+        let refused = distinct(table, &guard).filter(|(_, b)| b.split_past.load(Ordering::Relaxed) != 0).count();
+        assert_eq!(refused, 0, "splits refused in a table of depth {}", table.depth);
     }
 
     /// Splits of a bucket and of its halves overlap: hashes that agree on
