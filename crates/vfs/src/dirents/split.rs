@@ -31,7 +31,9 @@ use crate::reclaim::Reclaim;
 use crossbeam_epoch::{Guard, Owned, Shared};
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use vfscale_sync::audited::{AtomicBool, AtomicPtr, AtomicUsize, EpochAtomic, Mutex, MutexGuard, OnceLock, Ordering};
+use vfscale_sync::audited::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, EpochAtomic, Mutex, MutexGuard, OnceLock, Ordering,
+};
 use vfscale_sync::pad::LinePad;
 use vfscale_sync::percpu_rwsem::PerCpuRwSem;
 use vfscale_sync::poison::unpoisoned;
@@ -72,6 +74,71 @@ impl Node {
     }
 }
 
+/// Which of 64 classes (a hash's top six bits, which no bucket's depth
+/// reaches) a bucket's names fall in, so that a look-up of a name the
+/// bucket lacks reads the bucket's line alone, not its nodes, whose lines
+/// the CPUs that made them wrote (in one directory both CPUs' names share
+/// every bucket in turn, and each node read was a line moved). Readers
+/// read `present`; writers, under the bucket's lock, keep a 2-bit count
+/// per class in `low` and `high`. A count that reaches 3 stays there, and
+/// its class reads present until the bucket splits: look-ups then walk
+/// the list, as they would without the classes.
+#[derive(Default)]
+struct Classes {
+    present: AtomicU64,
+    low: AtomicU64,
+    high: AtomicU64,
+}
+
+impl Classes {
+    fn of(hash: u64) -> u64 {
+        1 << (hash >> 58)
+    }
+
+    /// Whether a name of `hash` may be in the bucket (`Acquire`: a name
+    /// whose class reads present is linked already).
+    fn may_hold(&self, hash: u64) -> bool {
+        self.present.load(Ordering::Acquire) & Self::of(hash) != 0
+    }
+
+    /// Counts a name just linked (under the bucket's lock).
+    fn add(&self, hash: u64) {
+        let class = Self::of(hash);
+        let (low, high) = (self.low.load(Ordering::Relaxed), self.high.load(Ordering::Relaxed));
+        match (low & class != 0, high & class != 0) {
+            (true, true) => return,
+            (true, false) => {
+                self.low.store(low & !class, Ordering::Relaxed);
+                self.high.store(high | class, Ordering::Relaxed);
+            }
+            (false, _) => self.low.store(low | class, Ordering::Relaxed),
+        }
+        let present = self.present.load(Ordering::Relaxed);
+        if present & class == 0 {
+            self.present.store(present | class, Ordering::Release);
+        }
+    }
+
+    /// Uncounts a name just unlinked (under the bucket's lock).
+    fn remove(&self, hash: u64) {
+        let class = Self::of(hash);
+        let (low, high) = (self.low.load(Ordering::Relaxed), self.high.load(Ordering::Relaxed));
+        match (low & class != 0, high & class != 0) {
+            (true, true) => {}
+            (false, true) => {
+                self.high.store(high & !class, Ordering::Relaxed);
+                self.low.store(low | class, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.low.store(low & !class, Ordering::Relaxed);
+                let present = self.present.load(Ordering::Relaxed);
+                self.present.store(present & !class, Ordering::Release);
+            }
+            (false, false) => debug_assert!(false, "split directory: uncounting a name never counted"),
+        }
+    }
+}
+
 /// One bucket: its lock, its list and how many low hash bits its entries
 /// share, on a line of their own.
 #[repr(align(64))]
@@ -82,18 +149,32 @@ struct Bucket {
     /// The low `depth` bits every hash in the bucket has.
     bits: u64,
     head: EpochAtomic<Node>,
-    /// Entries the bucket takes before it tries to split again, once a
+    /// Names in the list. Written under `lock`.
+    len: AtomicU32,
+    /// Names the bucket takes before it tries to split again, once a
     /// split was refused for the table's size (0: [`SPLIT_AT`]). Written
     /// under `lock`.
-    split_past: AtomicUsize,
+    split_past: AtomicU32,
+    classes: Classes,
 }
+
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64, "a bucket is one line");
 
 impl Bucket {
     /// A new empty bucket, owned by the table whose slots will name it.
     fn new(depth: u32, bits: u64) -> *mut Bucket {
-        let (lock, head) = (TasLock::default(), EpochAtomic::null());
-        let (replaced, split_past) = (AtomicBool::new(false), AtomicUsize::new(0));
-        Box::into_raw(Box::new(Bucket { lock, replaced, depth, bits, head, split_past }))
+        let (lock, head, classes) = (TasLock::default(), EpochAtomic::null(), Classes::default());
+        let (replaced, len, split_past) = (AtomicBool::new(false), AtomicU32::new(0), AtomicU32::new(0));
+        Box::into_raw(Box::new(Bucket { lock, replaced, depth, bits, head, len, split_past, classes }))
+    }
+
+    /// Links `node` (whose hash is `hash`) at the head of the list: the
+    /// caller holds the lock, or the bucket is not yet in any slot.
+    fn push(&self, node: Owned<Node>, hash: u64, guard: &Guard) {
+        node.next.store(self.head.load(Ordering::Relaxed, guard), Ordering::Relaxed);
+        self.head.store(node, Ordering::Release);
+        self.len.store(self.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.classes.add(hash);
     }
 
     fn nodes<'g>(&self, guard: &'g Guard) -> impl Iterator<Item = &'g Node> {
@@ -341,6 +422,9 @@ pub(crate) fn lock_order(hash: u64) -> u64 {
 }
 
 fn find<'g>(bucket: &Bucket, name: &[u8], hash: u64, guard: &'g Guard) -> Option<&'g Node> {
+    if !bucket.classes.may_hold(hash) {
+        return None;
+    }
     bucket.nodes(guard).find(|node| node.hash == hash && *node.entry.dentry.name == *name)
 }
 
@@ -391,12 +475,10 @@ impl BucketGuard {
     /// Adds `entry`, whose name (hashing to `hash`) is not in the bucket;
     /// splits the bucket if that takes it past [`SPLIT_AT`].
     pub fn insert(&mut self, dir: &SplitEntries, entry: Entry, hash: u64, reclaim: &Reclaim) {
-        let head = self.bucket().head.load(Ordering::Relaxed, &self.guard);
-        let node = Node::new(entry, hash);
-        node.next.store(head, Ordering::Relaxed);
-        self.bucket().head.store(node, Ordering::Release);
-        let split_past = SPLIT_AT.max(self.bucket().split_past.load(Ordering::Relaxed));
-        if self.bucket().nodes(&self.guard).count() > split_past {
+        let bucket = self.bucket();
+        bucket.push(Node::new(entry, hash), hash, &self.guard);
+        let split_past = bucket.split_past.load(Ordering::Relaxed) as usize;
+        if bucket.len.load(Ordering::Relaxed) as usize > SPLIT_AT.max(split_past) {
             dir.split(self.bucket(), &self.guard, reclaim);
         }
     }
@@ -424,6 +506,9 @@ impl BucketGuard {
         // SAFETY: as in `replace`.
         let old_node = unsafe { old.deref() };
         link.store(old_node.next.load(Ordering::Relaxed, &self.guard), Ordering::Release);
+        let bucket = self.bucket();
+        bucket.len.store(bucket.len.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        bucket.classes.remove(hash);
         let removed = old_node.entry.clone();
         // SAFETY: as in `replace`.
         reclaim.defer(&self.guard, unsafe { old.into_owned() });
@@ -460,7 +545,7 @@ impl SplitEntries {
         let depth = bucket.depth;
         if depth >= table.depth && table.slots.len() >= SLOTS_PER_BUCKET * distinct(table, guard).count() {
             // Its list grows instead, until it holds twice what it holds now.
-            bucket.split_past.store(2 * bucket.nodes(guard).count(), Ordering::Relaxed);
+            bucket.split_past.store(2 * bucket.len.load(Ordering::Relaxed), Ordering::Relaxed);
             return;
         }
         let halves = [Bucket::new(depth + 1, bucket.bits), Bucket::new(depth + 1, bucket.bits | 1 << depth)];
@@ -475,9 +560,7 @@ impl SplitEntries {
         for node in bucket.nodes(guard) {
             // SAFETY: the halves are not yet in any slot: this thread's alone.
             let half = unsafe { &*halves[(node.hash >> depth) as usize & 1] };
-            let copy = Node::new(node.entry.clone(), node.hash);
-            copy.next.store(half.head.load(Ordering::Relaxed, guard), Ordering::Relaxed);
-            half.head.store(copy, Ordering::Relaxed);
+            half.push(Node::new(node.entry.clone(), node.hash), node.hash, guard);
         }
         let old: *const Bucket = bucket;
         let half_of = |slot: usize| halves[(slot >> depth) & 1];
@@ -523,6 +606,62 @@ mod tests {
     fn insert(dir: &SplitEntries, hash: u64, reclaim: &Reclaim) {
         let entry = Entry { cookie: next_cookie(), dentry: Dentry::new(1, hash.to_string().as_bytes(), None, 0) };
         dir.lock(hash).insert(dir, entry, hash, reclaim);
+    }
+
+    /// A look-up of a name its bucket lacks reads the table, its slot and
+    /// the bucket's line, and none of the eight nodes (each on lines the
+    /// CPU that made it wrote): the name's class is not among the
+    /// bucket's. One of a class the bucket has walks the list.
+    #[test]
+    fn a_look_up_of_a_missing_name_reads_no_node() {
+        let dir = SplitEntries::new();
+        let reclaim = Reclaim::default();
+        // One bucket (low bits 5), eight classes (top six bits 0-7).
+        for class in 0..8u64 {
+            insert(&dir, class << 58 | 5, &reclaim);
+        }
+        let guard = crossbeam_epoch::pin();
+        let look_up = |hash: u64| vfscale_sync::audit::record(|| dir.get(b"missing", hash, &guard).is_none());
+        let (missing, trace) = look_up(63 << 58 | 5);
+        assert!(missing);
+        assert_eq!(trace.touched_lines(), 3, "the table, its slot, the bucket");
+        let (missing, trace) = look_up(3 << 58 | 1 << 40 | 5);
+        assert!(missing);
+        assert!(trace.touched_lines() > 3, "a name of a class present walks the list");
+    }
+
+    /// The classes against a model: names of one bucket come and go, two
+    /// classes of two names (counts 0 to 2 and back) and one of four
+    /// (whose count stays at three once there), and after every step each
+    /// name is found exactly while it is in.
+    #[test]
+    fn the_classes_never_hide_a_name_in_the_bucket() {
+        let dir = SplitEntries::new();
+        let reclaim = Reclaim::default();
+        // Eight names in one bucket (low bits 9).
+        let classes = [1u64, 1, 2, 2, 3, 3, 3, 3];
+        let hashes: Vec<u64> = (0..8).map(|k| classes[k] << 58 | (k as u64) << 20 | 9).collect();
+        let mut state = 0x9e37_79b9_u64;
+        let mut present = [false; 8];
+        for step in 0..2_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let k = (state % 8) as usize;
+            let hash = hashes[k];
+            let name = hash.to_string();
+            if present[k] {
+                assert!(dir.lock(hash).remove(name.as_bytes(), hash, &reclaim).is_some(), "step {step}");
+            } else {
+                insert(&dir, hash, &reclaim);
+            }
+            present[k] = !present[k];
+            let guard = crossbeam_epoch::pin();
+            for (k, &hash) in hashes.iter().enumerate() {
+                let found = dir.get(hash.to_string().as_bytes(), hash, &guard).is_some();
+                assert_eq!(found, present[k], "step {step}: name {k}");
+            }
+        }
     }
 
     /// Names whose hashes agree on their low 20 bits (a caller who knows
