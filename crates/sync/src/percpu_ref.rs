@@ -38,7 +38,12 @@
 //! every get and put on that slot. [`kill`](PercpuRef::kill) therefore
 //! returns with the ref in atomic mode, and
 //! [`kill_and_confirm`](PercpuRef::kill_and_confirm) confirms before
-//! returning.
+//! returning. A caller whose kill must not write other CPUs' lines (an
+//! unlink of an open file, beside opens of other files on those CPUs)
+//! splits it: [`start_kill`](PercpuRef::start_kill) marks the ref dying,
+//! and [`finish_kill`](PercpuRef::finish_kill), which the caller defers
+//! past a grace period as Linux defers its fold to an RCU callback, folds
+//! and drops the initial reference.
 //!
 //! Cost: a get or put in per-CPU mode is one uncontended atomic add on a
 //! line only this CPU writes (a thread that migrates may write another
@@ -238,15 +243,51 @@ impl PercpuRef {
     /// `tryget_live` is sure to fail, before the initial reference goes.
     pub fn kill_and_confirm(&self, confirm: impl FnOnce()) {
         let locked = self.switching.lock();
-        let mode = self.mode.load(Ordering::Relaxed);
-        if mode & DEAD != 0 {
+        if !self.mark_dead() {
             return;
         }
-        self.mode.store(mode | DEAD, Ordering::Release);
         self.fold();
         drop(locked);
         confirm();
         self.put_atomic(1);
+    }
+
+    /// The first half of a kill whose fold is left for later, as Linux's
+    /// `percpu_ref_kill` leaves it to an RCU callback: marks the ref dying
+    /// and writes nothing but its own mode word, none of the other CPUs'
+    /// slots (which share lines with other objects' slots). Returns whether
+    /// this call marked it; that caller must then call
+    /// [`finish_kill`](Self::finish_kill) exactly once. Until then gets and
+    /// puts stay per CPU, and a `tryget_live` that finds its slot unfolded
+    /// still succeeds: its reference is counted like any other, and the
+    /// release waits for its put. A [`kill`](Self::kill) meanwhile does
+    /// nothing.
+    #[must_use]
+    pub fn start_kill(&self) -> bool {
+        let _locked = self.switching.lock();
+        self.mark_dead()
+    }
+
+    /// The second half of a kill [`start_kill`](Self::start_kill) began:
+    /// folds the slots into the atomic count (unless a switch did already)
+    /// and drops the initial reference. From here `tryget_live` fails.
+    pub fn finish_kill(&self) {
+        let locked = self.switching.lock();
+        debug_assert!(self.is_dying(), "percpu_ref: finish_kill without start_kill");
+        self.fold();
+        drop(locked);
+        self.put_atomic(1);
+    }
+
+    /// Sets [`DEAD`] unless it is set; returns whether it set it. The
+    /// caller holds `switching`.
+    fn mark_dead(&self) -> bool {
+        let mode = self.mode.load(Ordering::Relaxed);
+        if mode & DEAD != 0 {
+            return false;
+        }
+        self.mode.store(mode | DEAD, Ordering::Release);
+        true
     }
 
     /// Makes every later get and put use the single atomic count, so the
@@ -456,6 +497,48 @@ mod tests {
         r.kill();
     }
 
+    /// A kill in two halves: between them references are taken and put
+    /// per CPU (a `tryget_live` too), a second kill does nothing, and the
+    /// release waits for the finish and then for the last put.
+    #[test]
+    fn a_kill_finished_later_counts_what_came_between() {
+        let (r, released) = counted();
+        r.get_on(1, 1);
+        assert!(r.start_kill());
+        assert!(!r.start_kill(), "marked once");
+        assert!(r.is_dying());
+        assert!(r.tryget_live_many_on(0, 1), "an unfolded slot still counts");
+        r.put_on(1, 1);
+        r.kill();
+        assert_eq!(r.atomic_count(), None, "still per CPU until the finish");
+        r.finish_kill();
+        assert!(!r.tryget_live());
+        assert_eq!(r.atomic_count(), Some(1));
+        assert_eq!(releases(&released), 0);
+        r.put_on(1, 1);
+        assert_eq!(releases(&released), 1);
+    }
+
+    #[cfg(feature = "audit")]
+    #[test]
+    fn starting_a_kill_writes_no_slot() {
+        let (r, _) = counted();
+        let (other, _) = counted();
+        r.get_on(0, 1);
+        other.get_on(1, 1);
+        let (marked, trace) = crate::audit::record(|| r.start_kill());
+        assert!(marked);
+        let (_, beside) = crate::audit::record(|| {
+            other.get_on(1, 1);
+            other.put_on(1, 1);
+        });
+        assert!(trace.conflicts(&beside).is_empty(), "{:?}", trace.conflicts(&beside));
+        r.finish_kill();
+        r.put_on(0, 1);
+        other.put_on(1, 1);
+        other.kill();
+    }
+
     #[test]
     fn weighted_references_fold_to_their_sum() {
         let (r, released) = counted();
@@ -611,6 +694,36 @@ mod loom_models {
             for u in users {
                 u.join().unwrap();
             }
+            assert_eq!(released.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    /// A kill started, a user on another CPU takes a live reference and
+    /// puts it, racing the finish: the release runs exactly once, after
+    /// the user's put, and a `tryget_live` after the finish fails.
+    #[test]
+    fn tryget_live_between_the_halves_of_a_kill() {
+        loom::model(|| {
+            let (r, released) = counted();
+            assert!(r.start_kill());
+            let user = {
+                let (r, released) = (Arc::clone(&r), Arc::clone(&released));
+                thread::spawn(move || {
+                    if r.tryget_live_many_on(1, 1) {
+                        assert_eq!(released.load(Ordering::SeqCst), 0, "a live reference was released");
+                        r.put_on(1, 1);
+                    }
+                })
+            };
+            let finisher = {
+                let r = Arc::clone(&r);
+                thread::spawn(move || {
+                    r.finish_kill();
+                    assert!(!r.tryget_live_many_on(0, 1));
+                })
+            };
+            user.join().unwrap();
+            finisher.join().unwrap();
             assert_eq!(released.load(Ordering::SeqCst), 1);
         });
     }

@@ -127,13 +127,32 @@ pub(crate) fn opens_ref<'i>(inode: &'i Arc<Inode>, reclaim: &Arc<Reclaim>) -> &'
             }
         })
     });
-    // Pairs with the fence in `kill`: either the unlink saw the ref,
-    // or this sees the unlink.
+    // Pairs with the fence in `nlink_changed` (and `InodeOpens::kill`):
+    // either the unlink saw the ref, or this sees the unlink.
     fence(Ordering::SeqCst);
     if made && inode.stat().nlink == 0 {
         r.kill();
     }
     r
+}
+
+/// The second half of the kill of an unlinked inode's open counts
+/// ([`PercpuRef::finish_kill`]), run when it is dropped, after a grace
+/// period. Until then the ref's own `Arc` on the inode (`keep` in
+/// [`opens_ref`]) keeps the inode, and so the ref, alive: only the
+/// release drops it, and the release cannot run before this puts the
+/// initial reference.
+struct FinishKill(std::ptr::NonNull<PercpuRef>);
+
+// SAFETY: it only reaches a `PercpuRef`, which is `Sync`.
+unsafe impl Send for FinishKill {}
+
+impl Drop for FinishKill {
+    fn drop(&mut self) {
+        // SAFETY: valid until the initial reference goes (see the type),
+        // which is this call's put.
+        unsafe { self.0.as_ref() }.finish_kill();
+    }
 }
 
 /// A directory's reference to its parent, which `..` leads to: while the
@@ -232,6 +251,9 @@ pub(crate) struct InodeRegistry {
     pub space: Arc<Space>,
     /// The design of its directories' entries.
     pub dirents: Design,
+    /// The superblock's deferred releases, which finish the kill of an
+    /// unlinked inode's open counts ([`FinishKill`]).
+    reclaim: Arc<Reclaim>,
     /// How writes to its files' data are serialized.
     pub file_writes: FileWrites,
     /// One reference per live inode, plus the superblock's initial one.
@@ -245,6 +267,7 @@ impl InodeRegistry {
         space: Arc<Space>,
         dirents: Design,
         file_writes: FileWrites,
+        reclaim: Arc<Reclaim>,
     ) -> Arc<Self> {
         let registry = Arc::new_cyclic(|weak: &Weak<InodeRegistry>| {
             let weak = weak.clone();
@@ -254,7 +277,7 @@ impl InodeRegistry {
                 // This runs inside the registry: free it after returning.
                 crossbeam_epoch::pin().defer(move || drop((registry, kept)));
             });
-            InodeRegistry { list, space, dirents, file_writes, users, keep: Mutex::new(None) }
+            InodeRegistry { list, space, dirents, file_writes, reclaim, users, keep: Mutex::new(None) }
         });
         *unpoisoned(registry.keep.lock()) = Some(Arc::clone(&registry));
         registry
@@ -897,9 +920,20 @@ impl Inode {
     }
 
     /// The last link went: open files stop keeping the inode per CPU.
+    /// The unlink only marks the per-CPU ref dying; its fold, which visits
+    /// every CPU's slot (lines those CPUs write for other objects), runs
+    /// after a grace period ([`FinishKill`]), as Linux folds a killed
+    /// `percpu_ref` in an RCU callback.
     fn nlink_changed(&self, nlink: u32) {
-        if nlink == 0 {
-            self.opens.kill();
+        if nlink != 0 {
+            return;
+        }
+        // Pairs with the fence in `opens_ref`: either this sees the ref,
+        // or that sees the link count at 0 and kills the ref itself.
+        fence(Ordering::SeqCst);
+        if let Some(r) = self.opens.percpu.get().filter(|r| r.start_kill()) {
+            let reclaim = &self.registry.reclaim;
+            reclaim.defer(&crossbeam_epoch::pin(), FinishKill(std::ptr::NonNull::from(r)));
         }
     }
 }

@@ -92,12 +92,12 @@ impl SuperBlock {
         };
         let dir_locks = DirLocks::new(config.dir_locking);
         let space = Arc::new(crate::space::Space::new(config.size_limit, config.inode_limit));
-        let inodes = InodeRegistry::new(list, space, dir_locks.dirents(), config.file_writes);
+        let reclaim = Arc::new(Reclaim::default());
+        let inodes = InodeRegistry::new(list, space, dir_locks.dirents(), config.file_writes, Arc::clone(&reclaim));
         let root = Inode::new(&inodes, NewInode::of(FileType::Directory, 0o755));
         let fs = make_fs(&Instance::new(Arc::clone(&inodes), Arc::clone(&root)));
         let native = fs.names_in_dcache();
         let read_only = fs.read_only();
-        let reclaim = Arc::new(Reclaim::default());
         SuperBlock {
             dcache: Dcache::new(config.dcache_buckets, config.max_negative_dentries, Arc::clone(&reclaim)),
             reclaim,

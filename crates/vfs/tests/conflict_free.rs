@@ -668,6 +668,39 @@ fn first_locks_share_no_line_with_opens_closes_and_unlinks() {
     assert!(v.conflict_free(), "a first flock and an unlink: {:#?}", v.conflicts);
 }
 
+/// An unlink of a file that is open (its open counts per CPU) marks the
+/// counts dying and leaves their fold, which visits every CPU's slot, to a
+/// grace period: it shares no line with an open and close of another
+/// file, whose slot sits beside the unlinked file's in the per-CPU arena.
+#[test]
+fn an_unlink_of_an_open_file_shares_no_line_with_opens_of_others() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (vfs, p) = tree(VfsConfig::default());
+    let q = vfs.process(Credentials::root());
+    // Each side's k-th run works on file k (warm-ups included).
+    const FILES: usize = 8;
+    let (doomed, other) = (|k: usize| format!("/u{k}"), |k: usize| format!("/o{k}"));
+    let mut held = Vec::new();
+    for k in 0..FILES {
+        for path in [doomed(k), other(k)] {
+            q.close(q.open(&path, OpenFlags::CREAT | OpenFlags::WRONLY, 0o644).unwrap()).unwrap();
+            // Not the creating open: this one counts per CPU, and the
+            // two files' slots are made one after the other.
+            held.push(p.open(&path, OpenFlags::RDONLY, 0).unwrap());
+        }
+    }
+    let next = |counter: &AtomicUsize| counter.fetch_add(1, Ordering::Relaxed);
+    let (unlinked, opened) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let unlink = || p.unlink(doomed(next(&unlinked))).unwrap();
+    let open_close = || q.close(q.open(other(next(&opened)), OpenFlags::RDONLY, 0).unwrap()).unwrap();
+    let v = verdict(unlink, open_close);
+    assert!(v.conflict_free(), "an unlink of an open file and an open and close of another: {:#?}", v.conflicts);
+    for fd in held {
+        p.close(fd).unwrap();
+    }
+    assert!(vfs.release_barrier(std::time::Duration::from_secs(600)), "deferred releases never ran");
+}
+
 /// A getxattr reads the file's attribute map under the epoch, at the end
 /// of an rcu-walk, with no lock and no count: getxattrs of one file share
 /// no line, nor does one with a write or a truncate of the file. A

@@ -691,10 +691,10 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
             "crates/vfs/src/mount.rs",
         ],
         "an open file description's offset is under one mutex that read and lseek take (a seek to where the \
-         offset is takes none), its truncate and directory listing take the inode's lock, an open or close of a \
-         file counts the inode's opens, and an unlink of an open file switches its per-CPU open count to atomic, \
-         writing every CPU's slot, on lines of the per-CPU arena that other objects' slots share (Linux: \
-         f_pos_lock, i_rwsem, i_writecount)",
+         offset is takes none), its truncate and directory listing take the inode's lock, and an open or close \
+         of a file for writing counts it in the inode's shared count of writers, which read leases read (an \
+         unlink of an open file marks its per-CPU open count dying and folds it after a grace period, outside \
+         the call) (Linux: f_pos_lock, i_rwsem, i_writecount)",
     ),
     (
         "xattrs",
