@@ -1,17 +1,26 @@
 //! Deferred release of what rcu-walkers may still be reading: the
 //! userspace stand-in for `call_rcu` and `rcu_barrier`.
 //!
-//! Invariant: `pending[c]` counts the releases deferred on CPU `c` that
-//! have not run yet; a release takes its unit back from the counter it was
-//! counted on, so every counter stays at or above zero and
-//! [`Reclaim::barrier`] knows when every object unlinked before it was
-//! called has really been freed — whatever other threads, pinning and
-//! unpinning on the same global epoch, are doing.
+//! Invariant: `counts[c]` holds two counts that only grow: the releases
+//! deferred on CPU `c`, and how many of those have run (on whatever thread
+//! ran them), the second counted after the first, so it never passes it.
+//! [`Reclaim::barrier`] reads every CPU's count of releases run, then
+//! every CPU's count of releases deferred: equal sums mean that at the
+//! instant between the two passes none was pending (what ran by then was
+//! read as run at most; what was deferred by then was read as deferred at
+//! least). So it knows when every object unlinked before it was called
+//! has really been freed, releases deferred by releases included, whatever
+//! other threads, pinning and unpinning on the same global epoch, are
+//! doing. (One signed count per CPU, which a release took back from the
+//! CPU it was counted on, could read zero everywhere, one CPU read before
+//! a running release deferred another there and one after it took its own
+//! unit back, with the second release pending.) SRCU counts its readers
+//! the same way.
 //!
-//! Each CPU's counter is its own `Arc` on its own cache line: a deferred
-//! release holds that `Arc` (the counter must outlive the superblock if the
-//! release runs late), so deferring writes only the deferring CPU's line
-//! and unlinks in different directories share no counter.
+//! Each CPU's counts are their own `Arc` on their own cache line: a
+//! deferred release holds that `Arc` (the counts must outlive the
+//! superblock if the release runs late), so deferring writes only the
+//! deferring CPU's line and unlinks in different directories share none.
 //!
 //! May import nothing of the crate.
 
@@ -19,29 +28,52 @@ use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use vfscale_sync::audited::{AtomicIsize, Ordering};
+use vfscale_sync::audited::{AtomicU64, Ordering};
+
+/// One CPU's releases: deferred there, and run (see the module doc).
+#[derive(Debug, Default)]
+struct Counts {
+    deferred: AtomicU64,
+    ran: AtomicU64,
+}
 
 #[derive(Debug)]
 pub(crate) struct Reclaim {
-    pending: Box<[Arc<CachePadded<AtomicIsize>>]>,
+    counts: Box<[Arc<CachePadded<Counts>>]>,
 }
 
 impl Default for Reclaim {
     fn default() -> Self {
         let cpus = vfscale_sync::cpu::possible_cpus();
-        Reclaim { pending: (0..cpus).map(|_| Arc::default()).collect() }
+        Reclaim { counts: (0..cpus).map(|_| Arc::default()).collect() }
     }
 }
 
 impl Reclaim {
     /// Drops `value` once every thread pinned now has unpinned.
     pub fn defer<T: Send + 'static>(&self, guard: &Guard, value: T) {
-        let pending = Arc::clone(&self.pending[vfscale_sync::cpu::current_cpu() % self.pending.len()]);
-        pending.fetch_add(1, Ordering::Relaxed);
+        let counts = self.count_on(vfscale_sync::cpu::current_cpu());
         guard.defer(move || {
             vfscale_sync::audit::uncounted(|| drop(value));
-            pending.fetch_sub(1, Ordering::Release);
+            counts.ran.fetch_add(1, Ordering::SeqCst);
         });
+    }
+
+    /// Counts a release deferred on `cpu`; the caller counts its run on
+    /// the counts returned.
+    fn count_on(&self, cpu: usize) -> Arc<CachePadded<Counts>> {
+        let counts = Arc::clone(&self.counts[cpu % self.counts.len()]);
+        counts.deferred.fetch_add(1, Ordering::SeqCst);
+        counts
+    }
+
+    /// Whether no release was pending at some instant during the call
+    /// (see the module doc); `between` runs between the two passes.
+    fn settled_around(&self, between: impl FnOnce()) -> bool {
+        let ran: u64 = self.counts.iter().map(|c| c.ran.load(Ordering::SeqCst)).sum();
+        between();
+        let deferred: u64 = self.counts.iter().map(|c| c.deferred.load(Ordering::SeqCst)).sum();
+        ran == deferred
     }
 
     /// Waits until every release deferred so far has run, or `timeout`
@@ -50,7 +82,7 @@ impl Reclaim {
         let deadline = Instant::now() + timeout;
         loop {
             crossbeam_epoch::pin().flush();
-            if self.pending.iter().all(|p| p.load(Ordering::Acquire) == 0) {
+            if self.settled_around(|| {}) {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -90,6 +122,25 @@ pub fn release_barrier(timeout: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A release counted on CPU 1 runs on another thread while a barrier
+    /// reads, and defers a second release on CPU 0 before its own run is
+    /// counted: whichever pass sees what, the barrier does not settle
+    /// with the second pending, and settles once it has run.
+    #[test]
+    fn a_release_deferred_by_a_running_one_keeps_the_barrier_waiting() {
+        let reclaim = Reclaim { counts: (0..2).map(|_| Arc::default()).collect() };
+        let outer = reclaim.count_on(1);
+        let inner = std::cell::Cell::new(None);
+        let settled = reclaim.settled_around(|| {
+            inner.set(Some(reclaim.count_on(0)));
+            outer.ran.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(!settled, "settled with a release pending");
+        assert!(!reclaim.settled_around(|| {}));
+        inner.take().unwrap().ran.fetch_add(1, Ordering::SeqCst);
+        assert!(reclaim.settled_around(|| {}));
+    }
 
     #[test]
     fn deferred_releases_of_exited_threads_run() {
