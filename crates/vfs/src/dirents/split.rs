@@ -169,12 +169,16 @@ impl Bucket {
     }
 
     /// Links `node` (whose hash is `hash`) at the head of the list: the
-    /// caller holds the lock, or the bucket is not yet in any slot.
+    /// caller holds the lock, or the bucket is not yet in any slot. The
+    /// class is counted first: a listing that finds the node, and then
+    /// looks its name up, must find the class present.
     fn push(&self, node: Owned<Node>, hash: u64, guard: &Guard) {
+        self.classes.add(hash);
         node.next.store(self.head.load(Ordering::Relaxed, guard), Ordering::Relaxed);
         self.head.store(node, Ordering::Release);
+        #[cfg(test)]
+        tests::after_publish(hash);
         self.len.store(self.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        self.classes.add(hash);
     }
 
     fn nodes<'g>(&self, guard: &'g Guard) -> impl Iterator<Item = &'g Node> {
@@ -507,8 +511,14 @@ impl BucketGuard {
         let old_node = unsafe { old.deref() };
         link.store(old_node.next.load(Ordering::Relaxed, &self.guard), Ordering::Release);
         let bucket = self.bucket();
-        bucket.len.store(bucket.len.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        let len = bucket.len.load(Ordering::Relaxed) - 1;
+        bucket.len.store(len, Ordering::Relaxed);
         bucket.classes.remove(hash);
+        if len as usize <= SPLIT_AT {
+            // Back within a bucket's size: a split refused at its old
+            // length no longer holds it back.
+            bucket.split_past.store(0, Ordering::Relaxed);
+        }
         let removed = old_node.entry.clone();
         // SAFETY: as in `replace`.
         reclaim.defer(&self.guard, unsafe { old.into_owned() });
@@ -603,6 +613,56 @@ mod tests {
     use super::*;
     use crate::dirents::next_cookie;
 
+    /// Where a test stops an insert between publishing its node and
+    /// counting it: 1 asks the next insert of the hash in `PAUSE_AT` to
+    /// stop, which sets 2 and waits for 3. Out of every trace the audit
+    /// records.
+    static PAUSE: AtomicU32 = AtomicU32::new(0);
+    static PAUSE_AT: AtomicU64 = AtomicU64::new(0);
+
+    pub(super) fn after_publish(hash: u64) {
+        vfscale_sync::audit::uncounted(|| {
+            if PAUSE_AT.load(Ordering::SeqCst) == hash
+                && PAUSE.compare_exchange(1, 2, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+            {
+                while PAUSE.load(Ordering::SeqCst) != 3 {
+                    std::thread::yield_now();
+                }
+            }
+        });
+    }
+
+    /// A listing, which takes no lock and reads no classes, finds a name
+    /// an insert has just linked; a look-up of that name then finds it
+    /// too, though the insert has not finished.
+    #[test]
+    fn a_name_a_listing_finds_is_found_by_a_look_up() {
+        use Ordering::SeqCst;
+        let dir = Arc::new(SplitEntries::new());
+        let reclaim = Arc::new(Reclaim::default());
+        insert(&dir, 1 << 58 | 0xbeef << 6 | 5, &reclaim);
+        // The same bucket, a class it does not have yet; a hash no other
+        // test inserts (the pause is the whole binary's).
+        let hash = 62 << 58 | 0xdead << 6 | 5;
+        PAUSE_AT.store(hash, SeqCst);
+        PAUSE.store(1, SeqCst);
+        let inserter = {
+            let (dir, reclaim) = (Arc::clone(&dir), Arc::clone(&reclaim));
+            std::thread::spawn(move || insert(&dir, hash, &reclaim))
+        };
+        while PAUSE.load(SeqCst) != 2 {
+            std::thread::yield_now();
+        }
+        let guard = crossbeam_epoch::pin();
+        let name = hash.to_string();
+        let listed = dir.after(0, 100, &guard).iter().any(|e| *e.dentry.name == *name.as_bytes());
+        let found = dir.get(name.as_bytes(), hash, &guard).is_some();
+        PAUSE.store(3, SeqCst);
+        inserter.join().unwrap();
+        assert!(listed, "the insert stopped after linking its node");
+        assert!(found, "listed, then not found");
+    }
+
     fn insert(dir: &SplitEntries, hash: u64, reclaim: &Reclaim) {
         let entry = Entry { cookie: next_cookie(), dentry: Dentry::new(1, hash.to_string().as_bytes(), None, 0) };
         dir.lock(hash).insert(dir, entry, hash, reclaim);
@@ -688,9 +748,15 @@ mod tests {
             "40 names made a table of depth {} over {buckets} buckets",
             table.depth
         );
-        for hash in hashes {
+        for &hash in &hashes {
             assert!(dir.get(hash.to_string().as_bytes(), hash, &guard).is_some(), "{hash} is lost");
         }
+        // Back within a bucket's size, the bucket splits as any other.
+        for &hash in &hashes[4..] {
+            assert!(dir.lock(hash).remove(hash.to_string().as_bytes(), hash, &reclaim).is_some());
+        }
+        let held = distinct(table, &guard).filter(|(_, b)| b.split_past.load(Ordering::Relaxed) != 0).count();
+        assert_eq!(held, 0, "a bucket of four names still waits for a longer list to split");
     }
 
     /// Hashes drawn at random never meet the bound: the table doubles as
