@@ -910,6 +910,27 @@ impl Inode {
         before
     }
 
+    /// Adds a link unless the last one has gone (Linux checks `i_nlink`
+    /// under the inode's lock in `vfs_link`): the check and the add are
+    /// one update, so a link racing the unlink of the last name comes
+    /// before it or fails with ENOENT, never bringing the file back.
+    pub(crate) fn add_link(&self) -> VfsResult<()> {
+        let now = Timespec::now();
+        let mut linked = false;
+        self.update_meta(|a| {
+            if a.nlink != 0 {
+                a.nlink += 1;
+                a.ctime = now;
+                linked = true;
+            }
+        });
+        if linked {
+            Ok(())
+        } else {
+            Err(Errno::ENOENT)
+        }
+    }
+
     /// Removes an empty directory, locked whole: its link count, which is
     /// 2 (its name and its `.`) whatever its split records hold, drops by
     /// both, so it reads 0 with them folded in, without reading the

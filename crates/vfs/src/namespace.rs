@@ -413,8 +413,12 @@ impl<'a> Ctx<'a> {
             return Err(Errno::ENOENT);
         }
         // shmem_link: each extra link takes an inode from the limit.
-        dir.sb().inodes.space.reserve_inode()?;
-        inode.change_nlink(1);
+        let space = &dir.sb().inodes.space;
+        space.reserve_inode()?;
+        if let Err(gone) = inode.add_link() {
+            space.give_ispace(crate::space::BOGO_INODE_SIZE);
+            return Err(gone);
+        }
         self.add_entry(&dir, &mut locked, name, inode.into_arc(), 0);
         Ok(())
     }

@@ -105,3 +105,35 @@ fn hard_links_take_inodes_as_on_tmpfs() {
     assert!(vfs.drop_caches(Duration::from_secs(60)));
     assert_eq!(vfs.statfs().files_free, 2);
 }
+
+/// A link of a file racing the unlink of its last name either comes first
+/// (the file keeps the new name) or fails with ENOENT; it never brings a
+/// file back from a link count of 0 (its inode was then charged twice and
+/// given back once): after both have run their rounds and every name is
+/// gone, the inode limit is whole again.
+#[test]
+fn a_link_racing_the_last_unlink_gives_every_inode_back() {
+    // Room for every round's inodes: they come back through the epoch.
+    let (vfs, p) = limited(0, 1 << 20);
+    let free = vfs.statfs().files_free;
+    let rounds = vfscale_sync::test_support::stress_iters(20_000);
+    let q = vfs.process(Credentials::root());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..rounds {
+                p.mknod("/f", libc::S_IFREG | 0o644, 0).unwrap();
+                p.unlink("/f").unwrap();
+            }
+        });
+        s.spawn(|| {
+            for _ in 0..rounds {
+                match q.link("/f", "/g") {
+                    Ok(()) => q.unlink("/g").unwrap(),
+                    Err(e) => assert_eq!(e, Errno::ENOENT),
+                }
+            }
+        });
+    });
+    assert!(vfs.drop_caches(Duration::from_secs(60)));
+    assert_eq!(vfs.statfs().files_free, free);
+}
