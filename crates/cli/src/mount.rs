@@ -149,6 +149,11 @@ pub struct UmountArgs {
 
 /// Serves until Ctrl-C, SIGTERM or `vfscale umount DIR`.
 pub fn mount_command(args: MountArgs) -> Result<(), String> {
+    // Users of the mount choose its names: the hash that places them in
+    // buckets and hash chains gets a key they cannot know. Nothing made an
+    // instance yet, so the key is drawn.
+    let keyed = vfscale::randomize_name_hash();
+    debug_assert!(keyed, "an instance was made before the mount");
     let options = MountOptions {
         demo: args.demo,
         threads: args.threads.unwrap_or_else(vfscale_sync::cpu::usable_cpus),

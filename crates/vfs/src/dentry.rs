@@ -15,10 +15,57 @@ use crate::inode::Inode;
 use std::fmt;
 use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
-use vfscale_sync::audited::{AtomicBool, AtomicPtr, Ordering};
+use vfscale_sync::audited::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use vfscale_sync::lockref::LockRef;
 use vfscale_sync::pad::LinePad;
 use vfscale_sync::seqcount::SeqCount;
+
+/// The state every name hash starts from: 0, so that the hash is one
+/// fixed function of the name in every run (experiments and tests place
+/// names the same way each time), until [`randomize_name_hash`] draws a
+/// secret one.
+static HASH_KEY: AtomicU64 = AtomicU64::new(0);
+/// Set when the first filesystem instance is made: names hashed under
+/// the key are kept from then on, so it can no longer change.
+static HASH_KEY_FIXED: AtomicBool = AtomicBool::new(false);
+
+/// Draws a secret starting state for the name hash, as Linux salts its
+/// name hash with a kernel pointer that users cannot see, so that nobody
+/// can choose names that share a directory's bucket or a dentry hash
+/// chain (each look-up of such a name walks all the others, and each
+/// create of one makes the walk longer). The hash is fixed and public
+/// without it, and for names of up to 8 bytes it can be inverted: names
+/// whose hashes agree on any chosen bits are found at once. Call it at
+/// start-up, before the first [`Vfs`](crate::Vfs) or other filesystem
+/// instance is made, as `vfscale mount` does; returns false, and changes
+/// nothing, once one has been.
+pub fn randomize_name_hash() -> bool {
+    if HASH_KEY_FIXED.load(Ordering::SeqCst) {
+        return false;
+    }
+    HASH_KEY.store(random_u64(), Ordering::SeqCst);
+    true
+}
+
+/// Fixes the name hash's key: a filesystem instance is being made.
+pub(crate) fn fix_name_hash_key() {
+    if !HASH_KEY_FIXED.load(Ordering::Relaxed) {
+        HASH_KEY_FIXED.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Eight random bytes from the kernel, or, if `getrandom` fails, from
+/// the standard library's randomly keyed hasher.
+fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: `bytes` is valid for writes of its 8 bytes.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if got == bytes.len() as isize {
+        return u64::from_le_bytes(bytes);
+    }
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new().build_hasher().finish()
+}
 
 /// Hash of a (parent, name) key: [`name_hash`] mixed with the parent
 /// inode number.
@@ -77,7 +124,12 @@ fn tail_word(bytes: &[u8], n: usize) -> u64 {
 
 /// Hash of a name by itself, as a dentry's key is made of it.
 pub(crate) fn name_hash(name: &[u8]) -> u64 {
-    let mut h = 0;
+    hash_from(HASH_KEY.load(Ordering::Relaxed), name)
+}
+
+/// [`name_hash`] from the starting state `key`.
+fn hash_from(key: u64, name: &[u8]) -> u64 {
+    let mut h = key;
     let mut words = name.chunks_exact(8);
     for word in &mut words {
         h = mix(h, word_at(word, 0));
@@ -106,7 +158,13 @@ fn low_bytes(word: u64, n: usize) -> u64 {
 /// it eight bytes at a time.
 #[inline]
 pub(crate) fn scan_component(buf: &[u8], start: usize) -> (usize, u64) {
-    let mut h = 0;
+    scan_from(HASH_KEY.load(Ordering::Relaxed), buf, start)
+}
+
+/// [`scan_component`] from the starting state `key`.
+#[inline]
+fn scan_from(key: u64, buf: &[u8], start: usize) -> (usize, u64) {
+    let mut h = key;
     let mut at = start;
     while at + 8 <= buf.len() {
         let word = word_at(buf, at);
@@ -253,6 +311,8 @@ mod tests {
                     let (end, hash) = scan_component(&buf, offset);
                     assert_eq!(end, offset + len, "the end of {name:?} in {buf:?}");
                     assert_eq!(hash, name_hash(&name), "the hash of {name:?} in {buf:?}");
+                    let key = 0x9e37_79b9_7f4a_7c15;
+                    assert_eq!(scan_from(key, &buf, offset), (end, hash_from(key, &name)), "keyed");
                 }
             }
         }
@@ -273,5 +333,19 @@ mod tests {
         assert_ne!(name_hash(b"a"), name_hash(b"a\0"));
         assert_ne!(name_hash(b""), name_hash(b"\0\0\0\0\0\0\0\0"));
         assert_ne!(hash_name(1, b"x"), hash_name(2, b"x"));
+    }
+
+    /// Under another key, names that share their low hash bits under the
+    /// first mostly do not: which names share a bucket is the key's.
+    #[test]
+    fn another_key_places_names_elsewhere() {
+        let (k1, k2) = (0, random_u64() | 1);
+        let names: Vec<String> = (0..4096).map(|n| format!("f{n}")).collect();
+        let low = |key: u64, name: &String| hash_from(key, name.as_bytes()) & 63;
+        let first = &names[0];
+        let together: Vec<&String> = names.iter().filter(|n| low(k1, n) == low(k1, first)).collect();
+        assert!(together.len() > 30, "about one name in 64 shares the first's bucket");
+        let still = together.iter().filter(|n| low(k2, n) == low(k2, first)).count();
+        assert!(still < together.len() / 4, "{still} of {} still together", together.len());
     }
 }

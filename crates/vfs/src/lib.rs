@@ -102,6 +102,7 @@ mod xattr_store;
 
 pub use config::VfsConfig;
 pub use cred::Credentials;
+pub use dentry::randomize_name_hash;
 pub use errno::{Errno, VfsResult};
 pub use file::OpenFile;
 pub use fs::{kernfs, memfs, procfs};

@@ -83,6 +83,7 @@ impl SuperBlock {
     /// A superblock whose hooks `make_fs` makes, given the instance (the
     /// inode registry, to make inodes, and the root directory).
     pub fn with_filesystem(config: VfsConfig, make_fs: impl FnOnce(&Instance) -> Arc<dyn Filesystem>) -> SuperBlock {
+        crate::dentry::fix_name_hash_key();
         // Test-and-set heads: in userspace a lock holder can be preempted,
         // and a FIFO (ticket) lock then makes every later waiter wait for
         // it and for each other in turn.
