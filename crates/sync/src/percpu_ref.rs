@@ -643,32 +643,39 @@ mod loom_models {
         });
     }
 
+    /// A user takes a live reference on CPU 1 and puts it, racing `kill`
+    /// on another thread: the release runs exactly once, never under the
+    /// user's reference.
+    fn live_user_racing(r: Arc<PercpuRef>, released: Arc<AtomicUsize>, kill: impl FnOnce(&PercpuRef) + Send + 'static) {
+        let user = {
+            let (r, released) = (Arc::clone(&r), Arc::clone(&released));
+            thread::spawn(move || {
+                if r.tryget_live_many_on(1, 1) {
+                    assert_eq!(released.load(Ordering::SeqCst), 0, "a live reference was released");
+                    r.put_on(1, 1);
+                }
+            })
+        };
+        let killer = {
+            let r = Arc::clone(&r);
+            thread::spawn(move || kill(&r))
+        };
+        user.join().unwrap();
+        killer.join().unwrap();
+        assert_eq!(released.load(Ordering::SeqCst), 1);
+    }
+
     /// Once kill has returned, tryget_live fails on every CPU; one that
     /// raced it either failed or holds a reference that delays the release.
     #[test]
     fn tryget_live_after_kill() {
         loom::model(|| {
             let (r, released) = counted();
-            let user = {
-                let (r, released) = (Arc::clone(&r), Arc::clone(&released));
-                thread::spawn(move || {
-                    if r.tryget_live_many_on(1, 1) {
-                        assert_eq!(released.load(Ordering::SeqCst), 0, "a live reference was released");
-                        r.put_on(1, 1);
-                    }
-                })
-            };
-            let killer = {
-                let r = Arc::clone(&r);
-                thread::spawn(move || {
-                    r.kill();
-                    assert!(!r.tryget_live_many_on(0, 1));
-                    assert!(!r.tryget_live_many_on(1, 1));
-                })
-            };
-            user.join().unwrap();
-            killer.join().unwrap();
-            assert_eq!(released.load(Ordering::SeqCst), 1);
+            live_user_racing(r, released, |r| {
+                r.kill();
+                assert!(!r.tryget_live_many_on(0, 1));
+                assert!(!r.tryget_live_many_on(1, 1));
+            });
         });
     }
 
@@ -706,25 +713,10 @@ mod loom_models {
         loom::model(|| {
             let (r, released) = counted();
             assert!(r.start_kill());
-            let user = {
-                let (r, released) = (Arc::clone(&r), Arc::clone(&released));
-                thread::spawn(move || {
-                    if r.tryget_live_many_on(1, 1) {
-                        assert_eq!(released.load(Ordering::SeqCst), 0, "a live reference was released");
-                        r.put_on(1, 1);
-                    }
-                })
-            };
-            let finisher = {
-                let r = Arc::clone(&r);
-                thread::spawn(move || {
-                    r.finish_kill();
-                    assert!(!r.tryget_live_many_on(0, 1));
-                })
-            };
-            user.join().unwrap();
-            finisher.join().unwrap();
-            assert_eq!(released.load(Ordering::SeqCst), 1);
+            live_user_racing(r, released, |r| {
+                r.finish_kill();
+                assert!(!r.tryget_live_many_on(0, 1));
+            });
         });
     }
 
