@@ -120,10 +120,13 @@ pub(crate) fn opens_ref<'i>(inode: &'i Arc<Inode>, reclaim: &Arc<Reclaim>) -> &'
         let reclaim = Arc::clone(reclaim);
         PercpuRef::new(move || {
             if let Some(inode) = unpoisoned(keep.lock()).take() {
-                // The release runs inside the inode it may free: let
-                // the epoch drop it after this call has returned (and
-                // `drop_caches` wait for that).
-                reclaim.defer(&crossbeam_epoch::pin(), inode);
+                // The release runs inside the inode it may free. A finish
+                // that runs it takes the inode, to drop once the release
+                // has returned; otherwise the epoch drops it after this
+                // call has returned (and `drop_caches` waits for that).
+                if let Some(inode) = FinishKill::claim(inode) {
+                    reclaim.defer(&crossbeam_epoch::pin(), inode);
+                }
             }
         })
     });
@@ -142,16 +145,45 @@ pub(crate) fn opens_ref<'i>(inode: &'i Arc<Inode>, reclaim: &Arc<Reclaim>) -> &'
 /// [`opens_ref`]) keeps the inode, and so the ref, alive: only the
 /// release drops it, and the release cannot run before this puts the
 /// initial reference.
+///
+/// If that put is the last (the last open was closed before), the release
+/// runs inside the finish, which then drops the inode itself once the
+/// ref's code has returned, rather than through another grace period: the
+/// unlinked file's space comes back one grace period after the unlink, as
+/// it did when the unlink folded at once (a mount's `df` waits for that).
 struct FinishKill(std::ptr::NonNull<PercpuRef>);
 
 // SAFETY: it only reaches a `PercpuRef`, which is `Sync`.
 unsafe impl Send for FinishKill {}
 
+thread_local! {
+    /// While a [`FinishKill`] runs on this thread: the inode its release
+    /// let go (`Some(None)` until then).
+    static FINISHING: std::cell::RefCell<Option<Option<Arc<Inode>>>> = const { std::cell::RefCell::new(None) };
+}
+
+impl FinishKill {
+    /// A release hands its inode to the finish running on this thread;
+    /// returns it if none is.
+    fn claim(inode: Arc<Inode>) -> Option<Arc<Inode>> {
+        FINISHING.with(|finishing| match &mut *finishing.borrow_mut() {
+            Some(slot) => {
+                *slot = Some(inode);
+                None
+            }
+            None => Some(inode),
+        })
+    }
+}
+
 impl Drop for FinishKill {
     fn drop(&mut self) {
+        FINISHING.with(|finishing| *finishing.borrow_mut() = Some(None));
         // SAFETY: valid until the initial reference goes (see the type),
         // which is this call's put.
         unsafe { self.0.as_ref() }.finish_kill();
+        let released = FINISHING.with(|finishing| finishing.borrow_mut().take().flatten());
+        drop(released);
     }
 }
 
