@@ -15,7 +15,7 @@ use crate::inode::Inode;
 use std::fmt;
 use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
-use vfscale_sync::audited::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use vfscale_sync::audited::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use vfscale_sync::lockref::LockRef;
 use vfscale_sync::pad::LinePad;
 use vfscale_sync::seqcount::SeqCount;
@@ -25,9 +25,14 @@ use vfscale_sync::seqcount::SeqCount;
 /// names the same way each time), until [`randomize_name_hash`] draws a
 /// secret one.
 static HASH_KEY: AtomicU64 = AtomicU64::new(0);
-/// Set when the first filesystem instance is made: names hashed under
-/// the key are kept from then on, so it can no longer change.
-static HASH_KEY_FIXED: AtomicBool = AtomicBool::new(false);
+/// [`KEY_OPEN`] until the key is drawn or the first filesystem instance
+/// is made, then [`KEY_FIXED`] for good (names hashed under the key are
+/// kept from then on); [`KEY_DRAWING`] while [`randomize_name_hash`]
+/// stores the key, which an instance being made waits out.
+static HASH_KEY_STATE: AtomicU32 = AtomicU32::new(KEY_OPEN);
+const KEY_OPEN: u32 = 0;
+const KEY_DRAWING: u32 = 1;
+const KEY_FIXED: u32 = 2;
 
 /// Draws a secret starting state for the name hash, as Linux salts its
 /// name hash with a kernel pointer that users cannot see, so that nobody
@@ -40,17 +45,28 @@ static HASH_KEY_FIXED: AtomicBool = AtomicBool::new(false);
 /// instance is made, as `vfscale mount` does; returns false, and changes
 /// nothing, once one has been.
 pub fn randomize_name_hash() -> bool {
-    if HASH_KEY_FIXED.load(Ordering::SeqCst) {
+    if HASH_KEY_STATE.compare_exchange(KEY_OPEN, KEY_DRAWING, Ordering::Acquire, Ordering::Acquire).is_err() {
         return false;
     }
-    HASH_KEY.store(random_u64(), Ordering::SeqCst);
+    HASH_KEY.store(random_u64(), Ordering::Relaxed);
+    HASH_KEY_STATE.store(KEY_FIXED, Ordering::Release);
     true
 }
 
-/// Fixes the name hash's key: a filesystem instance is being made.
+/// Fixes the name hash's key: a filesystem instance is being made. Waits
+/// out a [`randomize_name_hash`] under way, so that the instance hashes
+/// every name under the key drawn.
 pub(crate) fn fix_name_hash_key() {
-    if !HASH_KEY_FIXED.load(Ordering::Relaxed) {
-        HASH_KEY_FIXED.store(true, Ordering::SeqCst);
+    // Read first: once fixed, making an instance writes nothing here (a
+    // failed CAS would take the line that every name hash reads).
+    if HASH_KEY_STATE.load(Ordering::Acquire) == KEY_FIXED {
+        return;
+    }
+    loop {
+        match HASH_KEY_STATE.compare_exchange(KEY_OPEN, KEY_FIXED, Ordering::Acquire, Ordering::Acquire) {
+            Ok(_) | Err(KEY_FIXED) => return,
+            Err(_) => std::thread::yield_now(),
+        }
     }
 }
 

@@ -157,33 +157,51 @@ struct FinishKill(std::ptr::NonNull<PercpuRef>);
 unsafe impl Send for FinishKill {}
 
 thread_local! {
-    /// While a [`FinishKill`] runs on this thread: the inode its release
-    /// let go (`Some(None)` until then).
-    static FINISHING: std::cell::RefCell<Option<Option<Arc<Inode>>>> = const { std::cell::RefCell::new(None) };
+    /// Whether a [`FinishKill`] runs on this thread, and the inode its
+    /// release let go (from `Arc::into_raw`; null until then). Plain
+    /// cells, which need no destructor: a release may run while the
+    /// thread exits (crossbeam-epoch's last pin runs deferred work), after
+    /// the destructors of the thread's other locals.
+    static FINISHING: Cell<bool> = const { Cell::new(false) };
+    static RELEASED: Cell<*const Inode> = const { Cell::new(std::ptr::null()) };
 }
 
 impl FinishKill {
     /// A release hands its inode to the finish running on this thread;
     /// returns it if none is.
     fn claim(inode: Arc<Inode>) -> Option<Arc<Inode>> {
-        FINISHING.with(|finishing| match &mut *finishing.borrow_mut() {
-            Some(slot) => {
-                *slot = Some(inode);
-                None
-            }
-            None => Some(inode),
-        })
+        if !FINISHING.get() || !RELEASED.get().is_null() {
+            return Some(inode);
+        }
+        RELEASED.set(Arc::into_raw(inode));
+        None
+    }
+}
+
+/// Ends a finish, also on unwind: no later release on the thread is
+/// claimed, and the inode claimed is dropped, after the ref's code has
+/// returned.
+struct Finished;
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        FINISHING.set(false);
+        let released = RELEASED.replace(std::ptr::null());
+        if !released.is_null() {
+            // SAFETY: from `Arc::into_raw` in `claim`, taken once (the
+            // cell was reset to null above).
+            drop(unsafe { Arc::from_raw(released) });
+        }
     }
 }
 
 impl Drop for FinishKill {
     fn drop(&mut self) {
-        FINISHING.with(|finishing| *finishing.borrow_mut() = Some(None));
+        FINISHING.set(true);
+        let _finished = Finished;
         // SAFETY: valid until the initial reference goes (see the type),
         // which is this call's put.
         unsafe { self.0.as_ref() }.finish_kill();
-        let released = FINISHING.with(|finishing| finishing.borrow_mut().take().flatten());
-        drop(released);
     }
 }
 
@@ -1063,6 +1081,39 @@ mod tests {
     use super::*;
     use std::mem::{offset_of, size_of};
     use vfscale_sync::audit::LINE_SIZE;
+
+    /// A release may run while its thread exits (crossbeam-epoch's last
+    /// pin runs deferred work), after the destructors of the thread's
+    /// other locals: here a local made before the finish's cells were
+    /// first touched, so destroyed after them, hands an inode to
+    /// `claim`. It gets the inode back (no finish runs), and the thread
+    /// exits cleanly (the cells need no destructor; with one, `claim`
+    /// panicked there and the process aborted).
+    #[test]
+    fn a_release_while_its_thread_exits_keeps_its_inode() {
+        struct AtExit(std::cell::RefCell<Option<(Arc<Inode>, std::sync::mpsc::Sender<bool>)>>);
+        impl Drop for AtExit {
+            fn drop(&mut self) {
+                if let Some((inode, kept)) = self.0.borrow_mut().take() {
+                    kept.send(FinishKill::claim(inode).is_some()).unwrap();
+                }
+            }
+        }
+        thread_local! {
+            static AT_EXIT: AtExit = const { AtExit(std::cell::RefCell::new(None)) };
+        }
+        let vfs = crate::Vfs::default();
+        let (root, probe) = (Arc::clone(&vfs.sb.root), Arc::clone(&vfs.sb.root));
+        let (kept, back) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            AT_EXIT.with(|at_exit| *at_exit.0.borrow_mut() = Some((root, kept)));
+            // The finish's cells, touched after the local above.
+            assert!(FinishKill::claim(probe).is_some());
+        })
+        .join()
+        .unwrap();
+        assert!(back.recv().unwrap(), "the exiting thread's release lost its inode");
+    }
 
     /// The lock context and the open counts, which every lock request and
     /// open reads, start a whole line past the attributes every change
