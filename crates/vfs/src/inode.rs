@@ -130,8 +130,8 @@ pub(crate) fn opens_ref<'i>(inode: &'i Arc<Inode>, reclaim: &Arc<Reclaim>) -> &'
             }
         })
     });
-    // Pairs with the fence in `nlink_changed` (and `InodeOpens::kill`):
-    // either the unlink saw the ref, or this sees the unlink.
+    // Pairs with the fence of `InodeOpens::start_kill` and `kill`: either
+    // the unlink saw the ref, or this sees the unlink.
     fence(Ordering::SeqCst);
     if made && inode.stat().nlink == 0 {
         r.kill();
@@ -999,10 +999,7 @@ impl Inode {
         if nlink != 0 {
             return;
         }
-        // Pairs with the fence in `opens_ref`: either this sees the ref,
-        // or that sees the link count at 0 and kills the ref itself.
-        fence(Ordering::SeqCst);
-        if let Some(r) = self.opens.percpu.get().filter(|r| r.start_kill()) {
+        if let Some(r) = self.opens.start_kill() {
             let reclaim = &self.registry.reclaim;
             reclaim.defer(&crossbeam_epoch::pin(), FinishKill(std::ptr::NonNull::from(r)));
         }

@@ -66,13 +66,28 @@ fn decode(count: isize) -> (u32, u32) {
 }
 
 impl InodeOpens {
-    /// The last link of the inode went (or its superblock did): opens from
-    /// now on are counted in the shared count.
+    /// The superblock went, or the one dentry of a generator's inode:
+    /// opens from now on are counted in the shared count.
     pub fn kill(&self) {
-        fence(Ordering::SeqCst);
-        if let Some(r) = self.percpu.get() {
+        if let Some(r) = self.seen_percpu() {
             r.kill();
         }
+    }
+
+    /// The last link of the inode went: marks the per-CPU ref dying and
+    /// returns it, for the caller to finish the kill after a grace period
+    /// ([`PercpuRef::start_kill`]); `None` if there is none, or another
+    /// kill began first.
+    pub fn start_kill(&self) -> Option<&PercpuRef> {
+        self.seen_percpu().filter(|r| r.start_kill())
+    }
+
+    /// The per-CPU ref, read after a `SeqCst` fence that pairs with the
+    /// one in `inode::opens_ref`: either a kill sees a ref made beside it,
+    /// or the ref's maker sees the link count at 0 and kills it itself.
+    fn seen_percpu(&self) -> Option<&PercpuRef> {
+        fence(Ordering::SeqCst);
+        self.percpu.get()
     }
 
     /// A lease is about to be asked for: opens from now on look for

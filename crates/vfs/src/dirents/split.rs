@@ -95,8 +95,9 @@ impl Classes {
         1 << (hash >> 58)
     }
 
-    /// Whether a name of `hash` may be in the bucket (`Acquire`: a name
-    /// whose class reads present is linked already).
+    /// Whether a name of `hash` may be in the bucket: an insert counts the
+    /// class before it links the node and an unlink uncounts it after, so
+    /// a name in the list always reads present.
     fn may_hold(&self, hash: u64) -> bool {
         self.present.load(Ordering::Acquire) & Self::of(hash) != 0
     }
