@@ -95,6 +95,16 @@ pub fn stress_iters<T: std::str::FromStr>(default: T) -> T {
     std::env::var("VFSCALE_STRESS_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// The next number of a test's cheap deterministic sequence (Marsaglia's
+/// xorshift64, shifts 13, 7, 17): advances `state`, which must not be 0,
+/// and returns it.
+pub fn xorshift64(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
 /// The seed of a test's random cases: `PROPTEST_RNG_SEED` where it is set
 /// (to try other cases), else `fixed`, so every run of the suite tries the
 /// same cases and a failure it finds replays.

@@ -309,10 +309,7 @@ mod tests {
     fn a_scanned_component_hashes_as_the_name_alone() {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         let mut byte = || loop {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let b = (seed >> 56) as u8;
+            let b = (vfscale_sync::test_support::xorshift64(&mut seed) >> 56) as u8;
             if b != 0 && b != b'/' {
                 return b;
             }

@@ -12,7 +12,7 @@ use std::thread;
 use vfscale::config::DirLocking;
 use vfscale::{Credentials, Errno, OpenFlags, SetTime, Timespec, Vfs, VfsConfig, Whence};
 use vfscale_sync::cpu::with_virtual_cpu;
-use vfscale_sync::test_support::stress_iters;
+use vfscale_sync::test_support::{stress_iters, xorshift64};
 
 fn split() -> Vfs {
     Vfs::new(VfsConfig { dir_locking: DirLocking::Split, ..VfsConfig::default() })
@@ -31,10 +31,7 @@ fn link_count_and_times_follow_the_model_across_cpus() {
     let mut last = p.stat("/d").unwrap();
     let mut seed = 0x9e37_79b9u64;
     for step in 0..stress_iters(2000) {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let n = seed % 16;
+        let n = xorshift64(&mut seed) % 16;
         with_virtual_cpu(step % 2, || match seed % 5 {
             0 => {
                 let made = p.mkdir(format!("/d/s{n}"), 0o755);

@@ -613,6 +613,7 @@ impl SplitEntries {
 mod tests {
     use super::*;
     use crate::dirents::next_cookie;
+    use vfscale_sync::test_support::xorshift64;
 
     /// Where a test stops an insert between publishing its node and
     /// counting it: 1 asks the next insert of the hash in `PAUSE_AT` to
@@ -705,10 +706,7 @@ mod tests {
         let mut state = 0x9e37_79b9_u64;
         let mut present = [false; 8];
         for step in 0..2_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let k = (state % 8) as usize;
+            let k = (xorshift64(&mut state) % 8) as usize;
             let hash = hashes[k];
             let name = hash.to_string();
             if present[k] {
@@ -768,10 +766,7 @@ mod tests {
         let reclaim = Reclaim::default();
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
         for _ in 0..50_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            insert(&dir, state, &reclaim);
+            insert(&dir, xorshift64(&mut state), &reclaim);
         }
         let guard = crossbeam_epoch::pin();
         // SAFETY: as in `get`.
