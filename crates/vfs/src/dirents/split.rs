@@ -153,8 +153,8 @@ struct Bucket {
     /// Names in the list. Written under `lock`.
     len: AtomicU32,
     /// Names the bucket takes before it tries to split again, once a
-    /// split was refused for the table's size (0: [`SPLIT_AT`]). Written
-    /// under `lock`.
+    /// split was refused for the table's size (0: [`SPLIT_AT`]), unless
+    /// the table deepens past it first. Written under `lock`.
     split_past: AtomicU32,
     classes: Classes,
 }
@@ -482,8 +482,15 @@ impl BucketGuard {
     pub fn insert(&mut self, dir: &SplitEntries, entry: Entry, hash: u64, reclaim: &Reclaim) {
         let bucket = self.bucket();
         bucket.push(Node::new(entry, hash), hash, &self.guard);
+        let len = bucket.len.load(Ordering::Relaxed) as usize;
+        if len <= SPLIT_AT {
+            return;
+        }
         let split_past = bucket.split_past.load(Ordering::Relaxed) as usize;
-        if bucket.len.load(Ordering::Relaxed) as usize > SPLIT_AT.max(split_past) {
+        // A split refused for the table's size holds the bucket back only
+        // while the table is as shallow as it: once other buckets deepen
+        // the table, splitting this one doubles nothing.
+        if len > split_past || bucket.depth < dir.depth(&self.guard) {
             dir.split(self.bucket(), &self.guard, reclaim);
         }
     }
@@ -528,6 +535,13 @@ impl BucketGuard {
 }
 
 impl SplitEntries {
+    /// The depth of the current table (a locked bucket is in it, so there
+    /// is one).
+    fn depth(&self, guard: &Guard) -> u32 {
+        // SAFETY: tables are freed through the epoch and `guard` is pinned.
+        unsafe { self.table.load(Ordering::Acquire, guard).as_ref() }.map_or(0, |table| table.depth)
+    }
+
     /// Replaces `bucket` (locked by the caller, in the current table) by
     /// its two halves on the next hash bit, unless it is as deep as
     /// buckets go.
@@ -756,6 +770,40 @@ mod tests {
         }
         let held = distinct(table, &guard).filter(|(_, b)| b.split_past.load(Ordering::Relaxed) != 0).count();
         assert_eq!(held, 0, "a bucket of four names still waits for a longer list to split");
+    }
+
+    /// A bucket refused a split for the table's size splits at its next
+    /// insert once other buckets have deepened the table, rather than
+    /// growing its list to twice the length it was refused at.
+    #[test]
+    fn a_bucket_refused_a_split_splits_once_the_table_deepens_past_it() {
+        let dir = SplitEntries::new();
+        let reclaim = Reclaim::default();
+        for k in 0..40u64 {
+            insert(&dir, k << 20 | 5, &reclaim);
+        }
+        let bucket_of = |hash: u64| {
+            let guard = crossbeam_epoch::pin();
+            let lock = dir.lock(hash);
+            let (depth, refused) = (lock.bucket().depth, lock.bucket().split_past.load(Ordering::Relaxed));
+            drop(lock);
+            (depth, refused, dir.depth(&guard))
+        };
+        let (refused_at, split_past, _) = bucket_of(5);
+        assert!(split_past > 0, "40 names agreeing on 20 bits were refused a split");
+        // Names elsewhere deepen the table past the refused bucket.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        while bucket_of(5).2 <= refused_at {
+            insert(&dir, xorshift64(&mut state) & !0xf | 6, &reclaim);
+        }
+        insert(&dir, 40 << 20 | 5, &reclaim);
+        let (depth, _, table) = bucket_of(5);
+        assert!(depth > refused_at, "the bucket stayed at depth {depth} in a table of depth {table}");
+        let guard = crossbeam_epoch::pin();
+        for k in 0..=40u64 {
+            let hash = k << 20 | 5;
+            assert!(dir.get(hash.to_string().as_bytes(), hash, &guard).is_some(), "{hash} is lost");
+        }
     }
 
     /// Hashes drawn at random never meet the bound: the table doubles as
