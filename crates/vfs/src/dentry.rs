@@ -354,13 +354,11 @@ mod tests {
         assert_ne!(hash_name(1, b"x"), hash_name(2, b"x"));
     }
 
-    /// Under another key, names that share their low hash bits under the
-    /// first mostly do not: which names share a bucket is the key's.
+    /// Names made alike (a kind, a slot, an instance) share a bucket (the
+    /// low six bits) one pair in 64, and a class (the top six) one pair in
+    /// 64, at each of eight starting states, as random names do.
     #[test]
     fn names_differing_in_a_digit_share_buckets_and_classes_as_random_names_do() {
-        // Names made alike (a kind, a slot, an instance) in twos: one pair
-        // in 64 shares a bucket (the low six bits), and one in 64 a class
-        // (the top six), at each of eight starting states.
         let stems = ["f1", "f2", "s1", "s2", "n1", "n2"];
         let (mut pairs, mut buckets, mut classes) = (0u32, 0u32, 0u32);
         for key in 0..8 {
@@ -385,6 +383,8 @@ mod tests {
         }
     }
 
+    /// Under another key, names that share their low hash bits under the
+    /// first mostly do not: which names share a bucket is the key's.
     #[test]
     fn another_key_places_names_elsewhere() {
         let (k1, k2) = (0, random_u64() | 1);
