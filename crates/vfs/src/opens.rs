@@ -15,14 +15,23 @@
 //! for writing are also counted in one shared count of their own, all a
 //! read lease needs, so read leases leave the per-CPU ref alone. The open
 //! side counts first and then checks for leases, the lease side publishes
-//! its lease and then reads the counts, all `SeqCst`, so one of them sees
-//! the other.
+//! its lease and then reads the counts, each with a `SeqCst` fence between,
+//! so one of them sees the other.
+//!
+//! The count of writers is split as the per-CPU ref is: an open for
+//! writing counts on the slot of the CPU it runs on and its close takes it
+//! off that same slot ([`PercpuCounter::add_at`]), so no slot ever reads
+//! below zero and "every slot is zero" is exact, even while other opens
+//! and closes run; the open that created the file counts in a shared
+//! count beside it instead (its line is in the creator's cache, and a
+//! file made, written and closed at once never pays for slots).
 //!
 //! May import nothing of the crate.
 
 use vfscale_sync::audited::OnceLock;
 use vfscale_sync::audited::{fence, AtomicBool, AtomicIsize, Ordering};
 use vfscale_sync::pad::LinePad;
+use vfscale_sync::percpu_counter::PercpuCounter;
 use vfscale_sync::PercpuRef;
 
 /// Weight of an open for reading only (bit 0 is the initial reference).
@@ -51,13 +60,27 @@ pub(crate) struct InodeOpens {
     /// break, and reads no lock state (the request, which sets it first,
     /// then sees the open counted).
     leased: AtomicBool,
-    /// Keeps `writers` off the lines of the fields every open and `stat`
-    /// read (this struct's others, the inode's attributes).
+    /// Keeps the counts of writers off the lines of the fields every open
+    /// and `stat` read (this struct's others, the inode's attributes).
     _apart: LinePad,
     /// Opens for writing, counted here as well (Linux `i_writecount`): a
     /// read lease needs only this count, so it reads it without switching
     /// the per-CPU ref, and read leases of one file share no written line.
-    pub(crate) writers: AtomicIsize,
+    /// The open that created the file counts here.
+    creator_writers: AtomicIsize,
+    /// Every other open for writing, on its CPU's slot; made by the first.
+    writers: OnceLock<PercpuCounter>,
+}
+
+/// Where an open for writing counted itself ([`InodeOpens::count_writer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriterSlot {
+    /// Not open for writing.
+    None,
+    /// The shared count: the open that created the file.
+    Creator,
+    /// This CPU's slot.
+    Cpu(u32),
 }
 
 /// Readers and writers decoded from a weighted count.
@@ -106,10 +129,37 @@ impl InodeOpens {
         self.leased.load(Ordering::SeqCst)
     }
 
+    /// Counts an open for writing; the open that `created` the file in
+    /// the shared count, any other on its CPU's slot. The caller fences
+    /// (`SeqCst`) before it looks for leases.
+    pub fn count_writer(&self, created: bool) -> WriterSlot {
+        if created {
+            self.creator_writers.fetch_add(1, Ordering::SeqCst);
+            return WriterSlot::Creator;
+        }
+        let cpu = self.writers.get_or_init(PercpuCounter::new).add(1);
+        WriterSlot::Cpu(cpu as u32)
+    }
+
+    /// Takes back what [`count_writer`](Self::count_writer) counted.
+    pub fn uncount_writer(&self, slot: WriterSlot) {
+        match slot {
+            WriterSlot::None => {}
+            WriterSlot::Creator => {
+                self.creator_writers.fetch_sub(1, Ordering::SeqCst);
+            }
+            WriterSlot::Cpu(cpu) => {
+                self.writers.get().expect("an open counted on a slot made the slots").add_at(cpu as usize, -1);
+            }
+        }
+    }
+
     /// Whether the inode is open for writing, exactly, for a read lease
-    /// (`SeqCst`, after the lease is published).
+    /// (after the lease is published: the fence pairs with the one an
+    /// open makes after counting itself).
     pub fn open_for_write(&self) -> bool {
-        self.writers.load(Ordering::SeqCst) > 0
+        fence(Ordering::SeqCst);
+        self.creator_writers.load(Ordering::SeqCst) > 0 || self.writers.get().is_some_and(|w| !w.all_zero())
     }
 
     /// Exact reader and writer counts, for a write lease (`SeqCst`, after
@@ -122,5 +172,34 @@ impl InodeOpens {
         let (r1, w1) = decode(percpu);
         let (r2, w2) = decode(self.slow.load(Ordering::SeqCst));
         (r1 + r2, w1 + w2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vfscale_sync::cpu::with_virtual_cpu;
+
+    /// Writers opened on one CPU and closed on another take their counts
+    /// off the slots they were counted on: once all are closed every slot
+    /// is zero and the inode reads as open for writing by nobody, and
+    /// while one (or the creator's open) stays, it reads as open.
+    #[test]
+    fn writers_closed_on_another_cpu_leave_the_count_exact() {
+        let opens = InodeOpens::default();
+        assert!(!opens.open_for_write());
+        let creator = opens.count_writer(true);
+        let kept = with_virtual_cpu(0, || opens.count_writer(false));
+        let moved: Vec<WriterSlot> = (0..3).map(|_| with_virtual_cpu(0, || opens.count_writer(false))).collect();
+        for slot in moved {
+            with_virtual_cpu(1, || opens.uncount_writer(slot));
+        }
+        assert!(opens.open_for_write(), "one writer and the creator are open");
+        with_virtual_cpu(1, || opens.uncount_writer(kept));
+        assert!(opens.open_for_write(), "the creator's open is open");
+        opens.uncount_writer(creator);
+        assert!(!opens.open_for_write(), "every writer closed");
+        let slots = opens.writers.get().expect("made by the first open");
+        assert!(slots.all_zero(), "a slot kept a count: {slots:?}");
     }
 }

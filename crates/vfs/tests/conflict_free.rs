@@ -761,10 +761,10 @@ fn failing_xattr_changes_share_no_line() {
 
 /// An `O_CREAT` open of a name that exists is an open of it (Linux 6.12's
 /// opportunistic look-up): counted per CPU in rcu-walk, with no count on
-/// the directory or the file. Two of them for reading share no line (for
-/// writing, they share the file's count of writers, as Linux's
-/// `i_writecount`), nor one for writing with a `link` and `unlink` of
-/// another name of the file.
+/// the directory or the file. Two of them share no line, for reading or
+/// for writing (each open for writing counts on its CPU's slot of the
+/// file's count of writers, where Linux shares `i_writecount`), nor one
+/// for writing with a `link` and `unlink` of another name of the file.
 #[test]
 fn creat_opens_of_an_existing_file_share_no_line() {
     let (vfs, p) = tree(VfsConfig::default());
@@ -777,6 +777,8 @@ fn creat_opens_of_an_existing_file_share_no_line() {
     };
     let v = verdict(|| open_creat(&p, OpenFlags::RDONLY), || open_creat(&q, OpenFlags::RDONLY));
     assert!(v.conflict_free(), "two O_CREAT opens of one file: {:#?}", v.conflicts);
+    let v = verdict(|| open_creat(&p, OpenFlags::WRONLY), || open_creat(&q, OpenFlags::RDWR));
+    assert!(v.conflict_free(), "two O_CREAT opens of one file for writing: {:#?}", v.conflicts);
     let link_unlink = || {
         q.link("/d/f", "/d/g").unwrap();
         q.unlink("/d/g").unwrap();

@@ -10,7 +10,7 @@
 //! through the epoch.
 
 use crate::inode::{opens_ref, Inode};
-use crate::opens::{OTHER, READ, WRITE};
+use crate::opens::{WriterSlot, OTHER, READ, WRITE};
 use crate::reclaim::Reclaim;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
@@ -26,6 +26,7 @@ pub(crate) struct OpenRef {
     inode: ManuallyDrop<Arc<Inode>>,
     weight: isize,
     percpu: bool,
+    writer: WriterSlot,
 }
 
 impl OpenRef {
@@ -49,8 +50,8 @@ impl OpenRef {
             (true, false) => READ,
             (false, false) => OTHER,
         };
+        let writer = if writable { inode.opens.count_writer(created) } else { WriterSlot::None };
         if writable {
-            inode.opens.writers.fetch_add(1, Ordering::SeqCst);
             // The open's half of the pair with a new read lease: the count
             // comes before every load of the lease check, whatever their
             // ordering (the lock context's and lease shards' `OnceLock`s
@@ -62,10 +63,10 @@ impl OpenRef {
             // `Arc` (`keep`) until it is put, so the pointer stays valid and
             // this uncounted `Arc` is never dropped (see `Drop`).
             let borrowed = unsafe { Arc::from_raw(Arc::as_ptr(inode)) };
-            return OpenRef { inode: ManuallyDrop::new(borrowed), weight, percpu: true };
+            return OpenRef { inode: ManuallyDrop::new(borrowed), weight, percpu: true, writer };
         }
         inode.opens.slow.fetch_add(weight, Ordering::SeqCst);
-        OpenRef { inode: ManuallyDrop::new(CountedArc::new(inode).into_arc()), weight, percpu: false }
+        OpenRef { inode: ManuallyDrop::new(CountedArc::new(inode).into_arc()), weight, percpu: false, writer }
     }
 }
 
@@ -85,9 +86,7 @@ impl OpenRef {
     }
 
     fn release(&mut self, cpu: usize) {
-        if self.weight == WRITE {
-            self.inode.opens.writers.fetch_sub(1, Ordering::SeqCst);
-        }
+        self.inode.opens.uncount_writer(self.writer);
         if self.percpu {
             let r = self.inode.opens.percpu.get().expect("a per-CPU reference has its ref");
             r.put_on(cpu, self.weight);
