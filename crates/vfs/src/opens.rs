@@ -12,8 +12,9 @@
 //! [`OTHER`]), so the one count decodes into the reader and writer counts a
 //! write lease needs; reading them switches the ref to atomic mode for good
 //! (a file that had a write lease opens through the shared count). Opens
-//! for writing are also counted in one shared count of their own, all a
-//! read lease needs, so read leases leave the per-CPU ref alone. The open
+//! for writing are also counted in a count of writers of their own (Linux
+//! `i_writecount`), all a read lease needs, so read leases leave the
+//! per-CPU ref alone. The open
 //! side counts first and then checks for leases, the lease side publishes
 //! its lease and then reads the counts, each with a `SeqCst` fence between,
 //! so one of them sees the other.
@@ -63,12 +64,13 @@ pub(crate) struct InodeOpens {
     /// Keeps the counts of writers off the lines of the fields every open
     /// and `stat` read (this struct's others, the inode's attributes).
     _apart: LinePad,
-    /// Opens for writing, counted here as well (Linux `i_writecount`): a
-    /// read lease needs only this count, so it reads it without switching
-    /// the per-CPU ref, and read leases of one file share no written line.
-    /// The open that created the file counts here.
+    /// The count of writers (Linux `i_writecount`), which a read lease
+    /// reads without switching the per-CPU ref, so that read leases of one
+    /// file share no written line. First the open that created the file,
+    /// counted in the creator's cache:
     creator_writers: AtomicIsize,
-    /// Every other open for writing, on its CPU's slot; made by the first.
+    /// then every other open for writing, on its CPU's slot; made by the
+    /// first such open (8 bytes per possible CPU, kept while the inode is).
     writers: OnceLock<PercpuCounter>,
 }
 
