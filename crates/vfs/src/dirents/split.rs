@@ -197,6 +197,9 @@ impl Bucket {
 
 impl Drop for Bucket {
     fn drop(&mut self) {
+        // A split gave its halves' nodes this bucket's references to the
+        // dentries: its nodes no longer own their entries.
+        let moved = *self.replaced.get_mut();
         // SAFETY: a bucket is dropped when its directory is, or through the
         // epoch once a split took it out of every slot: no reader is left.
         unsafe {
@@ -204,7 +207,10 @@ impl Drop for Bucket {
             let mut at = self.head.load(Ordering::Relaxed, guard);
             while !at.is_null() {
                 let next = at.deref().next.load(Ordering::Relaxed, guard);
-                drop(at.into_owned());
+                let node = *at.into_owned().into_box();
+                if moved {
+                    std::mem::forget(node.entry);
+                }
                 at = next;
             }
         }
@@ -585,7 +591,16 @@ impl SplitEntries {
         for node in bucket.nodes(guard) {
             // SAFETY: the halves are not yet in any slot: this thread's alone.
             let half = unsafe { &*halves[(node.hash >> depth) as usize & 1] };
-            half.push(Node::new(node.entry.clone(), node.hash), node.hash, guard);
+            // The half's node takes over the old node's reference to the
+            // dentry (the old bucket, replaced below, forgets its entries
+            // when the epoch frees it): no dentry's count changes, so a
+            // split writes no line of the dentries other CPUs made.
+            // SAFETY: the old node is never dropped with its entry (see
+            // `Bucket::drop`), so the `Arc` has one owner again, the
+            // half's node; readers still on the old node are pinned, and
+            // the dentry outlives them as it outlives any node's reader.
+            let entry = unsafe { std::ptr::read(&node.entry) };
+            half.push(Node::new(entry, node.hash), node.hash, guard);
         }
         let old: *const Bucket = bucket;
         let half_of = |slot: usize| halves[(slot >> depth) & 1];
@@ -770,6 +785,36 @@ mod tests {
         }
         let held = distinct(table, &guard).filter(|(_, b)| b.split_past.load(Ordering::Relaxed) != 0).count();
         assert_eq!(held, 0, "a bucket of four names still waits for a longer list to split");
+    }
+
+    /// A split hands each node's reference to its dentry over to the
+    /// half's node: while the old bucket still waits for the epoch, every
+    /// dentry is counted once (a copy counted each dentry again, a write
+    /// of a line of every dentry in the bucket, most of them made by other
+    /// CPUs), and once the directory and its old buckets are gone, every
+    /// dentry is freed, once.
+    #[test]
+    fn a_split_moves_its_dentries_without_counting_them() {
+        let dir = SplitEntries::new();
+        let reclaim = Reclaim::default();
+        let hashes: Vec<u64> = (0..64u64).map(|k| k << 6 | 9).collect();
+        let guard = crossbeam_epoch::pin();
+        for &hash in &hashes {
+            insert(&dir, hash, &reclaim);
+        }
+        assert!(dir.depth(&guard) > INITIAL_DEPTH, "64 names in one bucket split it");
+        let dentries: Vec<std::sync::Weak<Dentry>> = hashes
+            .iter()
+            .map(|&hash| {
+                let dentry = dir.get(hash.to_string().as_bytes(), hash, &guard).expect("every name is found");
+                assert_eq!(Arc::strong_count(dentry), 1, "{hash} is counted by an old bucket too");
+                Arc::downgrade(dentry)
+            })
+            .collect();
+        drop(guard);
+        drop(dir);
+        assert!(reclaim.barrier(std::time::Duration::from_secs(600)), "the old buckets were never freed");
+        assert!(dentries.iter().all(|d| d.upgrade().is_none()), "a dentry outlived its directory");
     }
 
     /// A bucket refused a split for the table's size splits at its next
