@@ -694,8 +694,8 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
          offset is takes none), its truncate and directory listing take the inode's lock, and the open that \
          creates a file counts itself in the inode's shared open counts, beside which the first open of the \
          new file makes its per-CPU counts (other opens count on their CPU's slots, those for writing on their \
-         CPU's slots of the count of writers too, and an unlink of an open file marks its per-CPU open count dying and \
-         folds it after a grace period, outside the call) (Linux: f_pos_lock, i_rwsem, i_count)",
+         CPU's slots of the count of writers too, and an unlink of an open file marks its per-CPU open count \
+         dying and folds it after a grace period, outside the call) (Linux: f_pos_lock, i_rwsem, i_count)",
     ),
     (
         "xattrs",
