@@ -26,14 +26,9 @@
 
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use vfscale_sync::audited::{AtomicU64, Mutex, Ordering};
-
-/// Every superblock's `Reclaim` that is still alive, for
-/// [`release_barrier`]: written when a superblock is made (rare), pruned
-/// then and by each barrier.
-static LIVE: Mutex<Vec<Weak<Reclaim>>> = Mutex::new(Vec::new());
+use vfscale_sync::audited::{AtomicU64, Ordering};
 
 /// One CPU's releases: deferred there, and run (see the module doc).
 #[derive(Debug, Default)]
@@ -55,15 +50,6 @@ impl Default for Reclaim {
 }
 
 impl Reclaim {
-    /// A superblock's `Reclaim`, which [`release_barrier`] waits for.
-    pub fn registered() -> Arc<Reclaim> {
-        let reclaim = Arc::new(Reclaim::default());
-        let mut live = LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        live.retain(|r| r.strong_count() > 0);
-        live.push(Arc::downgrade(&reclaim));
-        reclaim
-    }
-
     /// Drops `value` once every thread pinned now has unpinned.
     pub fn defer<T: Send + 'static>(&self, guard: &Guard, value: T) {
         let counts = self.count_on(vfscale_sync::cpu::current_cpu());
@@ -118,8 +104,6 @@ impl Reclaim {
 /// Deferred releases run in the order their batches were handed to the
 /// global queue, so once a marker deferred now has run, everything handed
 /// over before it has too; threads that have exited handed theirs over.
-/// Releases that those deferred in turn, through a superblock's
-/// `Reclaim`, are waited for with each live superblock's own barrier.
 pub fn release_barrier(timeout: Duration) -> bool {
     let ran = Arc::new(vfscale_sync::audited::AtomicBool::new(false));
     let marker = Arc::clone(&ran);
@@ -132,12 +116,7 @@ pub fn release_barrier(timeout: Duration) -> bool {
         crossbeam_epoch::pin().flush();
         std::thread::yield_now();
     }
-    let live: Vec<Arc<Reclaim>> = {
-        let mut live = LIVE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        live.retain(|r| r.strong_count() > 0);
-        live.iter().filter_map(Weak::upgrade).collect()
-    };
-    live.iter().all(|reclaim| reclaim.barrier(deadline.saturating_duration_since(Instant::now())))
+    true
 }
 
 #[cfg(test)]
@@ -161,31 +140,6 @@ mod tests {
         assert!(!reclaim.settled_around(|| {}));
         inner.take().unwrap().ran.fetch_add(1, Ordering::SeqCst);
         assert!(reclaim.settled_around(|| {}));
-    }
-
-    /// A release deferred through a superblock's `Reclaim` by a release
-    /// that ran after the barrier's marker was deferred has run too by the
-    /// time the process-wide barrier returns.
-    #[test]
-    fn the_process_wide_barrier_waits_for_releases_that_releases_defer() {
-        use vfscale_sync::audited::AtomicBool;
-        struct Inner(Arc<AtomicBool>);
-        impl Drop for Inner {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::SeqCst);
-            }
-        }
-        struct Outer(Arc<Reclaim>, Arc<AtomicBool>);
-        impl Drop for Outer {
-            fn drop(&mut self) {
-                self.0.defer(&crossbeam_epoch::pin(), Inner(Arc::clone(&self.1)));
-            }
-        }
-        let reclaim = Reclaim::registered();
-        let done = Arc::new(AtomicBool::new(false));
-        reclaim.defer(&crossbeam_epoch::pin(), Outer(Arc::clone(&reclaim), Arc::clone(&done)));
-        assert!(release_barrier(Duration::from_secs(600)), "the barrier timed out");
-        assert!(done.load(Ordering::SeqCst), "a release deferred by a release was still pending");
     }
 
     #[test]

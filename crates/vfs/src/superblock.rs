@@ -93,7 +93,7 @@ impl SuperBlock {
         };
         let dir_locks = DirLocks::new(config.dir_locking);
         let space = Arc::new(crate::space::Space::new(config.size_limit, config.inode_limit));
-        let reclaim = Reclaim::registered();
+        let reclaim = Arc::new(Reclaim::default());
         let inodes = InodeRegistry::new(list, space, dir_locks.dirents(), config.file_writes, Arc::clone(&reclaim));
         let root = Inode::new(&inodes, NewInode::of(FileType::Directory, 0o755));
         let fs = make_fs(&Instance::new(Arc::clone(&inodes), Arc::clone(&root)));
