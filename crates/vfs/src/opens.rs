@@ -132,15 +132,21 @@ impl InodeOpens {
     }
 
     /// Counts an open for writing; the open that `created` the file in
-    /// the shared count, any other on its CPU's slot. The caller fences
-    /// (`SeqCst`) before it looks for leases.
+    /// the shared count, any other on its CPU's slot. Then a `SeqCst`
+    /// fence, the open's half of the pair with a new read lease (see
+    /// [`open_for_write`](Self::open_for_write)): the count comes before
+    /// every load of the open's lease check, whatever their ordering (the
+    /// lock context's and lease shards' `OnceLock`s are only acquire
+    /// loads).
     pub fn count_writer(&self, created: bool) -> WriterSlot {
-        if created {
+        let slot = if created {
             self.creator_writers.fetch_add(1, Ordering::SeqCst);
-            return WriterSlot::Creator;
-        }
-        let cpu = self.writers.get_or_init(PercpuCounter::new).add(1);
-        WriterSlot::Cpu(cpu as u32)
+            WriterSlot::Creator
+        } else {
+            WriterSlot::Cpu(self.writers.get_or_init(PercpuCounter::new).add(1) as u32)
+        };
+        fence(Ordering::SeqCst);
+        slot
     }
 
     /// Takes back what [`count_writer`](Self::count_writer) counted.

@@ -16,7 +16,7 @@ use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::sync::Arc;
 use vfscale_sync::audited::CountedArc;
-use vfscale_sync::audited::{fence, Ordering};
+use vfscale_sync::audited::Ordering;
 
 /// A counted reference to an open file's inode: per-CPU while the inode
 /// is linked, an `Arc` otherwise. Derefs to the inode's `Arc`.
@@ -51,13 +51,6 @@ impl OpenRef {
             (false, false) => OTHER,
         };
         let writer = if writable { inode.opens.count_writer(created) } else { WriterSlot::None };
-        if writable {
-            // The open's half of the pair with a new read lease: the count
-            // comes before every load of the lease check, whatever their
-            // ordering (the lock context's and lease shards' `OnceLock`s
-            // are only acquire loads).
-            fence(Ordering::SeqCst);
-        }
         if !created && opens_ref(inode, reclaim).tryget_live_many_on(cpu, weight) {
             // SAFETY: the live reference just taken keeps the ref's own
             // `Arc` (`keep`) until it is put, so the pointer stays valid and
