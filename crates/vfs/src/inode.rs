@@ -24,7 +24,7 @@ use crate::space::{Space, BOGO_INODE_SIZE};
 use crate::time::Timespec;
 use crate::types::{FileType, Stat};
 use bytemuck::{Pod, Zeroable};
-use crossbeam_epoch::{Guard, Owned};
+use crossbeam_epoch::{Guard, Owned, Shared};
 use std::any::Any;
 use std::cell::Cell;
 use std::fmt;
@@ -1024,6 +1024,19 @@ impl Directory {
             // box is only freed by the deferred release, after every guard
             // pinned now has unpinned.
             reclaim.defer(guard, unsafe { old.into_owned() });
+        }
+    }
+
+    /// Takes the link to the parent, at the end of the superblock (which
+    /// is being dropped): the parent's entries hold this directory, so
+    /// the link keeps them both.
+    pub fn take_parent_at_end(&self) -> Option<Box<ParentLink>> {
+        // SAFETY: every walk and rename, the only readers of the link, runs
+        // through a mount, which holds the superblock: with the superblock
+        // going, none is left to read the link taken here.
+        unsafe {
+            let old = self.parent.swap(Shared::null(), Ordering::AcqRel, crossbeam_epoch::unprotected());
+            (!old.is_null()).then(|| old.into_owned().into_box())
         }
     }
 

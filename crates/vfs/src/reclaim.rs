@@ -26,9 +26,17 @@
 
 use crossbeam_epoch::Guard;
 use crossbeam_utils::CachePadded;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-use vfscale_sync::audited::{AtomicU64, Ordering};
+use vfscale_sync::audited::{AtomicU64, Mutex, Ordering};
+use vfscale_sync::poison::unpoisoned;
+
+/// The counts of every `Reclaim` of the process while they live (a
+/// pending release holds its CPU's), for [`release_barrier`] to see
+/// releases deferred while it waits. Written when a `Reclaim` is made
+/// (once per superblock), never by a release.
+static MADE: Mutex<Vec<Weak<CachePadded<Counts>>>> = Mutex::new(Vec::new());
 
 /// One CPU's releases: deferred there, and run (see the module doc).
 #[derive(Debug, Default)]
@@ -45,7 +53,11 @@ pub(crate) struct Reclaim {
 impl Default for Reclaim {
     fn default() -> Self {
         let cpus = vfscale_sync::cpu::possible_cpus();
-        Reclaim { counts: (0..cpus).map(|_| Arc::default()).collect() }
+        let counts: Box<[Arc<CachePadded<Counts>>]> = (0..cpus).map(|_| Arc::default()).collect();
+        let mut made = unpoisoned(MADE.lock());
+        made.retain(|c| c.strong_count() > 0);
+        made.extend(counts.iter().map(Arc::downgrade));
+        Reclaim { counts }
     }
 }
 
@@ -104,11 +116,44 @@ impl Reclaim {
 /// Deferred releases run in the order their batches were handed to the
 /// global queue, so once a marker deferred now has run, everything handed
 /// over before it has too; threads that have exited handed theirs over.
+/// A release may defer another (a mount's release drops the superblock,
+/// whose end releases its inodes): while any `Reclaim` counted a release
+/// deferred during a round, another marker follows, which waits for the
+/// ones deferred on this thread or handed over by others. What an idle
+/// live thread keeps in its own queue is not waited for (it may never
+/// hand it over: a served mount's idle server threads).
 pub fn release_barrier(timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let before = deferred_by_reclaim();
+        if !marker_ran(deadline) {
+            return false;
+        }
+        let after = deferred_by_reclaim();
+        // Counts made during the round were zero before it.
+        if after.iter().all(|(counts, n)| before.get(counts).copied().unwrap_or(0) == *n) {
+            return true;
+        }
+    }
+}
+
+/// Each live `Reclaim` CPU's count of releases deferred, by the address of
+/// its counts (which `MADE`'s `Weak` keeps from being reused).
+fn deferred_by_reclaim() -> HashMap<usize, u64> {
+    let mut made = unpoisoned(MADE.lock());
+    made.retain(|c| c.strong_count() > 0);
+    made.iter()
+        .filter_map(Weak::upgrade)
+        .map(|c| (Arc::as_ptr(&c) as usize, c.deferred.load(Ordering::SeqCst)))
+        .collect()
+}
+
+/// Defers a marker and waits until it has run; false if `deadline`
+/// passed first.
+fn marker_ran(deadline: Instant) -> bool {
     let ran = Arc::new(vfscale_sync::audited::AtomicBool::new(false));
     let marker = Arc::clone(&ran);
     crossbeam_epoch::pin().defer(move || marker.store(true, Ordering::Release));
-    let deadline = Instant::now() + timeout;
     while !ran.load(Ordering::Acquire) {
         if Instant::now() >= deadline {
             return false;

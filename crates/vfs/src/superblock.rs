@@ -202,11 +202,22 @@ impl SuperBlock {
 }
 
 impl Drop for SuperBlock {
-    /// Open files may outlive the filesystem: their inodes stop being kept
-    /// by per-CPU references and go when the last of them is closed.
+    /// The end of the instance (Linux's `shrink_dcache_for_umount`). Every
+    /// directory's `..` counts a reference on its parent, whose entries
+    /// hold it: the tree is a cycle, broken here by taking each directory's
+    /// link to its parent, so that the root goes with this superblock and
+    /// takes the tree with it. Inodes held from outside stop being kept by
+    /// per-CPU references and go when the last holder lets go.
     fn drop(&mut self) {
-        self.inodes.for_each(&mut |inode| inode.opens.kill());
+        let mut parents = Vec::new();
+        self.inodes.for_each(&mut |inode| {
+            inode.opens.kill();
+            if let Ok(dir) = inode.dir() {
+                parents.extend(dir.take_parent_at_end());
+            }
+        });
         self.inodes.retire();
+        drop(parents);
     }
 }
 
