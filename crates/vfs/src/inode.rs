@@ -258,7 +258,8 @@ impl Drop for ParentLink {
 #[repr(C)]
 pub(crate) struct Directory {
     /// The parent directory, swapped by rename and released through the
-    /// epoch; null for the root.
+    /// epoch; null for the root, and once the superblock's end took it
+    /// ([`Directory::take_parent_at_end`]).
     parent: EpochAtomic<ParentLink>,
     /// Set by rmdir: nothing may be created in a removed directory.
     dead: AtomicBool,
@@ -1010,8 +1011,9 @@ impl Directory {
     /// The parent directory, valid while `guard` is pinned; `None` for the
     /// root.
     pub fn parent<'g>(&self, guard: &'g Guard) -> Option<&'g Arc<Inode>> {
-        // SAFETY: the parent is only replaced by `set_parent`, which releases
-        // the old one through the epoch, so it outlives the pinned guard.
+        // SAFETY: the parent is replaced only by `set_parent`, which releases
+        // the old one through the epoch, so it outlives the pinned guard,
+        // and taken by `take_parent_at_end`, when no reader is left.
         unsafe { self.parent.load(Ordering::Acquire, guard).as_ref() }.map(|link| &*link.inode)
     }
 
@@ -1031,9 +1033,12 @@ impl Directory {
     /// is being dropped): the parent's entries hold this directory, so
     /// the link keeps them both.
     pub fn take_parent_at_end(&self) -> Option<Box<ParentLink>> {
-        // SAFETY: every walk and rename, the only readers of the link, runs
-        // through a mount, which holds the superblock: with the superblock
-        // going, none is left to read the link taken here.
+        // SAFETY: every reader of the link (a walk's `..`, rename's check
+        // for loops, readdir's `..` entry, a mount's step up) runs through
+        // a mount or a file (which holds its mount) of this superblock, or
+        // is handed the superblock itself; a mount is freed through the
+        // epoch after its last rcu-walker. With the superblock going, no
+        // reader is left to read the link taken here.
         unsafe {
             let old = self.parent.swap(Shared::null(), Ordering::AcqRel, crossbeam_epoch::unprotected());
             (!old.is_null()).then(|| old.into_owned().into_box())
@@ -1059,6 +1064,7 @@ impl Directory {
 
 impl Drop for Directory {
     fn drop(&mut self) {
+        crate::dirents::release(self.entries.take());
         // SAFETY: the directory is being dropped, so no reader can reach its
         // parent pointer any more.
         unsafe {

@@ -55,7 +55,11 @@ impl Default for Reclaim {
         let cpus = vfscale_sync::cpu::possible_cpus();
         let counts: Box<[Arc<CachePadded<Counts>>]> = (0..cpus).map(|_| Arc::default()).collect();
         let mut made = unpoisoned(MADE.lock());
-        made.retain(|c| c.strong_count() > 0);
+        // Pruned when full, so that making many superblocks costs each
+        // constant time on average.
+        if made.len() == made.capacity() {
+            made.retain(|c| c.strong_count() > 0);
+        }
         made.extend(counts.iter().map(Arc::downgrade));
         Reclaim { counts }
     }
@@ -121,7 +125,10 @@ impl Reclaim {
 /// deferred during a round, another marker follows, which waits for the
 /// ones deferred on this thread or handed over by others. What an idle
 /// live thread keeps in its own queue is not waited for (it may never
-/// hand it over: a served mount's idle server threads).
+/// hand it over: a served mount's idle server threads), nor what a
+/// release defers straight through the epoch. Beside threads that keep
+/// deferring releases, rounds keep following, and the barrier returns
+/// false at `timeout`.
 pub fn release_barrier(timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
@@ -131,20 +138,22 @@ pub fn release_barrier(timeout: Duration) -> bool {
         }
         let after = deferred_by_reclaim();
         // Counts made during the round were zero before it.
-        if after.iter().all(|(counts, n)| before.get(counts).copied().unwrap_or(0) == *n) {
+        if after.iter().all(|(counts, (_, n))| before.get(counts).map_or(0, |(_, m)| *m) == *n) {
             return true;
         }
     }
 }
 
 /// Each live `Reclaim` CPU's count of releases deferred, by the address of
-/// its counts (which `MADE`'s `Weak` keeps from being reused).
-fn deferred_by_reclaim() -> HashMap<usize, u64> {
-    let mut made = unpoisoned(MADE.lock());
-    made.retain(|c| c.strong_count() > 0);
+/// its counts, with a `Weak` that keeps the address from being reused
+/// while the snapshot lives.
+fn deferred_by_reclaim() -> HashMap<usize, (Weak<CachePadded<Counts>>, u64)> {
+    let made = unpoisoned(MADE.lock());
     made.iter()
-        .filter_map(Weak::upgrade)
-        .map(|c| (Arc::as_ptr(&c) as usize, c.deferred.load(Ordering::SeqCst)))
+        .filter_map(|weak| {
+            let counts = weak.upgrade()?;
+            Some((Arc::as_ptr(&counts) as usize, (Weak::clone(weak), counts.deferred.load(Ordering::SeqCst))))
+        })
         .collect()
 }
 

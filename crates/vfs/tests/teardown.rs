@@ -1,8 +1,9 @@
 //! An instance whose last handle goes gives back its whole tree: every
 //! directory's `..` counts a reference on its parent, which lists it, so
 //! the tree is a cycle that the superblock's end breaks (Linux's
-//! `shrink_dcache_for_umount`); and one process-wide release barrier
-//! waits for it all, though what the superblock's end releases it defers.
+//! `shrink_dcache_for_umount`); one process-wide release barrier waits
+//! for it all, though what the superblock's end releases it defers; and
+//! freeing a tree of any depth takes constant stack.
 //!
 //! One test in this binary: the barrier waits for releases deferred on the
 //! calling thread or handed over by others, and a test running beside it
@@ -20,20 +21,20 @@ fn inode_at(p: &Process, path: &str) -> Weak<Inode> {
     Arc::downgrade(file.inode())
 }
 
-/// Drops `vfs` and runs the release barrier once, on a thread with 256 KiB
-/// of stack, after a barrier here hands over this thread's releases (its
+/// Runs `f` on a thread with 256 KiB of stack.
+fn on_small_stack(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new().stack_size(256 << 10).spawn(f).expect("a thread").join().expect("it finished");
+}
+
+/// Drops `vfs` and runs the release barrier once, on a thread with a small
+/// stack, after a barrier here hands over this thread's releases (its
 /// processes').
 fn end(vfs: Vfs) {
     assert!(vfscale::release_barrier(Duration::from_secs(60)), "releases ran");
-    std::thread::Builder::new()
-        .stack_size(256 << 10)
-        .spawn(move || {
-            drop(vfs);
-            assert!(vfscale::release_barrier(Duration::from_secs(60)), "releases ran");
-        })
-        .expect("a thread")
-        .join()
-        .expect("the instance's end finished");
+    on_small_stack(move || {
+        drop(vfs);
+        assert!(vfscale::release_barrier(Duration::from_secs(60)), "releases ran");
+    });
 }
 
 #[test]
@@ -58,10 +59,9 @@ fn the_last_handle_of_an_instance_frees_its_tree() {
             assert_eq!(inode.strong_count(), 0, "{dir_locking:?}: {path} outlived its instance");
         }
     }
-    // A chain of 20,000 directories, freed on the small stack: each
-    // directory with a subdirectory is freed by a release of its own (its
-    // `..` count's), not by its parent's drop, so no drop recurses through
-    // the levels, which would need megabytes.
+    // A chain of 20,000 directories whose top outlives the instance: the
+    // last holder's drop frees the chain on the small stack, which a drop
+    // recursing through each level would overflow (megabytes).
     let vfs = Vfs::new(VfsConfig::default());
     let p = vfs.process(Credentials::root());
     p.mkdir("/top", 0o755).unwrap();
@@ -70,8 +70,12 @@ fn the_last_handle_of_an_instance_frees_its_tree() {
         p.mkdir("n", 0o755).unwrap();
         p.chdir("n").unwrap();
     }
-    let (root, deepest) = (inode_at(&p, "/"), inode_at(&p, "."));
+    let top = Arc::clone(p.open_description("/top", OpenFlags::RDONLY, 0).unwrap().inode());
+    let deepest = inode_at(&p, ".");
     drop(p);
     end(vfs);
-    assert_eq!((root.strong_count(), deepest.strong_count()), (0, 0), "the chain was freed");
+    assert_eq!(deepest.strong_count(), 1, "the chain is kept by its top");
+    let weak_top = Arc::downgrade(&top);
+    on_small_stack(move || drop(top));
+    assert_eq!((weak_top.strong_count(), deepest.strong_count()), (0, 0), "the chain was freed");
 }

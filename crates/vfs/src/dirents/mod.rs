@@ -21,6 +21,7 @@ pub(crate) mod split;
 
 use crate::dentry::Dentry;
 use crossbeam_utils::CachePadded;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use vfscale_sync::audited::{AtomicU64, OnceLock, Ordering};
@@ -140,5 +141,54 @@ impl Entries {
             )),
             Design::Split => Entries::Split(split::SplitEntries::new()),
         }
+    }
+
+    /// The entries, leaving none, of the same design.
+    pub fn take(&mut self) -> Entries {
+        let design = match self {
+            Entries::Locked(_) => Design::Locked,
+            Entries::Split(_) => Design::Split,
+        };
+        std::mem::replace(self, Entries::new(design))
+    }
+}
+
+thread_local! {
+    /// The queue of the [`release`] under way on this thread (null while
+    /// none is). A plain cell, which needs no destructor: entries may be
+    /// released while the thread exits (crossbeam-epoch's last pin runs
+    /// deferred releases).
+    static RELEASING: Cell<*const RefCell<Vec<Entries>>> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Drops the entries of a directory being freed in constant stack,
+/// whatever the depth of the tree below (Linux's `shrink_dcache_parent`
+/// walks a tree iteratively for the same reason): a directory freed by
+/// dropping them hands its own entries to the outermost release on this
+/// thread, which drops them after these, instead of dropping them in
+/// place, one level of recursion per level of the tree. A tree is freed
+/// whole when the last holder of its top directory lets go after the
+/// superblock's end; a chain of 20,000 directories would need megabytes.
+pub(crate) fn release(entries: Entries) {
+    let outer = RELEASING.with(Cell::get);
+    if !outer.is_null() {
+        // SAFETY: set by a `release` further up this thread's stack, whose
+        // queue outlives the pointer (its `Unset` clears it first).
+        unsafe { &*outer }.borrow_mut().push(entries);
+        return;
+    }
+    struct Unset;
+    impl Drop for Unset {
+        fn drop(&mut self) {
+            RELEASING.with(|releasing| releasing.set(std::ptr::null()));
+        }
+    }
+    let queue = RefCell::new(vec![entries]);
+    RELEASING.with(|releasing| releasing.set(&queue));
+    let _unset = Unset;
+    loop {
+        let next = queue.borrow_mut().pop();
+        let Some(entries) = next else { break };
+        drop(entries);
     }
 }
