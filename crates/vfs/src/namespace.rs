@@ -229,6 +229,14 @@ impl<'a> Ctx<'a> {
     }
 
     /// Creates `name` in `dir` as a new inode of `file_type`.
+    ///
+    /// Where the name is seen missing without a lock (a split directory's
+    /// entries, [`presence`]), the inode is made before its name is
+    /// locked, and the lock covers only the check and the insert: the
+    /// allocations (and the page faults fresh memory takes) held the
+    /// bucket for every create whose name hashed beside this one. A name
+    /// that appears or a directory removed meanwhile fails as it would
+    /// under the lock, and the inode made goes (its inode number unused).
     pub fn create(
         &self,
         dir: &ParentDir,
@@ -246,10 +254,32 @@ impl<'a> Ctx<'a> {
         if !dir.sb().native && file_type == FileType::Regular {
             return Err(if dir.sb().read_only { Errno::EROFS } else { Errno::EACCES });
         }
-        let mut locked = self.lock_name_expecting(dir, name, false)?;
+        let spec = NewChild { file_type, perm, symlink_target, rdev };
+        let child = match presence(dir, name)? {
+            Some(true) => return Err(Errno::EEXIST),
+            // A removed directory takes no new names (`lock_name` checks
+            // again under the lock).
+            Some(false) if dir.dir()?.is_dead() => return Err(Errno::ENOENT),
+            Some(false) => Child::Made(self.new_child(dir, spec)?),
+            None => Child::ToMake(spec),
+        };
+        let mut locked = self.lock_name(dir, name)?;
         if locked.contains(name) {
             return Err(Errno::EEXIST);
         }
+        let inode = match child {
+            Child::Made(inode) => inode,
+            Child::ToMake(spec) => self.new_child(dir, spec)?,
+        };
+        self.add_entry(dir, &mut locked, name, Arc::clone(&inode), i32::from(inode.is_dir()));
+        Ok(inode)
+    }
+
+    /// The checks of a create that follow the new name's own (`EEXIST`,
+    /// a removed directory), in Linux's order, then the new inode, with
+    /// its `..` if it is a directory.
+    fn new_child(&self, dir: &ParentDir, spec: NewChild) -> VfsResult<Arc<Inode>> {
+        let NewChild { file_type, perm, symlink_target, rdev } = spec;
         // `filename_create` reports a read-only mount after EEXIST.
         dir.mount.want_write()?;
         self.may_create(dir)?;
@@ -289,8 +319,6 @@ impl<'a> Ctx<'a> {
             // linked before the directory is published.
             made.set_parent(ParentLink::new(dir, &dir.sb().reclaim), &dir.sb().reclaim, &crossbeam_epoch::pin());
         }
-        let subdirs = i32::from(file_type == FileType::Directory);
-        self.add_entry(dir, &mut locked, name, Arc::clone(&inode), subdirs);
         Ok(inode)
     }
 
@@ -664,6 +692,21 @@ impl<'a> Ctx<'a> {
         drop(victim_guard);
         Ok(())
     }
+}
+
+/// What a create makes, besides its name.
+struct NewChild {
+    file_type: FileType,
+    perm: u32,
+    symlink_target: Box<[u8]>,
+    rdev: u64,
+}
+
+/// A create's inode: made before its name was locked, or to be made
+/// under the lock.
+enum Child {
+    Made(Arc<Inode>),
+    ToMake(NewChild),
 }
 
 /// Whether `name` is in `dir`, where a look-up without a lock can tell (a

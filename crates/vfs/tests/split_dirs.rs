@@ -1,9 +1,9 @@
 //! The split directory design (`DirLocking::Split`) against sequential
 //! models: a directory's link count and times at `stat` while other CPUs
-//! change it, rmdir racing creates, rename over a name racing lookups,
-//! listing cookies across changes, and a directory that outgrows its first
-//! table. Every wait is on state, never on time; iteration counts come
-//! from `VFSCALE_STRESS_ITERS`.
+//! change it, rmdir racing creates, creates racing for one name, rename
+//! over a name racing lookups, listing cookies across changes, and a
+//! directory that outgrows its first table. Every wait is on state, never
+//! on time; iteration counts come from `VFSCALE_STRESS_ITERS`.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -397,4 +397,51 @@ fn an_unlink_of_a_directory_racing_its_rmdir_answers_in_some_order() {
     }
     drop(go);
     remover.join().unwrap();
+}
+
+/// Two threads create the same names (directories and files): a create
+/// that finds its name missing makes its inode before locking the name,
+/// so the one that loses the race has made an inode too. Exactly one of
+/// each pair succeeds, the other fails with EEXIST, and the loser's inode
+/// goes back to the inode limit.
+#[test]
+fn creates_racing_for_one_name_leave_one_inode() {
+    const NAMES: usize = 200;
+    let vfs = Vfs::new(VfsConfig { dir_locking: DirLocking::Split, inode_limit: 10_000, ..VfsConfig::default() });
+    let p = vfs.process(Credentials::root());
+    for round in 0..stress_iters(20) {
+        let dir = format!("/r{round}");
+        p.mkdir(&dir, 0o755).unwrap();
+        let free = vfs.statfs().files_free;
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let racers: Vec<_> = (0..2)
+            .map(|_| {
+                let (vfs, start, dir) = (vfs.clone(), Arc::clone(&start), dir.clone());
+                thread::spawn(move || {
+                    let q = vfs.process(Credentials::root());
+                    start.wait();
+                    (0..NAMES)
+                        .map(|i| {
+                            let path = format!("{dir}/n{i}");
+                            if i % 2 == 0 {
+                                q.mkdir(&path, 0o755)
+                            } else {
+                                let flags = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY;
+                                q.open(&path, flags, 0o644).map(|fd| q.close(fd).unwrap())
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let results: Vec<Vec<_>> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+        for (i, pair) in results[0].iter().zip(&results[1]).enumerate() {
+            match pair {
+                (Ok(()), Err(Errno::EEXIST)) | (Err(Errno::EEXIST), Ok(())) => {}
+                other => panic!("round {round}, name {i}: {other:?}"),
+            }
+        }
+        assert_eq!(vfs.statfs().files_free, free - NAMES as u64, "round {round}: one inode per name");
+        assert_eq!(p.list_dir(&dir).unwrap().len(), NAMES + 2);
+    }
 }
