@@ -411,6 +411,9 @@ pub struct Inode {
     /// the mount table up only where this is not 0 (Linux's
     /// `DCACHE_MOUNTED`), so crossing nothing reads no table.
     mounted: AtomicU32,
+    /// Whether the inode space holds this inode's charge, which its drop
+    /// gives back (false only for a create's inode before it is linked).
+    charged: AtomicBool,
     registry: RegistryRef,
     list_handle: OnceLock<ListHandle>,
     private: Option<Arc<dyn Any + Send + Sync>>,
@@ -547,16 +550,28 @@ impl Inode {
         if registry.space.reserve_inode().is_err() {
             registry.space.force_reserve_inode();
         }
-        Inode::build(registry, spec)
+        Inode::build(registry, spec, true)
     }
 
-    /// A new inode, or ENOSPC past the filesystem's inode limit.
-    pub(crate) fn try_new(registry: &Arc<InodeRegistry>, spec: NewInode) -> VfsResult<Arc<Inode>> {
-        registry.space.reserve_inode()?;
-        Ok(Inode::build(registry, spec))
+    /// A new inode not yet charged to the inode space, which
+    /// [`charge`](Self::charge) charges before it is linked. A create makes
+    /// its inode before it locks its name and charges it under the lock,
+    /// once it knows the name is still missing: Linux reserves the inode
+    /// (`shmem_reserve_inode`) under the directory's lock, so a create
+    /// never fails ENOSPC for a name that another is making.
+    pub(crate) fn uncharged(registry: &Arc<InodeRegistry>, spec: NewInode) -> Arc<Inode> {
+        Inode::build(registry, spec, false)
     }
 
-    fn build(registry: &Arc<InodeRegistry>, spec: NewInode) -> Arc<Inode> {
+    /// Charges an [`uncharged`](Self::uncharged) inode to the inode
+    /// space, or ENOSPC past the filesystem's inode limit.
+    pub(crate) fn charge(&self) -> VfsResult<()> {
+        self.registry.space.reserve_inode()?;
+        self.charged.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn build(registry: &Arc<InodeRegistry>, spec: NewInode, charged: bool) -> Arc<Inode> {
         let now = Timespec::now();
         let (body, nlink, size) = match spec.file_type {
             FileType::Regular if spec.private.is_some() || spec.served => (Body::Generated, 1, 0),
@@ -605,6 +620,7 @@ impl Inode {
             mode: AtomicU32::new(meta.mode),
             owner: AtomicU64::new(pack_owner(meta.uid, meta.gid)),
             mounted: AtomicU32::new(0),
+            charged: AtomicBool::new(charged),
             body,
             registry: RegistryRef::new(registry),
             list_handle: OnceLock::new(),
@@ -1083,7 +1099,8 @@ impl Drop for Inode {
             crate::pages::PageBudget::uncharge(&*self.registry.space, pages.pages());
         }
         if self.registry.space.limits_inodes() {
-            self.registry.space.give_ispace(BOGO_INODE_SIZE + self.xattrs.space());
+            let own = if *self.charged.get_mut() { BOGO_INODE_SIZE } else { 0 };
+            self.registry.space.give_ispace(own + self.xattrs.space());
         }
         if let Some(handle) = self.list_handle.get() {
             let removed = self.registry.list.remove(*handle);

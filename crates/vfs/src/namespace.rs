@@ -4,7 +4,8 @@
 //! Invariant: each operation changes a directory's names only under their
 //! locks (`dirlock`), updating the entries and the dcache together (a new name's dentry replaces its negative one in the
 //! hash), so rcu-walks and negative dentries see every change. A failed
-//! operation changes nothing.
+//! operation changes nothing (a create that lost the race for its name
+//! has used up an inode number, as a discarded inode does in Linux).
 //!
 //! May import the base modules, the node types, `namei`, `mount`,
 //! `superblock`, `dirlock` and `notify_change`; the system-call layer (`syscalls`) calls
@@ -201,8 +202,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// [`Self::lock_name`] for a change that needs `name` to be in `dir`
-    /// (`exists`, an unlink or rmdir: else ENOENT) or not (a create or
-    /// link: else EEXIST). Where [`presence`] can tell without a lock, a
+    /// (`exists`, an unlink or rmdir: else ENOENT) or not (a link: else
+    /// EEXIST). Where [`presence`] can tell without a lock, a
     /// change that must fail fails at once, writing nothing.
     fn lock_name_expecting<'d>(&self, dir: &'d ParentDir, name: &[u8], exists: bool) -> VfsResult<NameLock<'d>> {
         if presence(dir, name)? == Some(!exists) {
@@ -237,6 +238,10 @@ impl<'a> Ctx<'a> {
     /// bucket for every create whose name hashed beside this one. A name
     /// that appears or a directory removed meanwhile fails as it would
     /// under the lock, and the inode made goes (its inode number unused).
+    /// What can fail only after the name is known to be missing, as in
+    /// Linux, which finds the name first, waits for the lock: a check that
+    /// fails before it is made again under it, and the inode is charged
+    /// to the inode limit (ENOSPC) under it.
     pub fn create(
         &self,
         dir: &ParentDir,
@@ -260,7 +265,10 @@ impl<'a> Ctx<'a> {
             // A removed directory takes no new names (`lock_name` checks
             // again under the lock).
             Some(false) if dir.dir()?.is_dead() => return Err(Errno::ENOENT),
-            Some(false) => Child::Made(self.new_child(dir, spec)?),
+            Some(false) => match self.new_child(dir, &spec) {
+                Ok(inode) => Child::Made(inode),
+                Err(_) => Child::ToMake(spec),
+            },
             None => Child::ToMake(spec),
         };
         let mut locked = self.lock_name(dir, name)?;
@@ -269,17 +277,19 @@ impl<'a> Ctx<'a> {
         }
         let inode = match child {
             Child::Made(inode) => inode,
-            Child::ToMake(spec) => self.new_child(dir, spec)?,
+            Child::ToMake(spec) => self.new_child(dir, &spec)?,
         };
+        inode.charge()?;
         self.add_entry(dir, &mut locked, name, Arc::clone(&inode), i32::from(inode.is_dir()));
         Ok(inode)
     }
 
     /// The checks of a create that follow the new name's own (`EEXIST`,
     /// a removed directory), in Linux's order, then the new inode, with
-    /// its `..` if it is a directory.
-    fn new_child(&self, dir: &ParentDir, spec: NewChild) -> VfsResult<Arc<Inode>> {
-        let NewChild { file_type, perm, symlink_target, rdev } = spec;
+    /// its `..` if it is a directory, not yet charged to the inode space
+    /// (the caller charges it under the name's lock).
+    fn new_child(&self, dir: &ParentDir, spec: &NewChild) -> VfsResult<Arc<Inode>> {
+        let NewChild { file_type, perm, ref symlink_target, rdev } = *spec;
         // `filename_create` reports a read-only mount after EEXIST.
         dir.mount.want_write()?;
         self.may_create(dir)?;
@@ -302,18 +312,18 @@ impl<'a> Ctx<'a> {
         {
             perm &= !S_ISGID;
         }
-        let inode = Inode::try_new(
+        let inode = Inode::uncharged(
             &dir.sb().inodes,
             NewInode {
                 file_type,
                 perm,
                 uid: self.cred.uid(),
                 gid: if inherit_gid { dir_gid } else { self.cred.gid() },
-                symlink_target,
+                symlink_target: symlink_target.clone(),
                 rdev,
                 ..NewInode::of(file_type, perm)
             },
-        )?;
+        );
         if let Ok(made) = inode.dir() {
             // `..`: a count on the parent, per CPU (Linux's `d_parent`),
             // linked before the directory is published.
