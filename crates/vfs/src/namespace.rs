@@ -5,7 +5,7 @@
 //! locks (`dirlock`), updating the entries and the dcache together (a new name's dentry replaces its negative one in the
 //! hash), so rcu-walks and negative dentries see every change. A failed
 //! operation changes nothing (a create that lost the race for its name
-//! has used up an inode number, as a discarded inode does in Linux).
+//! has used up an inode number).
 //!
 //! May import the base modules, the node types, `namei`, `mount`,
 //! `superblock`, `dirlock` and `notify_change`; the system-call layer (`syscalls`) calls

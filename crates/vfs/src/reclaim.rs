@@ -55,10 +55,13 @@ impl Default for Reclaim {
         let cpus = vfscale_sync::cpu::possible_cpus();
         let counts: Box<[Arc<CachePadded<Counts>>]> = (0..cpus).map(|_| Arc::default()).collect();
         let mut made = unpoisoned(MADE.lock());
-        // Pruned when full, so that making many superblocks costs each
-        // constant time on average.
+        // Pruned when full, then given room for as many again as are
+        // live, so that a prune comes only after as many makes as it
+        // visited: constant time per superblock made, on average.
         if made.len() == made.capacity() {
             made.retain(|c| c.strong_count() > 0);
+            let live = made.len().max(cpus);
+            made.reserve(live);
         }
         made.extend(counts.iter().map(Arc::downgrade));
         Reclaim { counts }

@@ -59,23 +59,26 @@ fn the_last_handle_of_an_instance_frees_its_tree() {
             assert_eq!(inode.strong_count(), 0, "{dir_locking:?}: {path} outlived its instance");
         }
     }
-    // A chain of 20,000 directories whose top outlives the instance: the
-    // last holder's drop frees the chain on the small stack, which a drop
-    // recursing through each level would overflow (megabytes).
-    let vfs = Vfs::new(VfsConfig::default());
-    let p = vfs.process(Credentials::root());
-    p.mkdir("/top", 0o755).unwrap();
-    p.chdir("/top").unwrap();
-    for _ in 0..20_000 {
-        p.mkdir("n", 0o755).unwrap();
-        p.chdir("n").unwrap();
+    // A chain of 20,000 directories whose top outlives the instance, in
+    // each design of entries: the last holder's drop frees the chain on
+    // the small stack, which a drop recursing through each level would
+    // overflow (megabytes).
+    for dir_locking in [DirLocking::Split, DirLocking::RwSem] {
+        let vfs = Vfs::new(VfsConfig { dir_locking, ..VfsConfig::default() });
+        let p = vfs.process(Credentials::root());
+        p.mkdir("/top", 0o755).unwrap();
+        p.chdir("/top").unwrap();
+        for _ in 0..20_000 {
+            p.mkdir("n", 0o755).unwrap();
+            p.chdir("n").unwrap();
+        }
+        let top = Arc::clone(p.open_description("/top", OpenFlags::RDONLY, 0).unwrap().inode());
+        let deepest = inode_at(&p, ".");
+        drop(p);
+        end(vfs);
+        assert_eq!(deepest.strong_count(), 1, "{dir_locking:?}: the chain is kept by its top");
+        let weak_top = Arc::downgrade(&top);
+        on_small_stack(move || drop(top));
+        assert_eq!((weak_top.strong_count(), deepest.strong_count()), (0, 0), "{dir_locking:?}: the chain was freed");
     }
-    let top = Arc::clone(p.open_description("/top", OpenFlags::RDONLY, 0).unwrap().inode());
-    let deepest = inode_at(&p, ".");
-    drop(p);
-    end(vfs);
-    assert_eq!(deepest.strong_count(), 1, "the chain is kept by its top");
-    let weak_top = Arc::downgrade(&top);
-    on_small_stack(move || drop(top));
-    assert_eq!((weak_top.strong_count(), deepest.strong_count()), (0, 0), "the chain was freed");
 }
