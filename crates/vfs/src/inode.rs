@@ -544,13 +544,13 @@ impl NewInode {
 }
 
 impl Inode {
-    /// A new inode, charged to the inode space even past its limit (the
-    /// root, and trees a filesystem builds, which have none).
+    /// A new inode even past the inode limit (the root, and trees a
+    /// filesystem builds): charged to the inode space where it fits,
+    /// otherwise charged to nothing, so that its drop gives back only
+    /// what it took.
     pub(crate) fn new(registry: &Arc<InodeRegistry>, spec: NewInode) -> Arc<Inode> {
-        if registry.space.reserve_inode().is_err() {
-            registry.space.force_reserve_inode();
-        }
-        Inode::build(registry, spec, true)
+        let charged = registry.space.reserve_inode().is_ok();
+        Inode::build(registry, spec, charged)
     }
 
     /// A new inode not yet charged to the inode space, which

@@ -92,16 +92,6 @@ impl Space {
         self.take_ispace(BOGO_INODE_SIZE)
     }
 
-    /// Takes one inode's space even past the limit (what is left floors
-    /// at 0).
-    pub fn force_reserve_inode(&self) {
-        if self.max_inodes != 0 {
-            let _ = self
-                .free_ispace
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |free| Some(free.saturating_sub(BOGO_INODE_SIZE)));
-        }
-    }
-
     /// The limits and use, for `statfs`.
     pub fn usage(&self) -> Usage {
         Usage {

@@ -60,6 +60,26 @@ fn creating_stops_at_the_inode_limit() {
     p.mknod("/f", libc::S_IFREG | 0o644, 0).unwrap();
 }
 
+/// A filesystem makes its inodes even past the inode limit (as kernfs
+/// and procfs trees are built): those that did not fit were charged to
+/// nothing, and going they give nothing back.
+#[test]
+fn inodes_made_past_the_limit_give_back_only_what_they_took() {
+    use std::sync::Arc;
+    use vfscale::inode::NewInode;
+    use vfscale::FileType;
+    let config = VfsConfig { inode_limit: 2, ..VfsConfig::default() };
+    let mut made = Vec::new();
+    let vfs = Vfs::with_filesystem(config, |instance| {
+        made = (0..3).map(|_| instance.new_inode(NewInode::of(FileType::Regular, 0o644))).collect();
+        Arc::new(vfscale::memfs::Memfs::new(&config))
+    });
+    assert_eq!(vfs.statfs().files_free, 0, "the root and the first made fill the limit");
+    drop(made);
+    assert!(vfs.drop_caches(Duration::from_secs(60)));
+    assert_eq!((vfs.statfs().files, vfs.statfs().files_free), (2, 1), "the root's alone is still taken");
+}
+
 #[test]
 fn extended_attributes_take_inode_space() {
     let (vfs, p) = limited(0, 2);
