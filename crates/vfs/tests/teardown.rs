@@ -1,4 +1,5 @@
-//! An instance whose last handle goes gives back its whole tree: every
+//! An instance whose last handle goes gives back its whole tree (of its
+//! own memory, or a kernfs or procfs tree's): every
 //! directory's `..` counts a reference on its parent, which lists it, so
 //! the tree is a cycle that the superblock's end breaks (Linux's
 //! `shrink_dcache_for_umount`); one process-wide release barrier waits
@@ -26,10 +27,10 @@ fn on_small_stack(f: impl FnOnce() + Send + 'static) {
     std::thread::Builder::new().stack_size(256 << 10).spawn(f).expect("a thread").join().expect("it finished");
 }
 
-/// Drops `vfs` and runs the release barrier once, on a thread with a small
-/// stack, after a barrier here hands over this thread's releases (its
-/// processes').
-fn end(vfs: Vfs) {
+/// Drops `vfs` (an instance, or what owns one) and runs the release
+/// barrier once, on a thread with a small stack, after a barrier here
+/// hands over this thread's releases (its processes').
+fn end(vfs: impl Send + 'static) {
     assert!(vfscale::release_barrier(Duration::from_secs(60)), "releases ran");
     on_small_stack(move || {
         drop(vfs);
@@ -59,6 +60,40 @@ fn the_last_handle_of_an_instance_frees_its_tree() {
             assert_eq!(inode.strong_count(), 0, "{dir_locking:?}: {path} outlived its instance");
         }
     }
+    // The filesystems that provide their names: a kernfs tree (whose
+    // directories link their parents by count) and a procfs task table,
+    // walked so that their dcache holds dentries.
+    let sys = vfscale::kernfs::Kernfs::new(vfscale::kernfs::KernfsConfig::rcu());
+    let mut dir = sys.root();
+    for level in 0..50 {
+        dir = sys.create_dir(&dir, &format!("d{level}"), 0o755).unwrap();
+        sys.create_file(&dir, "attr", 0o444, || Ok(b"1\n".to_vec()), None::<fn(&[u8]) -> vfscale::VfsResult<()>>)
+            .unwrap();
+    }
+    let proc = vfscale::procfs::Procfs::new(vfscale::procfs::ProcConfig::rcu_revalidate());
+    proc.add_task(7, vfscale::procfs::TaskInfo::new("task", ["task"])).unwrap();
+    let mut roots = Vec::new();
+    for vfs in [sys.vfs(), proc.vfs()] {
+        let p = vfs.process(Credentials::root());
+        assert!(!p.list_dir("/").unwrap().is_empty());
+        roots.push(Arc::downgrade(vfs.root()));
+    }
+    let p = sys.vfs().process(Credentials::root());
+    let deep: String = (0..50).map(|level| format!("/d{level}")).collect();
+    assert!(p.stat(format!("{deep}/attr")).is_ok());
+    let deepest = inode_at(&p, &deep);
+    drop(p);
+    let p = proc.vfs().process(Credentials::root());
+    assert!(p.stat("/7/status").is_ok());
+    drop(p);
+    drop(dir);
+    end(sys);
+    end(proc);
+    for (root, name) in roots.iter().zip(["kernfs", "procfs"]) {
+        assert_eq!(root.strong_count(), 0, "{name}: the root outlived its instance");
+    }
+    assert_eq!(deepest.strong_count(), 0, "kernfs: a directory outlived its instance");
+
     // A chain of 20,000 directories whose top outlives the instance, in
     // each design of entries: the last holder's drop frees the chain on
     // the small stack, which a drop recursing through each level would
