@@ -1,7 +1,7 @@
 //! An instance whose last handle goes gives back its whole tree (of its
-//! own memory, or a kernfs or procfs tree's): every
-//! directory's `..` counts a reference on its parent, which lists it, so
-//! the tree is a cycle that the superblock's end breaks (Linux's
+//! own memory, or a kernfs or procfs tree's): every directory's `..`
+//! counts a reference on its parent, which lists it, so the tree is a
+//! cycle that the superblock's end breaks (Linux's
 //! `shrink_dcache_for_umount`); one process-wide release barrier waits
 //! for it all, though what the superblock's end releases it defers; and
 //! freeing a tree of any depth takes constant stack.
