@@ -259,7 +259,7 @@ impl Drop for ParentLink {
 pub(crate) struct Directory {
     /// The parent directory, swapped by rename and released through the
     /// epoch; null for the root, and once the superblock's end took it
-    /// ([`Directory::take_parent_at_end`]).
+    /// ([`Directory::take_parent`]).
     parent: EpochAtomic<ParentLink>,
     /// Set by rmdir: nothing may be created in a removed directory.
     dead: AtomicBool,
@@ -1029,7 +1029,7 @@ impl Directory {
     pub fn parent<'g>(&self, guard: &'g Guard) -> Option<&'g Arc<Inode>> {
         // SAFETY: the parent is replaced only by `set_parent`, which releases
         // the old one through the epoch, so it outlives the pinned guard,
-        // and taken by `take_parent_at_end`, when no reader is left.
+        // and taken by `take_parent`, when no reader is left.
         unsafe { self.parent.load(Ordering::Acquire, guard).as_ref() }.map(|link| &*link.inode)
     }
 
@@ -1045,16 +1045,19 @@ impl Directory {
         }
     }
 
-    /// Takes the link to the parent, at the end of the superblock (which
-    /// is being dropped): the parent's entries hold this directory, so
-    /// the link keeps them both.
-    pub fn take_parent_at_end(&self) -> Option<Box<ParentLink>> {
-        // SAFETY: every reader of the link (a walk's `..`, rename's check
-        // for loops, readdir's `..` entry, a mount's step up) runs through
-        // a mount or a file (which holds its mount) of this superblock, or
-        // is handed the superblock itself; a mount is freed through the
-        // epoch after its last rcu-walker. With the superblock going, no
-        // reader is left to read the link taken here.
+    /// Takes the link to the parent, leaving none.
+    ///
+    /// # Safety
+    ///
+    /// No reader may read the link any more: the directory is being
+    /// dropped, or its superblock is (every reader of the link, a walk's
+    /// `..`, rename's check for loops, readdir's `..` entry, a mount's
+    /// step up, runs through a mount or a file, which holds its mount, of
+    /// this superblock, or is handed the superblock itself; a mount is
+    /// freed through the epoch after its last rcu-walker).
+    pub unsafe fn take_parent(&self) -> Option<Box<ParentLink>> {
+        // SAFETY: no reader is left (the caller's promise), so the link can
+        // be freed at once rather than through the epoch.
         unsafe {
             let old = self.parent.swap(Shared::null(), Ordering::AcqRel, crossbeam_epoch::unprotected());
             (!old.is_null()).then(|| old.into_owned().into_box())
@@ -1082,14 +1085,8 @@ impl Drop for Directory {
     fn drop(&mut self) {
         crate::dirents::release(self.entries.take());
         // SAFETY: the directory is being dropped, so no reader can reach its
-        // parent pointer any more.
-        unsafe {
-            let guard = crossbeam_epoch::unprotected();
-            let p = self.parent.load(Ordering::Relaxed, guard);
-            if !p.is_null() {
-                drop(p.into_owned());
-            }
-        }
+        // parent link any more.
+        drop(unsafe { self.take_parent() });
     }
 }
 

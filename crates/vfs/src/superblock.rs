@@ -213,7 +213,10 @@ impl Drop for SuperBlock {
         self.inodes.for_each(&mut |inode| {
             inode.opens.kill();
             if let Ok(dir) = inode.dir() {
-                parents.extend(dir.take_parent_at_end());
+                // SAFETY: every reader of a parent link runs through a mount
+                // or a file of this superblock, or is handed it, and it is
+                // being dropped (see `Directory::take_parent`).
+                parents.extend(unsafe { dir.take_parent() });
             }
         });
         self.inodes.retire();
