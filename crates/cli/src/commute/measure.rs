@@ -172,8 +172,11 @@ pub struct Plan {
     pub run_time: Duration,
 }
 
-/// Operations of the calibration run.
+/// Operations of each calibration run.
 const CALIBRATION_OPS: u64 = 1024;
+
+/// Calibration runs after its warm-up; the fastest sets the count.
+const CALIBRATION_PROBES: usize = 3;
 
 /// Bounds of a calibrated iteration count: enough operations to time, and
 /// few enough instances to prepare.
@@ -204,18 +207,28 @@ pub fn measure(pair: &Pair, plan: Plan, mut before_run: impl FnMut(usize, usize)
     Ok(Measured { vfscale: vfscale_s2, private: private_s2, host })
 }
 
-/// `plan`'s iteration count, or one calibrated by a short 1-thread run on
+/// `plan`'s iteration count, or one calibrated by short 1-thread runs on
 /// `target` (its threads' own time, without their start).
 fn calibrate(pair: &Pair, target: Target, plan: Plan) -> Result<u64, String> {
     if let Some(n) = plan.iterations {
         return Ok(n);
     }
     let probe = PairSubject::new(pair, target, CALIBRATION_OPS);
-    let runs = run_cells(&[(&probe, 1)], RunPlan::new(1, CALIBRATION_OPS), |_, _| {});
+    let runs = run_cells(&[(&probe, 1)], RunPlan::new(CALIBRATION_PROBES, CALIBRATION_OPS), |_, _| {});
     probe.failure().map_or(Ok(()), Err)?;
-    let spent = runs[0].thread_elapsed[0][0].as_secs_f64().max(1e-9);
-    let wanted = plan.run_time.as_secs_f64() / (spent / CALIBRATION_OPS as f64);
-    Ok((wanted as u64).clamp(*ITERATIONS.start(), *ITERATIONS.end()))
+    Ok(calibrated(plan.run_time, runs[0].thread_elapsed.iter().map(|run| run[0])))
+}
+
+/// The operations a run of `run_time` holds, by the fastest of calibration
+/// runs of [`CALIBRATION_OPS`] that took `probes`. Not the first alone: a
+/// process's first runs fault its heap's pages in, and a first
+/// `create-one-dir` probe that ran some ten times slower than the runs
+/// after it made them 2.4 ms long instead of 20, too short to see past
+/// the machine's noise.
+fn calibrated(run_time: Duration, probes: impl Iterator<Item = Duration>) -> u64 {
+    let fastest = probes.min().unwrap_or(run_time).as_secs_f64().max(1e-9);
+    let wanted = run_time.as_secs_f64() / (fastest / CALIBRATION_OPS as f64);
+    (wanted as u64).clamp(*ITERATIONS.start(), *ITERATIONS.end())
 }
 
 /// A pair on one target, as the harness runs it.
@@ -322,5 +335,22 @@ impl Subject for PairSubject<'_> {
         if let Err(e) = self.run(&states, threads, thread, iterations as usize) {
             self.fail(e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fastest_calibration_run_sets_the_count() {
+        let ms = Duration::from_millis;
+        let run_time = ms(20);
+        // A cold first run ten times slower than the warm ones after it.
+        let probes = [ms(10), ms(1), Duration::from_micros(1100)];
+        assert_eq!(calibrated(run_time, probes.into_iter()), 20 * CALIBRATION_OPS);
+        assert_eq!(calibrated(run_time, probes.into_iter().rev()), 20 * CALIBRATION_OPS, "in any order");
+        assert_eq!(calibrated(run_time, [ms(1000)].into_iter()), *ITERATIONS.start(), "too slow: the floor");
+        assert_eq!(calibrated(run_time, [Duration::ZERO].into_iter()), *ITERATIONS.end(), "too fast: the cap");
     }
 }
