@@ -5,24 +5,23 @@
 //! Invariant: a bucket holds the entries whose name hashes agree with its
 //! slot on the low `depth` bits; its list changes only under its lock and
 //! only while it is in the current table (`replaced` is false). A split
-//! points the bucket's slots at its [`SPLIT_BITS`]-bit parts (in place,
-//! or in a larger table) before it marks the bucket replaced, so a writer
-//! that finds its bucket replaced under the lock finds the parts in the
-//! table it loads next. Readers take no lock:
+//! points the bucket's slots at its two halves (in place, or in a table
+//! twice the size) before it marks the bucket replaced, so a writer that
+//! finds its bucket replaced under the lock finds the halves in the table
+//! it loads next. Readers take no lock:
 //! list links change by single stores, a removed node keeps its `next`,
 //! and nodes, buckets and tables are freed through the epoch.
 //!
 //! A directory's first entry makes its table: [`INITIAL_DEPTH`] bits, 64
 //! buckets, so names in small directories rarely share a bucket (4.5 KiB,
 //! the price of a line per bucket). Past [`SPLIT_AT`] entries a bucket
-//! splits into eight on its next three hash bits: it rewrites its own
-//! slots, under the resize lock held for reading (such splits run side by
-//! side, and the lock is per CPU, so they share no line), or, if its parts
-//! are deeper than the table, makes a table as deep as they are under the
-//! lock held for writing. The table grows only while it has fewer than
-//! [`SLOTS_PER_BUCKET`] slots per bucket, so names whose hashes agree on
-//! many bits lengthen one bucket's list rather than grow the table once
-//! per name.
+//! splits: it rewrites its own slots, under the resize lock held for
+//! reading (such splits run side by side, and the lock is per CPU, so
+//! they share no line), or, if its depth was the table's, makes a table
+//! twice the size under the lock held for writing. The table doubles only
+//! while it has fewer than [`SLOTS_PER_BUCKET`] slots per bucket, so names
+//! whose hashes agree on many bits lengthen one bucket's list rather than
+//! double the table once per name.
 //! Creates and unlinks that split nothing take no lock but their bucket's,
 //! in the old table or the new one, which share the buckets.
 
@@ -44,23 +43,14 @@ use vfscale_sync::spin::{RawSpinLock, TasLock};
 pub(crate) const INITIAL_DEPTH: u32 = 6;
 /// Entries a bucket takes before it splits.
 pub(crate) const SPLIT_AT: usize = 8;
-/// A split shares a bucket's names among `1 << SPLIT_BITS` new buckets,
-/// by their next `SPLIT_BITS` hash bits. A split copies its bucket's list
-/// (readers may be on it), so each split moves [`SPLIT_AT`] + 1 names: in
-/// two, each half splitting again once 4-5 more names reach it, a
-/// directory growing to 100,000 random names moved 1.6 names per insert,
-/// in one directory two CPUs create in most of them names the other CPU
-/// made; in eight, 0.43 (`a_growing_directory_moves_few_names`), for some
-/// 20 more bytes of slots and buckets per name.
-pub(crate) const SPLIT_BITS: u32 = 3;
 /// No bucket splits past this depth (names whose hashes agree on this
 /// many bits share a bucket however many there are).
 const MAX_DEPTH: u32 = 40;
-/// A split grows the table only while the table has fewer slots than
+/// A split doubles the table only while the table has fewer slots than
 /// this many per distinct bucket. Hashes drawn at random stay far below it
-/// (these tables keep 7-8 slots per bucket from 1,000 to a million
-/// random names); names chosen so that their hashes agree on many
-/// low bits would otherwise grow the table on each insert, to 2^40
+/// (extendible hashing with 8-entry buckets keeps some 15 slots per bucket
+/// at a million entries); names chosen so that their hashes agree on many
+/// low bits would otherwise double the table on each insert, to 2^40
 /// slots, and here lengthen their bucket's list instead.
 const SLOTS_PER_BUCKET: usize = 64;
 
@@ -207,7 +197,7 @@ impl Bucket {
 
 impl Drop for Bucket {
     fn drop(&mut self) {
-        // A split gave its parts' nodes this bucket's references to the
+        // A split gave its halves' nodes this bucket's references to the
         // dentries: its nodes no longer own their entries.
         let moved = *self.replaced.get_mut();
         // SAFETY: a bucket is dropped when its directory is, or through the
@@ -383,7 +373,7 @@ impl SplitEntries {
             }
         }
         // A reader beside a split may meet an entry in the old bucket and in
-        // a part: one cookie, listed once.
+        // a half: one cookie, listed once.
         let mut sorted: Vec<&Entry> = smallest.into_sorted_vec().into_iter().map(|e| e.0).collect();
         sorted.dedup_by_key(|e| e.cookie);
         sorted
@@ -436,7 +426,7 @@ fn distinct<'g>(table: &'g Table, _guard: &'g Guard) -> impl Iterator<Item = (us
 /// Where the bucket of `hash` (or of the slot `hash` names) comes in the
 /// order in which buckets are locked together: the hash's bits reversed.
 /// A bucket holds the hashes that share its low bits, a range of this
-/// order, so two buckets' ranges never interleave, and a split's parts
+/// order, so two buckets' ranges never interleave, and a split's halves
 /// keep the place of the bucket they split.
 pub(crate) fn lock_order(hash: u64) -> u64 {
     hash.reverse_bits()
@@ -505,8 +495,8 @@ impl BucketGuard {
         let split_past = bucket.split_past.load(Ordering::Relaxed) as usize;
         // A split refused for the table's size holds the bucket back only
         // while the table is as shallow as it: once other buckets deepen
-        // the table, splitting this one grows nothing.
-        if len > split_past || bucket.depth + SPLIT_BITS <= dir.depth(&self.guard) {
+        // the table, splitting this one doubles nothing.
+        if len > split_past || bucket.depth < dir.depth(&self.guard) {
             dir.split(self.bucket(), &self.guard, reclaim);
         }
     }
@@ -559,92 +549,88 @@ impl SplitEntries {
     }
 
     /// Replaces `bucket` (locked by the caller, in the current table) by
-    /// its parts on the next [`SPLIT_BITS`] hash bits, unless they would
-    /// be deeper than buckets go.
+    /// its two halves on the next hash bit, unless it is as deep as
+    /// buckets go.
     fn split(&self, bucket: &Bucket, guard: &Guard, reclaim: &Reclaim) {
-        let depth = bucket.depth;
-        if depth + SPLIT_BITS > MAX_DEPTH {
+        if bucket.depth >= MAX_DEPTH {
             return;
         }
         // Splits that rewrite their own slots run side by side (they share
-        // no slot); one that grows the table excludes every other.
-        let grows = |current: Shared<'_, Table>| {
+        // no slot); one that doubles the table excludes every other.
+        let doubling = |current: Shared<'_, Table>| {
             // SAFETY: the caller's bucket is in a table, so there is one;
             // tables are freed through the epoch and `guard` is pinned.
-            depth + SPLIT_BITS > unsafe { current.deref() }.depth
+            bucket.depth >= unsafe { current.deref() }.depth
         };
         let resize = self.resize.get_or_init(|| PerCpuRwSem::new(()));
         let shared = resize.read();
-        let _resize = if grows(self.table.load(Ordering::Acquire, guard)) {
+        let _resize = if doubling(self.table.load(Ordering::Acquire, guard)) {
             drop(shared);
             Err(resize.write())
         } else {
             Ok(shared)
         };
         let current = self.table.load(Ordering::Acquire, guard);
-        // SAFETY: as in `grows`; the resize lock keeps it current.
+        // SAFETY: as in `doubling`; the resize lock keeps it current.
         let table = unsafe { current.deref() };
-        if grows(current) && table.slots.len() >= SLOTS_PER_BUCKET * distinct(table, guard).count() {
+        let depth = bucket.depth;
+        if depth >= table.depth && table.slots.len() >= SLOTS_PER_BUCKET * distinct(table, guard).count() {
             // Its list grows instead, until it holds twice what it holds now.
             bucket.split_past.store(2 * bucket.len.load(Ordering::Relaxed), Ordering::Relaxed);
             return;
         }
-        let parts: [*mut Bucket; 1 << SPLIT_BITS] =
-            std::array::from_fn(|j| Bucket::new(depth + SPLIT_BITS, bucket.bits | (j as u64) << depth));
-        let part_of = |hash: u64| parts[(hash >> depth) as usize & ((1 << SPLIT_BITS) - 1)];
+        let halves = [Bucket::new(depth + 1, bucket.bits), Bucket::new(depth + 1, bucket.bits | 1 << depth)];
         // Locked until every slot names them and the old bucket is marked
-        // replaced: a writer that finds a part through a slot rewritten
-        // already waits, so no split of a part rewrites a slot this split
-        // has yet to rewrite (and has it overwritten with the part).
-        for part in parts {
-            // SAFETY: the parts are not yet in any slot: this thread's alone.
-            unsafe { &*part }.lock.lock();
+        // replaced: a writer that finds a half through a slot rewritten
+        // already waits, so no split of a half rewrites a slot this split
+        // has yet to rewrite (and has it overwritten with the half).
+        for half in halves {
+            // SAFETY: the halves are not yet in any slot: this thread's alone.
+            unsafe { &*half }.lock.lock();
         }
         for node in bucket.nodes(guard) {
-            // SAFETY: the parts are not yet in any slot: this thread's alone.
-            let part = unsafe { &*part_of(node.hash) };
-            // The part's node takes over the old node's reference to the
+            // SAFETY: the halves are not yet in any slot: this thread's alone.
+            let half = unsafe { &*halves[(node.hash >> depth) as usize & 1] };
+            // The half's node takes over the old node's reference to the
             // dentry (the old bucket, replaced below, forgets its entries
             // when the epoch frees it): no dentry's count changes, so a
             // split writes no line of the dentries other CPUs made.
             // SAFETY: the old node is never dropped with its entry (see
             // `Bucket::drop`), so the `Arc` has one owner again, the
-            // part's node; readers still on the old node are pinned, and
+            // half's node; readers still on the old node are pinned, and
             // the dentry outlives them as it outlives any node's reader.
             let entry = unsafe { std::ptr::read(&node.entry) };
-            part.push(Node::new(entry, node.hash), node.hash, guard);
-            #[cfg(test)]
-            tests::MOVED.with(|moved| moved.set(moved.get() + 1));
+            half.push(Node::new(entry, node.hash), node.hash, guard);
         }
         let old: *const Bucket = bucket;
-        if !grows(current) {
+        let half_of = |slot: usize| halves[(slot >> depth) & 1];
+        if depth < table.depth {
             // Its slots, in place, highest first: a reader (which scans up)
-            // that finds the lowest slot on a part has then found every
-            // higher slot on its part too, and one that finds it on the old
+            // that finds the lowest slot on a half has then found every
+            // higher slot on its half too, and one that finds it on the old
             // bucket counts that bucket, which holds every name, there. So
-            // each name is found in the old bucket or in its part.
+            // each name is found in the old bucket or in its half.
             // They are the slots whose low `depth` bits are its own.
             for slot in (bucket.bits as usize..table.slots.len()).step_by(1 << depth).rev() {
-                table.slots[slot].store(part_of(slot as u64), Ordering::Release);
+                table.slots[slot].store(half_of(slot), Ordering::Release);
             }
         } else {
-            let mask = table.slots.len() - 1;
-            let slots = (0..1usize << (depth + SPLIT_BITS))
+            let slots = (0..1usize << (depth + 1))
                 .map(|slot| {
-                    let at = table.slots[slot & mask].load(Ordering::Relaxed);
-                    AtomicPtr::new(if std::ptr::eq(at, old) { part_of(slot as u64) } else { at })
+                    let at = table.slots[slot & ((1 << depth) - 1)].load(Ordering::Relaxed);
+                    AtomicPtr::new(if std::ptr::eq(at, old) { half_of(slot) } else { at })
                 })
                 .collect();
-            self.table.store(Owned::new(Table { depth: depth + SPLIT_BITS, slots }), Ordering::Release);
+            self.table.store(Owned::new(Table { depth: depth + 1, slots }), Ordering::Release);
             // SAFETY: the table was just replaced; readers pinned before
             // hold off its release, which frees no bucket.
             reclaim.defer(guard, unsafe { current.into_owned() });
         }
         bucket.replaced.store(true, Ordering::Release);
-        for part in parts {
-            // SAFETY: locked above by this thread; a part is freed only
+        for half in halves {
+            // SAFETY: locked above by this thread; a half is freed only
             // through the epoch, after a later split, so it is live here.
-            unsafe { (*part).lock.unlock() };
+            unsafe { (*half).lock.unlock() };
         }
         // SAFETY: no slot names the old bucket any more; a reader or
         // writer that found it before is pinned and holds off the release.
@@ -664,11 +650,6 @@ mod tests {
     /// records.
     static PAUSE: AtomicU32 = AtomicU32::new(0);
     static PAUSE_AT: AtomicU64 = AtomicU64::new(0);
-
-    thread_local! {
-        /// Names this thread's splits moved to a new node.
-        pub(super) static MOVED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
 
     pub(super) fn after_publish(hash: u64) {
         vfscale_sync::audit::uncounted(|| {
@@ -789,10 +770,9 @@ mod tests {
         // SAFETY: as in `get`.
         let table = unsafe { dir.table.load(Ordering::Acquire, &guard).deref() };
         let buckets = distinct(table, &guard).count();
-        // The last growth allowed may take the table past the bound by the
-        // split's own factor.
+        // The last doubling allowed may take the table to twice the bound.
         assert!(
-            table.slots.len() <= (1 << SPLIT_BITS) * SLOTS_PER_BUCKET * buckets,
+            table.slots.len() <= 2 * SLOTS_PER_BUCKET * buckets,
             "40 names made a table of depth {} over {buckets} buckets",
             table.depth
         );
@@ -869,27 +849,6 @@ mod tests {
             let hash = k << 20 | 5;
             assert!(dir.get(hash.to_string().as_bytes(), hash, &guard).is_some(), "{hash} is lost");
         }
-    }
-
-    /// A directory growing to 100,000 names moves fewer than one name per
-    /// two inserts to new nodes (splits in two moved 1.6 per insert), and
-    /// its slots and buckets take less than a line per name.
-    #[test]
-    fn a_growing_directory_moves_few_names() {
-        let (dir, reclaim) = (SplitEntries::new(), Reclaim::default());
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let names = 100_000u64;
-        let before = MOVED.with(|moved| moved.get());
-        for _ in 0..names {
-            insert(&dir, xorshift64(&mut state), &reclaim);
-        }
-        let moved = MOVED.with(|moved| moved.get()) - before;
-        assert!(moved * 2 < names, "{moved} names moved to new nodes while {names} were made");
-        let guard = crossbeam_epoch::pin();
-        // SAFETY: as in `get`.
-        let table = unsafe { dir.table.load(Ordering::Acquire, &guard).deref() };
-        let bytes = table.slots.len() * 8 + distinct(table, &guard).count() * std::mem::size_of::<Bucket>();
-        assert!(bytes < 64 * names as usize, "{bytes} bytes of slots and buckets for {names} names");
     }
 
     /// Hashes drawn at random never meet the bound: the table doubles as
