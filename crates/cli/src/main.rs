@@ -147,7 +147,7 @@ struct CommuteArgs {
     /// 3 runs per cell of about 5 ms each; figures are noisier.
     #[arg(long)]
     quick: bool,
-    /// Measured runs per cell, after one warm-up run [default: 9, --quick: 3].
+    /// Measured runs per cell, after one warm-up run [default: 25, --quick: 3].
     #[arg(long)]
     runs: Option<usize>,
     /// Operations per thread per run [default: calibrated per pair so that a 1-thread run takes about 20 ms].
@@ -447,9 +447,11 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
         return Ok(());
     }
     let pairs = commute::select(&args.pairs)?;
-    // Nine rounds by default: with five, the median of the rounds' ratios
-    // to private moved by about a tenth between runs on a shared VM.
-    let (runs, run_ms) = if args.quick { (3, 5) } else { (9, 20) };
+    // 25 rounds by default: on a shared VM the ratio of two runs side by
+    // side moves by a fifth from one round to the next, and with nine
+    // rounds the 95% intervals of pairs at 1.0 x private reached below 0.9
+    // in a third of the pairs (docs/results/commute.md).
+    let (runs, run_ms) = if args.quick { (3, 5) } else { (25, 20) };
     let plan = commute::Plan {
         runs: args.runs.unwrap_or(runs),
         iterations: args.iterations,
