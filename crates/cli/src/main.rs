@@ -449,8 +449,8 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
     let pairs = commute::select(&args.pairs)?;
     // 25 rounds by default: on a shared VM the ratio of two runs side by
     // side moves by a fifth from one round to the next, and with nine
-    // rounds the 95% intervals of pairs at 1.0 x private reached below 0.9
-    // in a third of the pairs (docs/results/commute.md).
+    // rounds the 95% intervals of a quarter of the pairs (14 of 56, most
+    // of them at 1.0 x private) reached below 0.9 (docs/results/commute.md).
     let (runs, run_ms) = if args.quick { (3, 5) } else { (25, 20) };
     let plan = commute::Plan {
         runs: args.runs.unwrap_or(runs),

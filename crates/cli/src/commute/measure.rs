@@ -175,7 +175,7 @@ pub struct Plan {
 /// Operations of each calibration run.
 const CALIBRATION_OPS: u64 = 1024;
 
-/// Calibration runs after its warm-up; the fastest sets the count.
+/// Calibration runs, after one warm-up run; the fastest sets the count.
 const CALIBRATION_PROBES: usize = 3;
 
 /// Bounds of a calibrated iteration count: enough operations to time, and
@@ -223,10 +223,10 @@ fn calibrate(pair: &Pair, target: Target, plan: Plan) -> Result<u64, String> {
 /// runs of [`CALIBRATION_OPS`] that took `probes`. Not the first alone: a
 /// process's first runs fault its heap's pages in, and a first
 /// `create-one-dir` probe that ran some ten times slower than the runs
-/// after it made them 2.4 ms long instead of 20, too short to see past
-/// the machine's noise.
+/// after it made them 2.4 ms long instead of about 20 ms, too short to
+/// see past the machine's noise.
 fn calibrated(run_time: Duration, probes: impl Iterator<Item = Duration>) -> u64 {
-    let fastest = probes.min().unwrap_or(run_time).as_secs_f64().max(1e-9);
+    let fastest = probes.min().expect("the harness makes at least one run").as_secs_f64().max(1e-9);
     let wanted = run_time.as_secs_f64() / (fastest / CALIBRATION_OPS as f64);
     (wanted as u64).clamp(*ITERATIONS.start(), *ITERATIONS.end())
 }
