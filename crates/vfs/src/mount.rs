@@ -125,8 +125,9 @@ pub struct Mount {
     root: Arc<Inode>,
     flags: AtomicU32,
     users: PercpuRef,
-    /// Files open for writing through the mount (Linux `mnt_writers`):
-    /// a remount to read-only is EBUSY while any is open.
+    /// Files open for writing through the mount and changes under way
+    /// through it (Linux `mnt_writers`): a remount to read-only is EBUSY
+    /// while any is counted.
     writers: PercpuCounter,
     _after: LinePad,
 }
@@ -153,38 +154,58 @@ impl Mount {
         MountFlags(self.flags.load(Ordering::Acquire) & !WRITE_HOLD)
     }
 
-    /// EROFS on a read-only mount (Linux `mnt_want_write`).
+    /// EROFS on a read-only mount, a check that holds nothing (Linux
+    /// `__mnt_is_readonly`, as `faccessat` asks it).
     #[inline]
-    pub(crate) fn want_write(&self) -> VfsResult<()> {
+    pub(crate) fn check_writable(&self) -> VfsResult<()> {
         if self.flags().contains(MountFlags::RDONLY) || self.sb.read_only {
             return Err(Errno::EROFS);
         }
         Ok(())
     }
 
+    /// Write access for one change through the mount, held until the
+    /// guard drops (Linux `mnt_want_write` .. `mnt_drop_write`): EROFS on
+    /// a read-only mount, and a remount to read-only is EBUSY while the
+    /// guard lives, so no change that passed the check lands after such
+    /// a remount returned.
+    #[inline]
+    pub(crate) fn want_write(&self) -> VfsResult<MountWrite<'_>> {
+        let cpu = self.count_writer()?;
+        Ok(MountWrite { mount: self, cpu })
+    }
+
     /// Write access for a file opened for writing, held until it closes
     /// (Linux `mnt_get_write_access`): EROFS on a read-only mount.
+    pub(crate) fn get_write_access(this: &MountRef) -> VfsResult<WriteAccess> {
+        let cpu = this.count_writer()?;
+        Ok(WriteAccess { mount: this.clone(), cpu })
+    }
+
+    /// Counts a writer on the calling CPU's slot of `writers` and returns
+    /// the slot, or EROFS (counting nothing) on a read-only mount.
     ///
     /// The writer is counted first, then the flags are read, while a
     /// remount to read-only sets `WRITE_HOLD` first, then counts (a
     /// `SeqCst` fence between on both sides): either the remount sees
     /// this writer and is EBUSY, or this sees the hold, waits for the
     /// remount to end and then sees whether the mount is read-only.
-    pub(crate) fn get_write_access(this: &MountRef) -> VfsResult<WriteAccess> {
-        let cpu = this.writers.add(1);
+    #[inline]
+    fn count_writer(&self) -> VfsResult<usize> {
+        let cpu = self.writers.add(1);
         fence(Ordering::SeqCst);
-        let mut flags = this.flags.load(Ordering::Acquire);
+        let mut flags = self.flags.load(Ordering::Acquire);
         // The hold lasts a few instructions under the namespace's writer
         // lock, which cannot block while holding it.
         while flags & WRITE_HOLD != 0 {
             std::thread::yield_now();
-            flags = this.flags.load(Ordering::Acquire);
+            flags = self.flags.load(Ordering::Acquire);
         }
-        if MountFlags(flags).contains(MountFlags::RDONLY) || this.sb.read_only {
-            this.writers.add_at(cpu, -1);
+        if MountFlags(flags).contains(MountFlags::RDONLY) || self.sb.read_only {
+            self.writers.add_at(cpu, -1);
             return Err(Errno::EROFS);
         }
-        Ok(WriteAccess { mount: this.clone(), cpu })
+        Ok(cpu)
     }
 
     /// Whether it was unmounted (or its instance's last handle dropped):
@@ -201,6 +222,32 @@ impl Mount {
     /// The filesystem type `mountinfo` shows.
     pub fn fs_type(&self) -> &'static str {
         self.sb.fs_type()
+    }
+}
+
+/// One change's write access to a mount ([`Mount::want_write`]), given
+/// back when dropped.
+#[must_use = "a change holds its write access until it is done"]
+pub(crate) struct MountWrite<'a> {
+    mount: &'a Mount,
+    /// The slot of the mount's writer count it was added to.
+    cpu: usize,
+}
+
+impl MountWrite<'_> {
+    /// The same write access, kept past the change by a file that `mount`
+    /// (the mount it was taken on) opens for writing.
+    pub(crate) fn keep(self, mount: &MountRef) -> WriteAccess {
+        debug_assert!(std::ptr::eq(self.mount, &**mount), "write access kept on another mount");
+        let cpu = self.cpu;
+        std::mem::forget(self);
+        WriteAccess { mount: mount.clone(), cpu }
+    }
+}
+
+impl Drop for MountWrite<'_> {
+    fn drop(&mut self) {
+        self.mount.writers.add_at(self.cpu, -1);
     }
 }
 
@@ -733,15 +780,16 @@ impl MountTable {
 
     /// Sets `mount`'s flags (remount); the walk reads them with one load.
     /// Making a mount read-only is EBUSY while a file is open for writing
-    /// through it (Linux `mnt_make_readonly`; see
-    /// [`Mount::get_write_access`] for the protocol).
+    /// through it or a change through it is under way (Linux
+    /// `mnt_make_readonly`; see [`Mount::count_writer`] for the protocol).
     pub(crate) fn set_flags(&mut self, mount: &Mount, flags: MountFlags) -> VfsResult<()> {
         self.by_id.get(&mount.id).ok_or(Errno::EINVAL)?;
         if flags.contains(MountFlags::RDONLY) && !mount.flags().contains(MountFlags::RDONLY) {
             mount.flags.fetch_or(WRITE_HOLD, Ordering::SeqCst);
             fence(Ordering::SeqCst);
-            // Each file's writer adds and takes away on one slot, so no
-            // slot is ever below zero and a sum above zero means a writer.
+            // Each writer (a file's, a change's) adds and takes away on
+            // one slot, so no slot is ever below zero and a sum above zero
+            // means a writer.
             if mount.writers.sum() > 0 {
                 mount.flags.fetch_and(!WRITE_HOLD, Ordering::Release);
                 return Err(Errno::EBUSY);

@@ -17,7 +17,7 @@ use crate::dirlock::{NameLock, RenameLocks};
 use crate::errno::{Errno, VfsResult};
 use crate::inode::{Inode, NewInode, ParentLink};
 use crate::mode::{S_IALLUGO, S_IFDIR, S_IFMT, S_ISGID, S_ISVTX, S_IXGRP};
-use crate::mount::{MountNamespace, MountRef};
+use crate::mount::{MountNamespace, MountRef, MountWrite};
 use crate::namei::{walk, At, Intent, Scope, Start, Walked};
 use crate::path::{DirOp, Last};
 use crate::superblock::SuperBlock;
@@ -242,15 +242,19 @@ impl<'a> Ctx<'a> {
     /// Linux, which finds the name first, waits for the lock: a check that
     /// fails before it is made again under it, and the inode is charged
     /// to the inode limit (ENOSPC) under it.
-    pub fn create(
+    ///
+    /// Returns the inode and the mount's write access, which the create
+    /// held from its mount check on, for a caller that goes on changing
+    /// (an `open` that creates keeps it until the file is open).
+    pub fn create<'d>(
         &self,
-        dir: &ParentDir,
+        dir: &'d ParentDir,
         name: &[u8],
         file_type: FileType,
         perm: u32,
         symlink_target: Box<[u8]>,
         rdev: u64,
-    ) -> VfsResult<Arc<Inode>> {
+    ) -> VfsResult<(Arc<Inode>, MountWrite<'d>)> {
         // `filename_create` finds an existing name before anything else.
         if self.provided_name_exists(dir, name)? {
             return Err(Errno::EEXIST);
@@ -266,7 +270,7 @@ impl<'a> Ctx<'a> {
             // again under the lock).
             Some(false) if dir.dir()?.is_dead() => return Err(Errno::ENOENT),
             Some(false) => match self.new_child(dir, &spec) {
-                Ok(inode) => Child::Made(inode),
+                Ok((inode, write)) => Child::Made(inode, write),
                 Err(_) => Child::ToMake(spec),
             },
             None => Child::ToMake(spec),
@@ -275,23 +279,24 @@ impl<'a> Ctx<'a> {
         if locked.contains(name) {
             return Err(Errno::EEXIST);
         }
-        let inode = match child {
-            Child::Made(inode) => inode,
+        let (inode, write) = match child {
+            Child::Made(inode, write) => (inode, write),
             Child::ToMake(spec) => self.new_child(dir, &spec)?,
         };
         inode.charge()?;
         self.add_entry(dir, &mut locked, name, Arc::clone(&inode), i32::from(inode.is_dir()));
-        Ok(inode)
+        Ok((inode, write))
     }
 
     /// The checks of a create that follow the new name's own (`EEXIST`,
     /// a removed directory), in Linux's order, then the new inode, with
     /// its `..` if it is a directory, not yet charged to the inode space
-    /// (the caller charges it under the name's lock).
-    fn new_child(&self, dir: &ParentDir, spec: &NewChild) -> VfsResult<Arc<Inode>> {
+    /// (the caller charges it under the name's lock), and the write access
+    /// to the mount that the create holds until the name is linked.
+    fn new_child<'d>(&self, dir: &'d ParentDir, spec: &NewChild) -> VfsResult<(Arc<Inode>, MountWrite<'d>)> {
         let NewChild { file_type, perm, ref symlink_target, rdev } = *spec;
         // `filename_create` reports a read-only mount after EEXIST.
-        dir.mount.want_write()?;
+        let write = dir.mount.want_write()?;
         self.may_create(dir)?;
         // `vfs_mknod`: devices need CAP_MKNOD.
         if file_type.is_device() && !self.cred.capable(Capabilities::MKNOD) {
@@ -329,12 +334,14 @@ impl<'a> Ctx<'a> {
             // linked before the directory is published.
             made.set_parent(ParentLink::new(dir, &dir.sb().reclaim), &dir.sb().reclaim, &crossbeam_epoch::pin());
         }
-        Ok(inode)
+        Ok((inode, write))
     }
 
     /// Links `inode` as `name` in `dir` (whose name is locked), which gains
     /// `subdirs` links.
     fn add_entry(&self, dir: &ParentDir, locked: &mut NameLock<'_>, name: &[u8], inode: Arc<Inode>, subdirs: i32) {
+        #[cfg(test)]
+        tests::before_change(name);
         let dentry = Dentry::new(dir.ino(), name, Some(inode), 0);
         locked.insert(Arc::clone(&dentry), &dir.sb().reclaim);
         dir.sb().dcache.insert(dentry, &crossbeam_epoch::pin());
@@ -439,7 +446,7 @@ impl<'a> Ctx<'a> {
         }
         // `do_linkat`'s order: the new name, a read-only mount, then one
         // across mounts.
-        dir.mount.want_write()?;
+        let _write = dir.mount.want_write()?;
         if !std::ptr::eq(&*old_mount, &*dir.mount) {
             return Err(Errno::EXDEV);
         }
@@ -464,7 +471,7 @@ impl<'a> Ctx<'a> {
     pub fn unlink(&self, path: &[u8]) -> VfsResult<()> {
         let (dir, last, trailing_slash) = self.parent(path)?;
         let name = last.require_normal(DirOp::Unlink)?;
-        dir.mount.want_write()?;
+        let _write = dir.mount.want_write()?;
         self.unlink_of_a_directory(&dir, name, trailing_slash)?;
         let mut locked = self.lock_name_expecting(&dir, name, true)?;
         let victim = Arc::clone(child_inode(locked.get(name))?);
@@ -511,7 +518,7 @@ impl<'a> Ctx<'a> {
     pub fn rmdir(&self, path: &[u8]) -> VfsResult<()> {
         let (dir, last, _) = self.parent(path)?;
         let name = last.require_normal(DirOp::Rmdir)?;
-        dir.mount.want_write()?;
+        let _write = dir.mount.want_write()?;
         let mut locked = self.lock_name_expecting(&dir, name, true)?;
         let victim = Arc::clone(child_inode(locked.get(name))?);
         self.may_delete(&dir, &victim, true)?;
@@ -539,24 +546,28 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    /// The inode `path` names, on a mount that takes changes (else
-    /// EROFS, Linux's `mnt_want_write` before an attribute change).
-    pub fn writable(&self, path: &[u8], intent: Intent) -> VfsResult<CountedArc<Inode>> {
+    /// Applies `change` to the inode `path` names, on a mount that takes
+    /// changes (else EROFS), holding the mount's write access throughout
+    /// (Linux's `mnt_want_write` .. `mnt_drop_write` around
+    /// `notify_change`).
+    fn change_attr(&self, path: &[u8], intent: Intent, change: impl FnOnce(&Inode) -> VfsResult<()>) -> VfsResult<()> {
         let Dir { mount, inode } = self.locate(path, intent)?;
-        mount.want_write()?;
-        Ok(inode)
+        let _write = mount.want_write()?;
+        #[cfg(test)]
+        tests::before_change(path);
+        change(&inode)
     }
 
     pub fn chmod(&self, path: &[u8], perm: u32, intent: Intent) -> VfsResult<()> {
-        crate::notify_change::chmod(&*self.writable(path, intent)?, self.cred, perm)
+        self.change_attr(path, intent, |inode| crate::notify_change::chmod(inode, self.cred, perm))
     }
 
     pub fn chown(&self, path: &[u8], uid: Option<u32>, gid: Option<u32>, intent: Intent) -> VfsResult<()> {
-        crate::notify_change::chown(&*self.writable(path, intent)?, self.cred, uid, gid)
+        self.change_attr(path, intent, |inode| crate::notify_change::chown(inode, self.cred, uid, gid))
     }
 
     pub fn utimens(&self, path: &[u8], atime: SetTime, mtime: SetTime, intent: Intent) -> VfsResult<()> {
-        crate::notify_change::set_times(&*self.writable(path, intent)?, self.cred, atime, mtime)
+        self.change_attr(path, intent, |inode| crate::notify_change::set_times(inode, self.cred, atime, mtime))
     }
 
     /// `renameat2`, `new` walked from `to`'s start, with Linux's checks in
@@ -570,7 +581,7 @@ impl<'a> Ctx<'a> {
         let old_name = old_last.require_normal(DirOp::RenameFrom)?;
         let new_op = if flags.noreplace { DirOp::RenameToNoReplace } else { DirOp::RenameTo };
         let new_name = new_last.require_normal(new_op)?;
-        old_dir.mount.want_write()?;
+        let _write = old_dir.mount.want_write()?;
         let sb = old_dir.sb();
         // A missing old name fails before any lock, as in
         // `lock_name_expecting`.
@@ -714,8 +725,8 @@ struct NewChild {
 
 /// A create's inode: made before its name was locked, or to be made
 /// under the lock.
-enum Child {
-    Made(Arc<Inode>),
+enum Child<'d> {
+    Made(Arc<Inode>, MountWrite<'d>),
     ToMake(NewChild),
 }
 
@@ -781,4 +792,66 @@ fn ancestors<'g>(dir: &Arc<Inode>, guard: &'g crossbeam_epoch::Guard) -> impl It
 /// directory), since only moves of directories change an ancestry.
 fn is_ancestor(ancestor: &Arc<Inode>, dir: &Arc<Inode>) -> bool {
     ancestors(dir, &crossbeam_epoch::pin()).any(|inode| Arc::ptr_eq(inode, ancestor))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Credentials, Errno, MountFlags, Process, Vfs, VfsResult};
+    use vfscale_sync::audited::{AtomicU32, AtomicU64, Ordering::SeqCst};
+
+    /// Where a test stops a change that holds the mount's write access,
+    /// just before it lands: 1 asks the next change of the name (or path)
+    /// whose hash is in `PAUSE_ON` to stop, which sets 2 and waits for 3.
+    static PAUSE: AtomicU32 = AtomicU32::new(0);
+    static PAUSE_ON: AtomicU64 = AtomicU64::new(0);
+
+    pub(super) fn before_change(key: &[u8]) {
+        vfscale_sync::audit::uncounted(|| {
+            if PAUSE_ON.load(SeqCst) == crate::dentry::name_hash(key)
+                && PAUSE.compare_exchange(1, 2, SeqCst, SeqCst).is_ok()
+            {
+                while PAUSE.load(SeqCst) != 3 {
+                    std::thread::yield_now();
+                }
+            }
+        });
+    }
+
+    /// A remount of `/w` to read-only while a change is stopped after its
+    /// mount check (just before it lands) is EBUSY, as Linux's
+    /// `mnt_make_readonly` is while writers hold `mnt_want_write`, so no
+    /// change lands on a mount already read-only; once the change is done
+    /// the remount succeeds and the change is EROFS. For a create, a link
+    /// and a chmod, one after another (the pause is the whole binary's).
+    #[test]
+    fn a_change_under_way_holds_off_a_remount_to_read_only() {
+        type Change = fn(&Process, &str) -> VfsResult<()>;
+        let changes: [(&str, &str, Change); 3] = [
+            ("mkdir", "made", |p, name| p.mkdir(format!("/w/{name}"), 0o755)),
+            ("link", "linked", |p, name| p.link("/w/f", format!("/w/{name}"))),
+            ("chmod", "/w/f", |p, _| p.chmod("/w/f", 0o600)),
+        ];
+        for (call, key, change) in changes {
+            let root_fs = Vfs::default();
+            let ns = root_fs.new_namespace();
+            let p = root_fs.process_in(&ns, Credentials::root());
+            p.mkdir("/w", 0o755).unwrap();
+            p.mount(&Vfs::default(), "tmpfs", "/w", MountFlags::NONE).unwrap();
+            p.mknod("/w/f", 0o100644, 0).unwrap();
+            PAUSE_ON.store(crate::dentry::name_hash(key.as_bytes()), SeqCst);
+            PAUSE.store(1, SeqCst);
+            std::thread::scope(|s| {
+                let changer = s.spawn(|| change(&p, key));
+                while PAUSE.load(SeqCst) != 2 {
+                    std::thread::yield_now();
+                }
+                let remount = p.remount("/w", MountFlags::RDONLY);
+                PAUSE.store(3, SeqCst);
+                assert_eq!(changer.join().unwrap(), Ok(()), "{call}: the change itself");
+                assert_eq!(remount, Err(Errno::EBUSY), "{call}: remounted read-only under the change");
+            });
+            p.remount("/w", MountFlags::RDONLY).unwrap();
+            assert_eq!(change(&p, "again"), Err(Errno::EROFS), "{call} on the read-only mount");
+        }
+    }
 }

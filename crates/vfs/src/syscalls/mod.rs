@@ -370,7 +370,7 @@ impl<'a> Context<'a> {
             FileType::Regular => {}
             _ => return Err(Errno::EINVAL),
         }
-        mount.want_write()?;
+        let _write = mount.want_write()?;
         crate::notify_change::truncate(&inode, self.names.cred, len, mount.sb.config.max_file_size)
     }
 
@@ -380,7 +380,7 @@ impl<'a> Context<'a> {
     /// address files by inode (FUSE `setattr`).
     pub fn setattr(&self, inode: &Inode, attr: SetAttr) -> VfsResult<()> {
         let start = self.names.cwd;
-        start.mount.want_write()?;
+        let _write = start.mount.want_write()?;
         crate::notify_change::setattr(inode, self.names.cred, attr, start.sb().config.max_file_size)
     }
 
@@ -453,9 +453,12 @@ impl<'a> Context<'a> {
         let (names, intent) = self.names_with(flags, XATTR_AT_FLAGS)?;
         let cred = self.names.cred;
         let target = names.locate_checked(path, intent, |at| {
-            at.mount.want_write()?;
+            at.mount.check_writable()?;
             crate::xattr::may_set(at.inode, cred, name, value.is_some(), xattr_flags)
         })?;
+        // Held until the value is set: checked above in Linux's order,
+        // taken here (a remount to read-only in between is EROFS here).
+        let _write = target.mount.want_write()?;
         let charge = |delta| target.mount.sb.charge_ispace(delta);
         crate::xattr::set(&target.inode, name, value, xattr_flags, &charge)
     }
@@ -477,7 +480,7 @@ fn access_at(at: At<'_>, cred: &Credentials, mask: Access) -> VfsResult<()> {
     at.sb().permission(at.inode, cred, mask)?;
     if mask.contains(Access::WRITE) && matches!(file_type, FileType::Regular | FileType::Directory | FileType::Symlink)
     {
-        at.mount.want_write()?;
+        at.mount.check_writable()?;
     }
     Ok(())
 }

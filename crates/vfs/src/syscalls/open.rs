@@ -9,7 +9,7 @@ use crate::errno::{Errno, VfsResult};
 use crate::file::open_ref::OpenRef;
 use crate::file::OpenFile;
 use crate::inode::{Body, Inode};
-use crate::mount::{MountFlags, MountRef};
+use crate::mount::{MountFlags, MountRef, MountWrite, WriteAccess};
 use crate::namei::{At, Intent, Walked, MAX_SYMLINKS};
 use crate::namespace::{keep_mount_on, Ctx, Dir, ParentDir};
 use crate::path::Last;
@@ -53,16 +53,19 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     // `MAX_SYMLINKS` links on the way is ELOOP on any path. Not with
     // `O_EXCL`, which fails on any name there, nor with a trailing slash,
     // which is EISDIR on a file too.
-    let ((inode, mount), created) = if !flags.creat() {
-        (existing(ctx)?, false)
+    // A create's write access to the mount, held until the file is open
+    // (Linux `open_last_lookups` .. `do_open`), and kept by a file opened
+    // for writing.
+    let ((inode, mount), creation) = if !flags.creat() {
+        (existing(ctx)?, None)
     } else {
         let quick = !flags.excl() && !path.ends_with(b"/");
         match quick.then(|| existing(ctx)) {
-            Some(Ok(found)) => (found, false),
+            Some(Ok(found)) => (found, None),
             Some(Err(Errno::ELOOP)) => return Err(Errno::ELOOP),
             _ => {
-                let (Dir { mount, inode }, created) = open_or_create(ctx, path, flags, perm)?;
-                (count(At { mount: &mount, inode: &inode }, created)?, created)
+                let (Dir { mount, inode }, creation) = open_or_create(ctx, path, flags, perm)?;
+                (count(At { mount: &mount, inode: &inode }, creation.is_some())?, creation)
             }
         }
     };
@@ -81,12 +84,11 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
     }
     let special = matches!(&inode.body, Body::Special(..));
     let max = sb.config.max_file_size;
-    let mut write_access = None;
-    if created && flags.may_write() {
-        write_access = Some(crate::mount::Mount::get_write_access(&mount)?);
-    }
+    let created = creation.is_some();
+    let (mut write_access, _creating) = if flags.may_write() { (creation, None) } else { (None, creation) };
     if !created {
-        check_mount(&mount, &inode, flags)?;
+        // Held until the truncation below is done.
+        let _truncating = check_mount(&mount, &inode, flags)?;
         if !sb.native {
             // Decided without the filesystem's lock where it can (the
             // "after" designs), as the walk's own permission checks are.
@@ -128,15 +130,16 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
 
 /// The mount's say before the permission check (Linux `may_open`, and
 /// `do_open` for `O_TRUNC`): a device on a `nodev` mount is EACCES, a
-/// truncation on a read-only one EROFS.
-fn check_mount(mount: &MountRef, inode: &Inode, flags: OpenFlags) -> VfsResult<()> {
+/// truncation on a read-only one EROFS; a truncation gets the mount's
+/// write access, for the caller to hold until it is done.
+fn check_mount<'m>(mount: &'m MountRef, inode: &Inode, flags: OpenFlags) -> VfsResult<Option<MountWrite<'m>>> {
     if inode.file_type().is_device() && mount.flags().contains(MountFlags::NODEV) {
         return Err(Errno::EACCES);
     }
     if flags.trunc() && inode.file_type() == FileType::Regular {
-        mount.want_write()?;
+        return mount.want_write().map(Some);
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Opening a special file, after the permission check: the library keeps
@@ -158,8 +161,9 @@ fn open_special(file_type: FileType, flags: OpenFlags) -> VfsResult<()> {
 
 /// `O_CREAT`: the existing file (following a final symlink unless
 /// `O_EXCL` or `O_NOFOLLOW`), or a new one; a dangling final symlink
-/// creates its target, as Linux does.
-fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<(Dir, bool)> {
+/// creates its target, as Linux does. With a new file, the create's write
+/// access to the mount.
+fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> VfsResult<(Dir, Option<WriteAccess>)> {
     let mut path = path.to_vec();
     let mut start: Option<crate::namespace::ParentDir> = None;
     let mut links_followed = 0;
@@ -190,8 +194,10 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
                 // Lost a race with another creator: look again.
                 Err(Errno::EEXIST) if !flags.excl() => continue,
                 created => {
-                    let inode = CountedArc::adopt(created?);
-                    return Ok((Dir { mount: dir.mount, inode }, true));
+                    let (inode, write) = created?;
+                    let write = write.keep(&dir.mount);
+                    let inode = CountedArc::adopt(inode);
+                    return Ok((Dir { mount: dir.mount, inode }, Some(write)));
                 }
             }
         };
@@ -218,7 +224,7 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
                 path = target.to_vec();
                 start = Some(dir);
             }
-            _ => return Ok((Dir { mount: on.unwrap_or(dir.mount), inode: CountedArc::adopt(existing) }, false)),
+            _ => return Ok((Dir { mount: on.unwrap_or(dir.mount), inode: CountedArc::adopt(existing) }, None)),
         }
     }
 }
