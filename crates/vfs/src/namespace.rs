@@ -827,9 +827,9 @@ mod tests {
     fn a_change_under_way_holds_off_a_remount_to_read_only() {
         type Change = fn(&Process, &str) -> VfsResult<()>;
         let changes: [(&str, &str, Change); 3] = [
-            ("mkdir", "made", |p, name| p.mkdir(format!("/w/{name}"), 0o755)),
-            ("link", "linked", |p, name| p.link("/w/f", format!("/w/{name}"))),
-            ("chmod", "/w/f", |p, _| p.chmod("/w/f", 0o600)),
+            ("mkdir", "made-under-remount", |p, name| p.mkdir(format!("/w/{name}"), 0o755)),
+            ("link", "linked-under-remount", |p, name| p.link("/w/f", format!("/w/{name}"))),
+            ("chmod", "/w/chmodded-under-remount", |p, _| p.chmod("/w/chmodded-under-remount", 0o600)),
         ];
         for (call, key, change) in changes {
             let root_fs = Vfs::default();
@@ -838,11 +838,14 @@ mod tests {
             p.mkdir("/w", 0o755).unwrap();
             p.mount(&Vfs::default(), "tmpfs", "/w", MountFlags::NONE).unwrap();
             p.mknod("/w/f", 0o100644, 0).unwrap();
+            p.mknod("/w/chmodded-under-remount", 0o100644, 0).unwrap();
             PAUSE_ON.store(crate::dentry::name_hash(key.as_bytes()), SeqCst);
             PAUSE.store(1, SeqCst);
             std::thread::scope(|s| {
                 let changer = s.spawn(|| change(&p, key));
-                while PAUSE.load(SeqCst) != 2 {
+                // A change that never reaches the pause fails below
+                // rather than hanging here.
+                while PAUSE.load(SeqCst) != 2 && !changer.is_finished() {
                     std::thread::yield_now();
                 }
                 let remount = p.remount("/w", MountFlags::RDONLY);

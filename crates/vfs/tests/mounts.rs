@@ -9,8 +9,8 @@ use std::sync::Arc;
 use vfscale::kernfs::{Kernfs, KernfsConfig};
 use vfscale::procfs::{ProcConfig, Procfs, TaskInfo};
 use vfscale::{
-    AtFlags, Credentials, Errno, MountFlags, OpenFlags, OpenHow, Process, RenameFlags, ResolveFlags, UmountFlags, Vfs,
-    VfsResult, AT_FDCWD,
+    AtFlags, Credentials, Errno, MountFlags, OpenFlags, OpenHow, Process, RenameFlags, ResolveFlags, SetTime, Timespec,
+    UmountFlags, Vfs, VfsResult, AT_FDCWD,
 };
 
 /// A namespace whose root is an in-memory filesystem with `/mnt`, `/a/b`
@@ -194,6 +194,26 @@ fn a_remount_read_only_is_ebusy_while_a_file_is_open_for_writing() {
     p.remount("/w", MountFlags::RDONLY).unwrap();
     assert_eq!(p.open("/w/b/f", OpenFlags::WRONLY, 0), Err(Errno::EROFS));
     p.close(reading).unwrap();
+}
+
+/// A read through a read-only mount leaves the access time as it is (Linux
+/// `touch_atime` skips the update when it cannot get the mount's write
+/// access); the same read through the mount made writable again updates
+/// it.
+#[test]
+fn a_read_on_a_read_only_mount_keeps_the_access_time() {
+    let (_root, p) = namespace();
+    let old = Timespec { sec: 1, nsec: 0 };
+    p.utimens("/a/b/f", SetTime::At(old), SetTime::Omit).unwrap();
+    p.remount("/", MountFlags::RDONLY).unwrap();
+    let fd = p.open("/a/b/f", OpenFlags::RDONLY, 0).unwrap();
+    let mut buf = [0u8; 5];
+    assert_eq!(p.pread(fd, &mut buf, 0), Ok(5));
+    assert_eq!(p.stat("/a/b/f").unwrap().atime, old, "an access time written through a read-only mount");
+    p.remount("/", MountFlags::NONE).unwrap();
+    assert_eq!(p.pread(fd, &mut buf, 0), Ok(5));
+    assert!(p.stat("/a/b/f").unwrap().atime > old, "a day-old access time left as it was");
+    p.close(fd).unwrap();
 }
 
 #[test]

@@ -272,7 +272,8 @@ impl OpenFile {
     /// content cell decides alone where it can: the time of the last
     /// change of the file's names or mode (the other cell's lines, never
     /// ahead of the clock) is read only when nothing on the content's own
-    /// lines makes the access time stale and it is behind the clock.
+    /// lines makes the access time stale and it is behind the clock. A
+    /// read-only mount keeps the access time as it is.
     fn touch_atime(&self) {
         let a = self.inode.content();
         let now = Timespec::now();
@@ -288,8 +289,12 @@ impl OpenFile {
             || a.atime < now
                 && (a.atime <= self.inode.meta().ctime
                     || self.inode.latest_percpu_change().is_some_and(|t| a.atime <= t));
+        // A change through the mount (Linux `touch_atime` takes its write
+        // access): none on a read-only mount, nor under a remount to one.
         if stale {
-            self.inode.update_content(|a| a.atime = now);
+            if let Ok(_write) = self.mount.want_write() {
+                self.inode.update_content(|a| a.atime = now);
+            }
         }
     }
 
