@@ -63,7 +63,17 @@ pub(crate) enum WholeDir<'a> {
     Buckets(AllBuckets<'a>),
 }
 
-impl WholeDir<'_> {
+impl<'a> WholeDir<'a> {
+    /// Locks all of `dir`: every name of it (its rwsem for write, or all
+    /// its buckets in lock order). A caller that holds a name of `dir`'s
+    /// parent too took that first (ancestors first).
+    pub fn lock(dir: &'a Directory) -> WholeDir<'a> {
+        match &dir.entries {
+            Entries::Locked(children) => WholeDir::Directory(children.write()),
+            Entries::Split(entries) => WholeDir::Buckets(entries.lock_all()),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         match self {
             WholeDir::Directory(children) => children.is_empty(),
@@ -218,14 +228,6 @@ impl DirLocks {
     pub fn lock_name<'a>(&'a self, dir: &'a Directory, name: &[u8]) -> NameLock<'a> {
         let global = self.global();
         NameLock { _global: global, ..lock_one(dir, name) }
-    }
-
-    /// Locks all of `dir`, whose parent's name of it the caller holds.
-    pub fn lock_whole<'a>(&self, dir: &'a Directory) -> WholeDir<'a> {
-        match &dir.entries {
-            Entries::Locked(children) => WholeDir::Directory(children.write()),
-            Entries::Split(entries) => WholeDir::Buckets(entries.lock_all()),
-        }
     }
 
     /// Locks the two names of a rename; `new_first` puts the new name's

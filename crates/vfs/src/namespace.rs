@@ -13,7 +13,7 @@
 
 use crate::cred::{may_delete_in_sticky, Access, Capabilities};
 use crate::dentry::Dentry;
-use crate::dirlock::{NameLock, RenameLocks};
+use crate::dirlock::{NameLock, RenameLocks, WholeDir};
 use crate::errno::{Errno, VfsResult};
 use crate::inode::{Inode, NewInode, ParentLink};
 use crate::mode::{S_IALLUGO, S_IFDIR, S_IFMT, S_ISGID, S_ISVTX, S_IXGRP};
@@ -241,7 +241,10 @@ impl<'a> Ctx<'a> {
     /// What can fail only after the name is known to be missing, as in
     /// Linux, which finds the name first, waits for the lock: a check that
     /// fails before it is made again under it, and the inode is charged
-    /// to the inode limit (ENOSPC) under it.
+    /// to the inode limit (ENOSPC) under it. Checks that passed before it
+    /// stand only while the directory's mode and owner are those they
+    /// read (a chmod or chown of the directory holds every name of it);
+    /// else the inode is made again under the lock.
     ///
     /// Returns the inode and the mount's write access, which the create
     /// held from its mount check on, for a caller that goes on changing
@@ -269,19 +272,26 @@ impl<'a> Ctx<'a> {
             // A removed directory takes no new names (`lock_name` checks
             // again under the lock).
             Some(false) if dir.dir()?.is_dead() => return Err(Errno::ENOENT),
-            Some(false) => match self.new_child(dir, &spec) {
-                Ok((inode, write)) => Child::Made(inode, write),
-                Err(_) => Child::ToMake(spec),
-            },
+            Some(false) => {
+                let seen = (dir.mode(), dir.owner());
+                match self.new_child(dir, &spec) {
+                    Ok((inode, write)) => Child::Made { inode, write, seen, spec },
+                    Err(_) => Child::ToMake(spec),
+                }
+            }
             None => Child::ToMake(spec),
         };
+        #[cfg(test)]
+        tests::pause_at(tests::Point::BeforeTheLock, name);
         let mut locked = self.lock_name(dir, name)?;
         if locked.contains(name) {
             return Err(Errno::EEXIST);
         }
         let (inode, write) = match child {
-            Child::Made(inode, write) => (inode, write),
-            Child::ToMake(spec) => self.new_child(dir, &spec)?,
+            // Checked against the directory's mode and owner as they are
+            // now (a chmod or chown of it holds every name of it).
+            Child::Made { inode, write, seen, .. } if seen == (dir.mode(), dir.owner()) => (inode, write),
+            Child::Made { spec, .. } | Child::ToMake(spec) => self.new_child(dir, &spec)?,
         };
         inode.charge()?;
         self.add_entry(dir, &mut locked, name, Arc::clone(&inode), i32::from(inode.is_dir()));
@@ -341,7 +351,7 @@ impl<'a> Ctx<'a> {
     /// `subdirs` links.
     fn add_entry(&self, dir: &ParentDir, locked: &mut NameLock<'_>, name: &[u8], inode: Arc<Inode>, subdirs: i32) {
         #[cfg(test)]
-        tests::before_change(name);
+        tests::pause_at(tests::Point::Landing, name);
         let dentry = Dentry::new(dir.ino(), name, Some(inode), 0);
         locked.insert(Arc::clone(&dentry), &dir.sb().reclaim);
         dir.sb().dcache.insert(dentry, &crossbeam_epoch::pin());
@@ -528,7 +538,7 @@ impl<'a> Ctx<'a> {
         let victim_dir = victim.dir()?;
         // Parent before child: the ancestor-first lock order. Every create
         // in the victim rechecks its dead flag under its own lock.
-        let whole = dir.sb().dir_locks.lock_whole(victim_dir);
+        let whole = WholeDir::lock(victim_dir);
         if !whole.is_empty() {
             return Err(Errno::ENOTEMPTY);
         }
@@ -554,7 +564,7 @@ impl<'a> Ctx<'a> {
         let Dir { mount, inode } = self.locate(path, intent)?;
         let _write = mount.want_write()?;
         #[cfg(test)]
-        tests::before_change(path);
+        tests::pause_at(tests::Point::Landing, path);
         change(&inode)
     }
 
@@ -673,7 +683,7 @@ impl<'a> Ctx<'a> {
         }
         let victim_guard = match target.as_ref().map(|t| t.dir()) {
             Some(Ok(target_dir)) => {
-                let whole = sb.dir_locks.lock_whole(target_dir);
+                let whole = WholeDir::lock(target_dir);
                 if !whole.is_empty() {
                     return Err(Errno::ENOTEMPTY);
                 }
@@ -726,7 +736,14 @@ struct NewChild {
 /// A create's inode: made before its name was locked, or to be made
 /// under the lock.
 enum Child<'d> {
-    Made(Arc<Inode>, MountWrite<'d>),
+    /// Made before the name was locked, checked against the directory's
+    /// mode and owner `seen`: made again under the lock if they changed.
+    Made {
+        inode: Arc<Inode>,
+        write: MountWrite<'d>,
+        seen: (u32, (u32, u32)),
+        spec: NewChild,
+    },
     ToMake(NewChild),
 }
 
@@ -797,19 +814,35 @@ fn is_ancestor(ancestor: &Arc<Inode>, dir: &Arc<Inode>) -> bool {
 #[cfg(test)]
 mod tests {
     use crate::{Credentials, Errno, MountFlags, Process, Vfs, VfsResult};
-    use vfscale_sync::audited::{AtomicU32, AtomicU64, Ordering::SeqCst};
+    use vfscale_sync::audited::{AtomicU32, AtomicU64, Mutex, Ordering::SeqCst};
+    use vfscale_sync::poison::unpoisoned;
 
-    /// Where a test stops a change that holds the mount's write access,
-    /// just before it lands: 1 asks the next change of the name (or path)
-    /// whose hash is in `PAUSE_ON` to stop, which sets 2 and waits for 3.
+    /// Where a test stops a change: 1 asks the next change that reaches
+    /// the point and name (or path) in `PAUSE_ON` to stop, which sets 2
+    /// and waits for 3.
     static PAUSE: AtomicU32 = AtomicU32::new(0);
     static PAUSE_ON: AtomicU64 = AtomicU64::new(0);
 
-    pub(super) fn before_change(key: &[u8]) {
+    #[derive(Clone, Copy)]
+    pub(super) enum Point {
+        /// A create's, after its checks, before it locks its name.
+        BeforeTheLock,
+        /// Holding the mount's write access, just before the change lands.
+        Landing,
+    }
+
+    fn pause_key(point: Point, key: &[u8]) -> u64 {
+        crate::dentry::name_hash(key) ^ point as u64
+    }
+
+    fn arm(point: Point, key: &str) {
+        PAUSE_ON.store(pause_key(point, key.as_bytes()), SeqCst);
+        PAUSE.store(1, SeqCst);
+    }
+
+    pub(super) fn pause_at(point: Point, key: &[u8]) {
         vfscale_sync::audit::uncounted(|| {
-            if PAUSE_ON.load(SeqCst) == crate::dentry::name_hash(key)
-                && PAUSE.compare_exchange(1, 2, SeqCst, SeqCst).is_ok()
-            {
+            if PAUSE_ON.load(SeqCst) == pause_key(point, key) && PAUSE.compare_exchange(1, 2, SeqCst, SeqCst).is_ok() {
                 while PAUSE.load(SeqCst) != 3 {
                     std::thread::yield_now();
                 }
@@ -823,8 +856,12 @@ mod tests {
     /// change lands on a mount already read-only; once the change is done
     /// the remount succeeds and the change is EROFS. For a create, a link
     /// and a chmod, one after another (the pause is the whole binary's).
+    /// One test at a time arms the pause (it is the whole binary's).
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
     #[test]
     fn a_change_under_way_holds_off_a_remount_to_read_only() {
+        let _alone = unpoisoned(ONE_AT_A_TIME.lock());
         type Change = fn(&Process, &str) -> VfsResult<()>;
         let changes: [(&str, &str, Change); 3] = [
             ("mkdir", "made-under-remount", |p, name| p.mkdir(format!("/w/{name}"), 0o755)),
@@ -839,8 +876,7 @@ mod tests {
             p.mount(&Vfs::default(), "tmpfs", "/w", MountFlags::NONE).unwrap();
             p.mknod("/w/f", 0o100644, 0).unwrap();
             p.mknod("/w/chmodded-under-remount", 0o100644, 0).unwrap();
-            PAUSE_ON.store(crate::dentry::name_hash(key.as_bytes()), SeqCst);
-            PAUSE.store(1, SeqCst);
+            arm(Point::Landing, key);
             std::thread::scope(|s| {
                 let changer = s.spawn(|| change(&p, key));
                 // A change that never reaches the pause fails below
@@ -856,5 +892,74 @@ mod tests {
             p.remount("/w", MountFlags::RDONLY).unwrap();
             assert_eq!(change(&p, "again"), Err(Errno::EROFS), "{call} on the read-only mount");
         }
+    }
+
+    /// A create that checked the directory's mode before its name was
+    /// locked, and a chmod of the directory that took its write permission
+    /// away before the create locked the name: the create checks again
+    /// under the lock and is EACCES, as in Linux, where the create holds
+    /// the directory's `i_rwsem` from its check to its link and the chmod
+    /// takes it too. Likewise a chown that gives the directory away.
+    #[test]
+    fn a_create_checked_before_a_chmod_of_its_directory_checks_again() {
+        let _alone = unpoisoned(ONE_AT_A_TIME.lock());
+        type Revoke = fn(&Process) -> VfsResult<()>;
+        let revokes: [(&str, Revoke); 2] =
+            [("chmod", |root| root.chmod("/shared", 0o555)), ("chown", |root| root.chown("/shared", Some(0), Some(0)))];
+        for (call, revoke) in revokes {
+            let vfs = Vfs::default();
+            let root = vfs.process(Credentials::root());
+            root.mkdir("/shared", 0o777).unwrap();
+            root.chown("/shared", Some(1000), Some(1000)).unwrap();
+            root.chmod("/shared", 0o700).unwrap();
+            let user = vfs.process(Credentials::user(1000, 1000, []));
+            arm(Point::BeforeTheLock, "late");
+            std::thread::scope(|s| {
+                let creator = s.spawn(|| user.mkdir("/shared/late", 0o755));
+                while PAUSE.load(SeqCst) != 2 && !creator.is_finished() {
+                    std::thread::yield_now();
+                }
+                revoke(&root).unwrap();
+                PAUSE.store(3, SeqCst);
+                assert_eq!(creator.join().unwrap(), Err(Errno::EACCES), "{call}: created after the {call} returned");
+            });
+            assert_eq!(root.stat("/shared/late").err(), Some(Errno::ENOENT), "{call}");
+        }
+    }
+
+    /// A create stopped under its name's lock, its checks passed, and a
+    /// chmod of the directory beside it: the chmod returns only once the
+    /// create has landed (it holds every name of the directory), so a
+    /// create never lands after a chmod that took its permission away
+    /// returned. The chmod's thread looks for the name as soon as its
+    /// chmod returns; the create is let go once the chmod is done or after
+    /// some yields, whichever comes first.
+    #[test]
+    fn a_chmod_of_a_directory_waits_for_a_create_under_way_in_it() {
+        let _alone = unpoisoned(ONE_AT_A_TIME.lock());
+        let vfs = Vfs::default();
+        let root = vfs.process(Credentials::root());
+        root.mkdir("/shared", 0o777).unwrap();
+        let user = vfs.process(Credentials::user(1000, 1000, []));
+        arm(Point::Landing, "landing");
+        std::thread::scope(|s| {
+            let creator = s.spawn(|| user.mkdir("/shared/landing", 0o755));
+            while PAUSE.load(SeqCst) != 2 && !creator.is_finished() {
+                std::thread::yield_now();
+            }
+            let chmod = s.spawn(|| {
+                root.chmod("/shared", 0o755).unwrap();
+                root.stat("/shared/landing").is_ok()
+            });
+            for _ in 0..10_000 {
+                if chmod.is_finished() {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            PAUSE.store(3, SeqCst);
+            assert_eq!(creator.join().unwrap(), Ok(()));
+            assert!(chmod.join().unwrap(), "the chmod returned before the create it overlapped landed");
+        });
     }
 }

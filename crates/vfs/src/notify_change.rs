@@ -11,10 +11,11 @@
 //! attributes (under its seqlock), so `stat` sees them whole; a size
 //! change is applied first, by its own update.
 //!
-//! May import the base modules, the node types and `file` (for a size
-//! change).
+//! May import the base modules, the node types, `file` (for a size
+//! change) and `dirlock` (for a directory's mode or owner).
 
 use crate::cred::{may_chmod, may_chown, Access, Credentials};
+use crate::dirlock::WholeDir;
 use crate::errno::{Errno, VfsResult};
 use crate::inode::{Body, Inode, MetaAttrs};
 use crate::pages::PageMap;
@@ -57,6 +58,11 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
     // The mode and owner in one cell, the times in the other: each change
     // time is now, so the file's is too.
     if owner_mode.is_some() || mode.is_some() {
+        // A directory's mode and owner decide who may change its names:
+        // their change holds every name of it (Linux holds the directory's
+        // `i_rwsem`), so a create, link, unlink or rename in it, which
+        // checks them under its name's lock, sees them before or after.
+        let _names = inode.dir().ok().map(WholeDir::lock);
         inode.update_meta(|a| {
             if let Some(cleared) = owner_mode {
                 a.mode = cleared;
