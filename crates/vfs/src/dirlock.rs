@@ -10,7 +10,8 @@
 //! follow one order: directories shallower first (so ancestors first),
 //! then in inode number order; within one directory buckets in
 //! [`lock_order`](crate::dirents::split::lock_order). A directory locked
-//! whole (rmdir's emptiness check) comes after its parent's name.
+//! whole (rmdir's emptiness check) comes after its parent's name; a
+//! chmod or chown of a directory locks it whole and nothing else.
 //!
 //! May import `config`, `dentry`, `dirents`, `inode`, `reclaim` and `types`.
 
@@ -57,7 +58,8 @@ enum Held<'a> {
     Bucket(BucketGuard, &'a SplitEntries),
 }
 
-/// A directory held whole: for rmdir, and a rename over a directory.
+/// A directory held whole: for rmdir, a rename over a directory, and a
+/// chmod or chown of one.
 pub(crate) enum WholeDir<'a> {
     Directory(RwSemWriteGuard<'a, Children>),
     Buckets(AllBuckets<'a>),

@@ -273,8 +273,10 @@ impl<'a> Ctx<'a> {
             // again under the lock).
             Some(false) if dir.dir()?.is_dead() => return Err(Errno::ENOENT),
             Some(false) => {
-                let seen = (dir.mode(), dir.owner());
-                match self.new_child(dir, &spec) {
+                let seen = DirState::of(dir);
+                #[cfg(test)]
+                tests::pause_at(tests::Point::TheCheck, name);
+                match self.new_child(dir, seen, &spec) {
                     Ok((inode, write)) => Child::Made { inode, write, seen, spec },
                     Err(_) => Child::ToMake(spec),
                 }
@@ -287,11 +289,13 @@ impl<'a> Ctx<'a> {
         if locked.contains(name) {
             return Err(Errno::EEXIST);
         }
+        // The directory's mode and owner hold still under the lock (a chmod
+        // or chown of it holds every name of it): an inode made from them as
+        // they are now stands.
+        let now = DirState::of(dir);
         let (inode, write) = match child {
-            // Checked against the directory's mode and owner as they are
-            // now (a chmod or chown of it holds every name of it).
-            Child::Made { inode, write, seen, .. } if seen == (dir.mode(), dir.owner()) => (inode, write),
-            Child::Made { spec, .. } | Child::ToMake(spec) => self.new_child(dir, &spec)?,
+            Child::Made { inode, write, seen, .. } if seen == now => (inode, write),
+            Child::Made { spec, .. } | Child::ToMake(spec) => self.new_child(dir, now, &spec)?,
         };
         inode.charge()?;
         self.add_entry(dir, &mut locked, name, Arc::clone(&inode), i32::from(inode.is_dir()));
@@ -302,18 +306,27 @@ impl<'a> Ctx<'a> {
     /// a removed directory), in Linux's order, then the new inode, with
     /// its `..` if it is a directory, not yet charged to the inode space
     /// (the caller charges it under the name's lock), and the write access
-    /// to the mount that the create holds until the name is linked.
-    fn new_child<'d>(&self, dir: &'d ParentDir, spec: &NewChild) -> VfsResult<(Arc<Inode>, MountWrite<'d>)> {
+    /// to the mount that the create holds until the name is linked. Every
+    /// check and inherited bit is taken from `dir_state`, the directory's
+    /// mode and owner read once, so that the caller can tell whether they
+    /// still hold.
+    fn new_child<'d>(
+        &self,
+        dir: &'d ParentDir,
+        dir_state: DirState,
+        spec: &NewChild,
+    ) -> VfsResult<(Arc<Inode>, MountWrite<'d>)> {
         let NewChild { file_type, perm, ref symlink_target, rdev } = *spec;
+        let DirState { mode: dir_mode, owner: (dir_uid, dir_gid) } = dir_state;
         // `filename_create` reports a read-only mount after EEXIST.
         let write = dir.mount.want_write()?;
-        self.may_create(dir)?;
+        // `may_create`.
+        crate::cred::permission(dir_mode, dir_uid, dir_gid, self.cred, Access::WRITE | Access::EXEC)?;
         // `vfs_mknod`: devices need CAP_MKNOD.
         if file_type.is_device() && !self.cred.capable(Capabilities::MKNOD) {
             return Err(Errno::EPERM);
         }
-        let dir_gid = dir.owner().1;
-        let inherit_gid = dir.mode() & S_ISGID != 0;
+        let inherit_gid = dir_mode & S_ISGID != 0;
         let mut perm = perm & S_IALLUGO;
         if inherit_gid && file_type == FileType::Directory {
             perm |= S_ISGID;
@@ -725,6 +738,20 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// A directory's mode and owner, read once: what a create's checks and
+/// its new inode's inherited bits come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct DirState {
+    mode: u32,
+    owner: (u32, u32),
+}
+
+impl DirState {
+    fn of(dir: &Inode) -> DirState {
+        DirState { mode: dir.mode(), owner: dir.owner() }
+    }
+}
+
 /// What a create makes, besides its name.
 struct NewChild {
     file_type: FileType,
@@ -741,7 +768,7 @@ enum Child<'d> {
     Made {
         inode: Arc<Inode>,
         write: MountWrite<'d>,
-        seen: (u32, (u32, u32)),
+        seen: DirState,
         spec: NewChild,
     },
     ToMake(NewChild),
@@ -819,12 +846,16 @@ mod tests {
 
     /// Where a test stops a change: 1 asks the next change that reaches
     /// the point and name (or path) in `PAUSE_ON` to stop, which sets 2
-    /// and waits for 3.
+    /// and waits for the test to store anything else (3 lets it go; 1,
+    /// with a new `PAUSE_ON`, lets it go to stop again further on).
     static PAUSE: AtomicU32 = AtomicU32::new(0);
     static PAUSE_ON: AtomicU64 = AtomicU64::new(0);
 
     #[derive(Clone, Copy)]
     pub(super) enum Point {
+        /// A create's, between its read of the directory's mode and owner
+        /// and its checks, before its name's lock.
+        TheCheck,
         /// A create's, after its checks, before it locks its name.
         BeforeTheLock,
         /// Holding the mount's write access, just before the change lands.
@@ -843,12 +874,15 @@ mod tests {
     pub(super) fn pause_at(point: Point, key: &[u8]) {
         vfscale_sync::audit::uncounted(|| {
             if PAUSE_ON.load(SeqCst) == pause_key(point, key) && PAUSE.compare_exchange(1, 2, SeqCst, SeqCst).is_ok() {
-                while PAUSE.load(SeqCst) != 3 {
+                while PAUSE.load(SeqCst) == 2 {
                     std::thread::yield_now();
                 }
             }
         });
     }
+
+    /// One test at a time arms the pause (it is the whole binary's).
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
     /// A remount of `/w` to read-only while a change is stopped after its
     /// mount check (just before it lands) is EBUSY, as Linux's
@@ -856,9 +890,6 @@ mod tests {
     /// change lands on a mount already read-only; once the change is done
     /// the remount succeeds and the change is EROFS. For a create, a link
     /// and a chmod, one after another (the pause is the whole binary's).
-    /// One test at a time arms the pause (it is the whole binary's).
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
     #[test]
     fn a_change_under_way_holds_off_a_remount_to_read_only() {
         let _alone = unpoisoned(ONE_AT_A_TIME.lock());
@@ -961,5 +992,39 @@ mod tests {
             assert_eq!(creator.join().unwrap(), Ok(()));
             assert!(chmod.join().unwrap(), "the chmod returned before the create it overlapped landed");
         });
+    }
+
+    /// A create's checks and the state it compares under its name's lock
+    /// are one read of the directory's mode and owner: a chmod that gives
+    /// write permission while the create is about to check, and one that
+    /// takes it back before the create locks its name, leave the create
+    /// EACCES (had the check read the mode again, it would have passed on
+    /// the first, and the lock would have found the state it first read).
+    #[test]
+    fn a_create_checks_the_state_it_compares_under_the_lock() {
+        let _alone = unpoisoned(ONE_AT_A_TIME.lock());
+        let vfs = Vfs::default();
+        let root = vfs.process(Credentials::root());
+        root.mkdir("/shared", 0o555).unwrap();
+        let user = vfs.process(Credentials::user(1000, 1000, []));
+        let wait_for_the_pause = |creator: &std::thread::ScopedJoinHandle<'_, VfsResult<()>>| {
+            while PAUSE.load(SeqCst) != 2 && !creator.is_finished() {
+                std::thread::yield_now();
+            }
+        };
+        arm(Point::TheCheck, "between");
+        std::thread::scope(|s| {
+            let creator = s.spawn(|| user.mkdir("/shared/between", 0o755));
+            wait_for_the_pause(&creator);
+            root.chmod("/shared", 0o777).unwrap();
+            // Let it go, to stop again before the lock.
+            PAUSE_ON.store(pause_key(Point::BeforeTheLock, b"between"), SeqCst);
+            PAUSE.store(1, SeqCst);
+            wait_for_the_pause(&creator);
+            root.chmod("/shared", 0o555).unwrap();
+            PAUSE.store(3, SeqCst);
+            assert_eq!(creator.join().unwrap(), Err(Errno::EACCES));
+        });
+        assert_eq!(root.stat("/shared/between").err(), Some(Errno::ENOENT));
     }
 }

@@ -244,8 +244,9 @@ impl Table {
 pub(crate) struct SplitEntries {
     /// Null until the first entry.
     table: EpochAtomic<Table>,
-    /// Held by the create that makes the table, and by an rmdir of the
-    /// directory while it has none, so that none is made meanwhile.
+    /// Held by the create that makes the table, and by whatever locks
+    /// the directory whole (an rmdir, a chmod) while it has none, so that
+    /// none is made meanwhile.
     first: Mutex<()>,
     /// Taken for reading by a split that rewrites its bucket's slots, for
     /// writing by one that replaces the table; never by a create or
@@ -320,7 +321,7 @@ impl SplitEntries {
         }
     }
 
-    /// Locks every bucket (for rmdir), in lock order, in a table no
+    /// Locks every bucket (for rmdir, a chmod), in lock order, in a table no
     /// split has replaced; `NoTable` while the directory has no table,
     /// holding the lock that keeps one from being made until it drops.
     pub fn lock_all(&self) -> AllBuckets<'_> {

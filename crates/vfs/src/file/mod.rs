@@ -290,8 +290,9 @@ impl OpenFile {
                 && (a.atime <= self.inode.meta().ctime
                     || self.inode.latest_percpu_change().is_some_and(|t| a.atime <= t));
         // A change through the mount (Linux `touch_atime` takes its write
-        // access): none on a read-only mount, nor under a remount to one.
-        if stale {
+        // access): none on a read-only mount (seen first without a count),
+        // nor under a remount to one.
+        if stale && self.mount.check_writable().is_ok() {
             if let Ok(_write) = self.mount.want_write() {
                 self.inode.update_content(|a| a.atime = now);
             }
