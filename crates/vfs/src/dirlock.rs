@@ -10,8 +10,9 @@
 //! follow one order: directories shallower first (so ancestors first),
 //! then in inode number order; within one directory buckets in
 //! [`lock_order`](crate::dirents::split::lock_order). A directory locked
-//! whole (rmdir's emptiness check) comes after its parent's name; a
-//! chmod or chown of a directory locks it whole and nothing else.
+//! whole (rmdir's emptiness check, a rename over a directory) comes
+//! after its parent's name; a chmod or chown of a directory locks it
+//! whole and nothing else.
 //!
 //! May import `config`, `dentry`, `dirents`, `inode`, `reclaim` and `types`.
 

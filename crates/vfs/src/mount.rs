@@ -235,8 +235,9 @@ pub(crate) struct MountWrite<'a> {
 }
 
 impl MountWrite<'_> {
-    /// The same write access, kept past the change by a file that `mount`
-    /// (the mount it was taken on) opens for writing.
+    /// The same write access, owned, to outlive the borrow of the mount:
+    /// `mount` is the mount it was taken on (an `open` that created its
+    /// file keeps it for the file, or until the open is done).
     pub(crate) fn keep(self, mount: &MountRef) -> WriteAccess {
         debug_assert!(std::ptr::eq(self.mount, &**mount), "write access kept on another mount");
         let cpu = self.cpu;
@@ -251,8 +252,9 @@ impl Drop for MountWrite<'_> {
     }
 }
 
-/// A file's write access to its mount ([`Mount::get_write_access`]),
-/// given back when dropped.
+/// Owned write access to a mount ([`Mount::get_write_access`], or a
+/// create's kept by its `open`: [`MountWrite::keep`]), given back when
+/// dropped.
 pub(crate) struct WriteAccess {
     mount: MountRef,
     /// The slot of the mount's writer count it was added to.

@@ -950,8 +950,9 @@ mod tests {
                 while PAUSE.load(SeqCst) != 2 && !creator.is_finished() {
                     std::thread::yield_now();
                 }
-                revoke(&root).unwrap();
+                let revoked = revoke(&root);
                 PAUSE.store(3, SeqCst);
+                revoked.unwrap();
                 assert_eq!(creator.join().unwrap(), Err(Errno::EACCES), "{call}: created after the {call} returned");
             });
             assert_eq!(root.stat("/shared/late").err(), Some(Errno::ENOENT), "{call}");
@@ -1016,13 +1017,15 @@ mod tests {
         std::thread::scope(|s| {
             let creator = s.spawn(|| user.mkdir("/shared/between", 0o755));
             wait_for_the_pause(&creator);
-            root.chmod("/shared", 0o777).unwrap();
+            let given = root.chmod("/shared", 0o777);
             // Let it go, to stop again before the lock.
             PAUSE_ON.store(pause_key(Point::BeforeTheLock, b"between"), SeqCst);
             PAUSE.store(1, SeqCst);
             wait_for_the_pause(&creator);
-            root.chmod("/shared", 0o555).unwrap();
+            let taken = root.chmod("/shared", 0o555);
             PAUSE.store(3, SeqCst);
+            given.unwrap();
+            taken.unwrap();
             assert_eq!(creator.join().unwrap(), Err(Errno::EACCES));
         });
         assert_eq!(root.stat("/shared/between").err(), Some(Errno::ENOENT));

@@ -35,6 +35,11 @@ pub(crate) fn setattr(inode: &Inode, cred: &Credentials, attr: SetAttr, max_file
 /// that names no id still clears set-id bits (Linux's `ATTR_KILL_SUID`),
 /// with the check that goes with it.
 fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file_size: u64) -> VfsResult<()> {
+    // A directory's mode and owner decide who may change its names: their
+    // change, checks and all, holds every name of it (Linux holds the
+    // directory's `i_rwsem`), so a create, link, unlink or rename in it,
+    // which checks them under its name's lock, sees them before or after.
+    let _names = (chown || attr.mode.is_some()).then(|| inode.dir().ok().map(WholeDir::lock)).flatten();
     let before = inode.meta();
     let resize = attr.size.map(|len| may_truncate(inode, cred, len, max_file_size)).transpose()?;
     let owner_mode = match chown {
@@ -58,11 +63,6 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
     // The mode and owner in one cell, the times in the other: each change
     // time is now, so the file's is too.
     if owner_mode.is_some() || mode.is_some() {
-        // A directory's mode and owner decide who may change its names:
-        // their change holds every name of it (Linux holds the directory's
-        // `i_rwsem`), so a create, link, unlink or rename in it, which
-        // checks them under its name's lock, sees them before or after.
-        let _names = inode.dir().ok().map(WholeDir::lock);
         inode.update_meta(|a| {
             if let Some(cleared) = owner_mode {
                 a.mode = cleared;
