@@ -40,7 +40,7 @@
 //! | base | [`types`] | the values system calls take and return | `include/uapi/linux/fcntl.h` |
 //! | base | [`config`] | the design variants | — |
 //! | base | [`pages`], [`space`] | sparse file data, read lock-free; `size=` and `nr_inodes=` limits | `mm/shmem.c`, `lib/xarray.c` |
-//! | base | `reclaim`, `opens`, `xattr_store`, `posix_marks`, `batched` | deferred releases; open counts; xattr storage; the files a process may hold POSIX locks on; numbers in per-thread batches | `call_rcu`, `i_writecount`, `simple_xattr`, —, `get_next_ino` |
+//! | base | `reclaim`, `opens`, `xattr_store`, `posix_marks`, `batched`, `test_pause` | deferred releases; open counts; xattr storage; the files a process may hold POSIX locks on; numbers in per-thread batches; stop points for tests (built only for them) | `call_rcu`, `i_writecount`, `simple_xattr`, —, `get_next_ino`, — |
 //! | engine | [`locks`] | the lock engine: flock, POSIX and OFD record locks, leases, by owner id | `fs/locks.c` |
 //! | node types | [`inode`], `dentry`, `dcache`, `dirents` | inodes, dentries, the dentry hash and negative dentries, a directory's entries | `fs/inode.c`, `fs/dcache.c`, `fs/libfs.c` (stable offsets) |
 //! | filesystem | `dirlock`, [`fs`], `superblock` | directory locking; the filesystem interface; one instance | `include/linux/fs.h`, `fs/super.c` |
@@ -94,6 +94,8 @@ mod reclaim;
 pub mod space;
 mod superblock;
 pub mod syscalls;
+#[cfg(test)]
+mod test_pause;
 pub mod time;
 pub mod types;
 mod vfs;

@@ -275,7 +275,7 @@ impl<'a> Ctx<'a> {
             Some(false) => {
                 let seen = DirState::of(dir);
                 #[cfg(test)]
-                tests::pause_at(tests::Point::TheCheck, name);
+                crate::test_pause::pause_at(crate::test_pause::Point::TheCheck, name);
                 match self.new_child(dir, seen, &spec) {
                     Ok((inode, write)) => Child::Made { inode, write, seen, spec },
                     Err(_) => Child::ToMake(spec),
@@ -284,7 +284,7 @@ impl<'a> Ctx<'a> {
             None => Child::ToMake(spec),
         };
         #[cfg(test)]
-        tests::pause_at(tests::Point::BeforeTheLock, name);
+        crate::test_pause::pause_at(crate::test_pause::Point::BeforeTheLock, name);
         let mut locked = self.lock_name(dir, name)?;
         if locked.contains(name) {
             return Err(Errno::EEXIST);
@@ -364,7 +364,7 @@ impl<'a> Ctx<'a> {
     /// `subdirs` links.
     fn add_entry(&self, dir: &ParentDir, locked: &mut NameLock<'_>, name: &[u8], inode: Arc<Inode>, subdirs: i32) {
         #[cfg(test)]
-        tests::pause_at(tests::Point::Landing, name);
+        crate::test_pause::pause_at(crate::test_pause::Point::Landing, name);
         let dentry = Dentry::new(dir.ino(), name, Some(inode), 0);
         locked.insert(Arc::clone(&dentry), &dir.sb().reclaim);
         dir.sb().dcache.insert(dentry, &crossbeam_epoch::pin());
@@ -577,7 +577,7 @@ impl<'a> Ctx<'a> {
         let Dir { mount, inode } = self.locate(path, intent)?;
         let _write = mount.want_write()?;
         #[cfg(test)]
-        tests::pause_at(tests::Point::Landing, path);
+        crate::test_pause::pause_at(crate::test_pause::Point::Landing, path);
         change(&inode)
     }
 
@@ -840,59 +840,18 @@ fn is_ancestor(ancestor: &Arc<Inode>, dir: &Arc<Inode>) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use crate::test_pause::{self as pause, Point};
     use crate::{Credentials, Errno, MountFlags, Process, Vfs, VfsResult};
-    use vfscale_sync::audited::{AtomicU32, AtomicU64, Mutex, Ordering::SeqCst};
-    use vfscale_sync::poison::unpoisoned;
-
-    /// Where a test stops a change: 1 asks the next change that reaches
-    /// the point and name (or path) in `PAUSE_ON` to stop, which sets 2
-    /// and waits for the test to store anything else (3 lets it go; 1,
-    /// with a new `PAUSE_ON`, lets it go to stop again further on).
-    static PAUSE: AtomicU32 = AtomicU32::new(0);
-    static PAUSE_ON: AtomicU64 = AtomicU64::new(0);
-
-    #[derive(Clone, Copy)]
-    pub(super) enum Point {
-        /// A create's, between its read of the directory's mode and owner
-        /// and its checks, before its name's lock.
-        TheCheck,
-        /// A create's, after its checks, before it locks its name.
-        BeforeTheLock,
-        /// Holding the mount's write access, just before the change lands.
-        Landing,
-    }
-
-    fn pause_key(point: Point, key: &[u8]) -> u64 {
-        crate::dentry::name_hash(key) ^ point as u64
-    }
-
-    fn arm(point: Point, key: &str) {
-        PAUSE_ON.store(pause_key(point, key.as_bytes()), SeqCst);
-        PAUSE.store(1, SeqCst);
-    }
-
-    pub(super) fn pause_at(point: Point, key: &[u8]) {
-        vfscale_sync::audit::uncounted(|| {
-            if PAUSE_ON.load(SeqCst) == pause_key(point, key) && PAUSE.compare_exchange(1, 2, SeqCst, SeqCst).is_ok() {
-                while PAUSE.load(SeqCst) == 2 {
-                    std::thread::yield_now();
-                }
-            }
-        });
-    }
-
-    /// One test at a time arms the pause (it is the whole binary's).
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
     /// A remount of `/w` to read-only while a change is stopped after its
     /// mount check (just before it lands) is EBUSY, as Linux's
     /// `mnt_make_readonly` is while writers hold `mnt_want_write`, so no
     /// change lands on a mount already read-only; once the change is done
     /// the remount succeeds and the change is EROFS. For a create, a link
-    /// and a chmod, one after another (the pause is the whole binary's).
+    /// and a chmod, one after another.
     #[test]
     fn a_change_under_way_holds_off_a_remount_to_read_only() {
-        let _alone = unpoisoned(ONE_AT_A_TIME.lock());
+        let _alone = pause::alone();
         type Change = fn(&Process, &str) -> VfsResult<()>;
         let changes: [(&str, &str, Change); 3] = [
             ("mkdir", "made-under-remount", |p, name| p.mkdir(format!("/w/{name}"), 0o755)),
@@ -907,16 +866,14 @@ mod tests {
             p.mount(&Vfs::default(), "tmpfs", "/w", MountFlags::NONE).unwrap();
             p.mknod("/w/f", 0o100644, 0).unwrap();
             p.mknod("/w/chmodded-under-remount", 0o100644, 0).unwrap();
-            arm(Point::Landing, key);
+            pause::arm(Point::Landing, key.as_bytes());
             std::thread::scope(|s| {
                 let changer = s.spawn(|| change(&p, key));
-                // A change that never reaches the pause fails below
-                // rather than hanging here.
-                while PAUSE.load(SeqCst) != 2 && !changer.is_finished() {
-                    std::thread::yield_now();
-                }
+                // A change that never stops fails below rather than
+                // hanging here.
+                pause::wait_for_the_stop(|| changer.is_finished());
                 let remount = p.remount("/w", MountFlags::RDONLY);
-                PAUSE.store(3, SeqCst);
+                pause::let_go();
                 assert_eq!(changer.join().unwrap(), Ok(()), "{call}: the change itself");
                 assert_eq!(remount, Err(Errno::EBUSY), "{call}: remounted read-only under the change");
             });
@@ -933,7 +890,7 @@ mod tests {
     /// takes it too. Likewise a chown that gives the directory away.
     #[test]
     fn a_create_checked_before_a_chmod_of_its_directory_checks_again() {
-        let _alone = unpoisoned(ONE_AT_A_TIME.lock());
+        let _alone = pause::alone();
         type Revoke = fn(&Process) -> VfsResult<()>;
         let revokes: [(&str, Revoke); 2] =
             [("chmod", |root| root.chmod("/shared", 0o555)), ("chown", |root| root.chown("/shared", Some(0), Some(0)))];
@@ -944,14 +901,12 @@ mod tests {
             root.chown("/shared", Some(1000), Some(1000)).unwrap();
             root.chmod("/shared", 0o700).unwrap();
             let user = vfs.process(Credentials::user(1000, 1000, []));
-            arm(Point::BeforeTheLock, "late");
+            pause::arm(Point::BeforeTheLock, b"late");
             std::thread::scope(|s| {
                 let creator = s.spawn(|| user.mkdir("/shared/late", 0o755));
-                while PAUSE.load(SeqCst) != 2 && !creator.is_finished() {
-                    std::thread::yield_now();
-                }
+                pause::wait_for_the_stop(|| creator.is_finished());
                 let revoked = revoke(&root);
-                PAUSE.store(3, SeqCst);
+                pause::let_go();
                 revoked.unwrap();
                 assert_eq!(creator.join().unwrap(), Err(Errno::EACCES), "{call}: created after the {call} returned");
             });
@@ -968,17 +923,15 @@ mod tests {
     /// some yields, whichever comes first.
     #[test]
     fn a_chmod_of_a_directory_waits_for_a_create_under_way_in_it() {
-        let _alone = unpoisoned(ONE_AT_A_TIME.lock());
+        let _alone = pause::alone();
         let vfs = Vfs::default();
         let root = vfs.process(Credentials::root());
         root.mkdir("/shared", 0o777).unwrap();
         let user = vfs.process(Credentials::user(1000, 1000, []));
-        arm(Point::Landing, "landing");
+        pause::arm(Point::Landing, b"landing");
         std::thread::scope(|s| {
             let creator = s.spawn(|| user.mkdir("/shared/landing", 0o755));
-            while PAUSE.load(SeqCst) != 2 && !creator.is_finished() {
-                std::thread::yield_now();
-            }
+            pause::wait_for_the_stop(|| creator.is_finished());
             let chmod = s.spawn(|| {
                 root.chmod("/shared", 0o755).unwrap();
                 root.stat("/shared/landing").is_ok()
@@ -989,7 +942,7 @@ mod tests {
                 }
                 std::thread::yield_now();
             }
-            PAUSE.store(3, SeqCst);
+            pause::let_go();
             assert_eq!(creator.join().unwrap(), Ok(()));
             assert!(chmod.join().unwrap(), "the chmod returned before the create it overlapped landed");
         });
@@ -1003,31 +956,49 @@ mod tests {
     /// the first, and the lock would have found the state it first read).
     #[test]
     fn a_create_checks_the_state_it_compares_under_the_lock() {
-        let _alone = unpoisoned(ONE_AT_A_TIME.lock());
+        let _alone = pause::alone();
         let vfs = Vfs::default();
         let root = vfs.process(Credentials::root());
         root.mkdir("/shared", 0o555).unwrap();
         let user = vfs.process(Credentials::user(1000, 1000, []));
-        let wait_for_the_pause = |creator: &std::thread::ScopedJoinHandle<'_, VfsResult<()>>| {
-            while PAUSE.load(SeqCst) != 2 && !creator.is_finished() {
-                std::thread::yield_now();
-            }
-        };
-        arm(Point::TheCheck, "between");
+        pause::arm(Point::TheCheck, b"between");
         std::thread::scope(|s| {
             let creator = s.spawn(|| user.mkdir("/shared/between", 0o755));
-            wait_for_the_pause(&creator);
+            pause::wait_for_the_stop(|| creator.is_finished());
             let given = root.chmod("/shared", 0o777);
             // Let it go, to stop again before the lock.
-            PAUSE_ON.store(pause_key(Point::BeforeTheLock, b"between"), SeqCst);
-            PAUSE.store(1, SeqCst);
-            wait_for_the_pause(&creator);
+            pause::arm(Point::BeforeTheLock, b"between");
+            pause::wait_for_the_stop(|| creator.is_finished());
             let taken = root.chmod("/shared", 0o555);
-            PAUSE.store(3, SeqCst);
+            pause::let_go();
             given.unwrap();
             taken.unwrap();
             assert_eq!(creator.join().unwrap(), Err(Errno::EACCES));
         });
         assert_eq!(root.stat("/shared/between").err(), Some(Errno::ENOENT));
+    }
+
+    /// A chmod by a file's owner, stopped between its checks and its
+    /// change, and a chown that gives the file away meanwhile: the chmod
+    /// checks again and is EPERM, leaving the mode as it was (Linux holds
+    /// the file's `i_rwsem` from `setattr_prepare` to the change).
+    #[test]
+    fn a_chmod_checked_before_a_chown_of_its_file_checks_again() {
+        let _alone = pause::alone();
+        let vfs = Vfs::default();
+        let root = vfs.process(Credentials::root());
+        root.mknod("/f", 0o100644, 0).unwrap();
+        root.chown("/f", Some(1000), Some(1000)).unwrap();
+        let owner = vfs.process(Credentials::user(1000, 1000, []));
+        pause::arm(Point::AttrCommit, &root.stat("/f").unwrap().ino.to_le_bytes());
+        std::thread::scope(|s| {
+            let chmod = s.spawn(|| owner.chmod("/f", 0o600));
+            pause::wait_for_the_stop(|| chmod.is_finished());
+            let given_away = root.chown("/f", Some(2000), Some(2000));
+            pause::let_go();
+            given_away.unwrap();
+            assert_eq!(chmod.join().unwrap(), Err(Errno::EPERM), "a chmod by a former owner landed");
+        });
+        assert_eq!(root.stat("/f").unwrap().mode & 0o7777, 0o644);
     }
 }

@@ -29,6 +29,7 @@ const BASE: &[&str] = &[
     "opens",
     "xattr_store",
     "batched",
+    "test_pause",
 ];
 /// "The node types" of a module doc.
 const NODE_TYPES: &[&str] = &["inode", "dentry", "dcache", "dirents"];

@@ -178,7 +178,7 @@ impl Bucket {
         node.next.store(self.head.load(Ordering::Relaxed, guard), Ordering::Relaxed);
         self.head.store(node, Ordering::Release);
         #[cfg(test)]
-        tests::after_publish(hash);
+        crate::test_pause::pause_at(crate::test_pause::Point::Published, &hash.to_le_bytes());
         self.len.store(self.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
@@ -645,51 +645,30 @@ mod tests {
     use crate::dirents::next_cookie;
     use vfscale_sync::test_support::xorshift64;
 
-    /// Where a test stops an insert between publishing its node and
-    /// counting it: 1 asks the next insert of the hash in `PAUSE_AT` to
-    /// stop, which sets 2 and waits for 3. Out of every trace the audit
-    /// records.
-    static PAUSE: AtomicU32 = AtomicU32::new(0);
-    static PAUSE_AT: AtomicU64 = AtomicU64::new(0);
-
-    pub(super) fn after_publish(hash: u64) {
-        vfscale_sync::audit::uncounted(|| {
-            if PAUSE_AT.load(Ordering::SeqCst) == hash
-                && PAUSE.compare_exchange(1, 2, Ordering::SeqCst, Ordering::SeqCst).is_ok()
-            {
-                while PAUSE.load(Ordering::SeqCst) != 3 {
-                    std::thread::yield_now();
-                }
-            }
-        });
-    }
-
     /// A listing, which takes no lock and reads no classes, finds a name
     /// an insert has just linked; a look-up of that name then finds it
     /// too, though the insert has not finished.
     #[test]
     fn a_name_a_listing_finds_is_found_by_a_look_up() {
-        use Ordering::SeqCst;
+        use crate::test_pause::{self as pause, Point};
+        let _alone = pause::alone();
         let dir = Arc::new(SplitEntries::new());
         let reclaim = Arc::new(Reclaim::default());
         insert(&dir, 1 << 58 | 0xbeef << 6 | 5, &reclaim);
         // The same bucket, a class it does not have yet; a hash no other
         // test inserts (the pause is the whole binary's).
-        let hash = 62 << 58 | 0xdead << 6 | 5;
-        PAUSE_AT.store(hash, SeqCst);
-        PAUSE.store(1, SeqCst);
+        let hash: u64 = 62 << 58 | 0xdead << 6 | 5;
+        pause::arm(Point::Published, &hash.to_le_bytes());
         let inserter = {
             let (dir, reclaim) = (Arc::clone(&dir), Arc::clone(&reclaim));
             std::thread::spawn(move || insert(&dir, hash, &reclaim))
         };
-        while PAUSE.load(SeqCst) != 2 {
-            std::thread::yield_now();
-        }
+        pause::wait_for_the_stop(|| inserter.is_finished());
         let guard = crossbeam_epoch::pin();
         let name = hash.to_string();
         let listed = dir.after(0, 100, &guard).iter().any(|e| *e.dentry.name == *name.as_bytes());
         let found = dir.get(name.as_bytes(), hash, &guard).is_some();
-        PAUSE.store(3, SeqCst);
+        pause::let_go();
         inserter.join().unwrap();
         assert!(listed, "the insert stopped after linking its node");
         assert!(found, "listed, then not found");
