@@ -7,12 +7,15 @@
 //! Invariant: a change is all or nothing. Every check is made against the
 //! attributes as they are before anything changes, and only then is
 //! anything applied, so a refused `setattr` leaves the inode exactly as it
-//! was. The ids and mode change in one update of the inode's attributes
-//! (under its seqlock), so `stat` sees them whole, and only if they are
-//! still those the checks read (else the change is checked again), so of
-//! two racing chmods or chowns each is checked against the other's result
-//! or before it; a size change is applied first, by its own update, the
-//! times last.
+//! was. The ids and mode change first, in one update of the inode's
+//! attributes (under its seqlock), so `stat` sees them whole, and only if
+//! they are still those the checks read (else the whole change is checked
+//! again), so of two racing chmods or chowns each is checked against the
+//! other's result or before it; then the size, by its own update, then
+//! the times. A change of times alone is checked against the owner and
+//! mode it read and lands in the other cell without that comparison: a
+//! `utimensat` racing a chown that gives the file away may land after the
+//! chown returned (Linux's `i_rwsem` orders them).
 //!
 //! May import the base modules, the node types, `file` (for a size
 //! change) and `dirlock` (for a directory's mode or owner).
@@ -43,7 +46,7 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
     // directory's `i_rwsem`), so a create, link, unlink or rename in it,
     // which checks them under its name's lock, sees them before or after.
     let _names = (chown || attr.mode.is_some()).then(|| inode.dir().ok().map(WholeDir::lock)).flatten();
-    loop {
+    let (resize, times, now) = loop {
         let before = inode.meta();
         let resize = attr.size.map(|len| may_truncate(inode, cred, len, max_file_size)).transpose()?;
         let owner_mode = match chown {
@@ -52,57 +55,56 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
         };
         let mode = attr.mode.map(|perm| may_chmod_inode(inode, &before, cred, perm)).transpose()?;
         let times = may_set_times(inode, &before, cred, attr.atime, attr.mtime)?;
-        let resized = resize.is_some();
-        if let Some((data, len)) = resize {
-            crate::file::truncate_data(inode, data, len, max_file_size, cred)?;
-        }
-        if owner_mode.is_none() && mode.is_none() && !times {
-            return Ok(());
-        }
         #[cfg(test)]
         crate::test_pause::pause_at(crate::test_pause::Point::AttrCommit, &inode.ino().to_le_bytes());
         let now = Timespec::now();
+        if owner_mode.is_none() && mode.is_none() {
+            break (resize, times, now);
+        }
+        let mut landed = false;
+        inode.update_meta(|a| {
+            // Checked against `before`: a chmod or chown that changed the
+            // mode or owner since (Linux holds `i_rwsem` from the checks to
+            // the change) sends this one back to its checks, before
+            // anything of it has landed.
+            if (a.mode, a.uid, a.gid) != (before.mode, before.uid, before.gid) {
+                return;
+            }
+            landed = true;
+            if let Some(cleared) = owner_mode {
+                a.mode = cleared;
+                a.uid = attr.uid.unwrap_or(a.uid);
+                a.gid = attr.gid.unwrap_or(a.gid);
+            }
+            if let Some(mode) = mode {
+                a.mode = mode;
+            }
+            a.ctime = now;
+        });
+        if landed {
+            break (resize, times, now);
+        }
+    };
+    // A size checked above cannot fail now (`may_truncate` made the one
+    // check `truncate_data` makes), so the change stays all or nothing. A
+    // mode given with it is the mode the file keeps: the truncate clears
+    // no set-id bit of it.
+    if let Some((data, len)) = resize {
+        crate::file::truncate_data(inode, data, len, max_file_size, cred, attr.mode.is_none())?;
+    }
+    if times {
         let resolve = |t: SetTime, old: Timespec| match t {
             SetTime::Now => now,
             SetTime::Omit => old,
             SetTime::At(t) => t,
         };
-        // The mode and owner in one cell, the times in the other: each
-        // change time is now, so the file's is too.
-        if owner_mode.is_some() || mode.is_some() {
-            let mut landed = false;
-            inode.update_meta(|a| {
-                // Checked against `before`: a chmod or chown that changed
-                // the mode or owner since (Linux holds `i_rwsem` from the
-                // checks to the change) sends this one back to its checks,
-                // unless a size change has landed already.
-                if !resized && (a.mode, a.uid, a.gid) != (before.mode, before.uid, before.gid) {
-                    return;
-                }
-                landed = true;
-                if let Some(cleared) = owner_mode {
-                    a.mode = cleared;
-                    a.uid = attr.uid.unwrap_or(a.uid);
-                    a.gid = attr.gid.unwrap_or(a.gid);
-                }
-                if let Some(mode) = mode {
-                    a.mode = mode;
-                }
-                a.ctime = now;
-            });
-            if !landed {
-                continue;
-            }
-        }
-        if times {
-            inode.update_content_setting(attr.mtime != SetTime::Omit, |a| {
-                a.atime = resolve(attr.atime, a.atime);
-                a.mtime = resolve(attr.mtime, a.mtime);
-                a.ctime = now;
-            });
-        }
-        return Ok(());
+        inode.update_content_setting(attr.mtime != SetTime::Omit, |a| {
+            a.atime = resolve(attr.atime, a.atime);
+            a.mtime = resolve(attr.mtime, a.mtime);
+            a.ctime = now;
+        });
     }
+    Ok(())
 }
 
 /// `truncate(2)` on an inode: needs write permission; EINVAL for a

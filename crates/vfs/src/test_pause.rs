@@ -5,9 +5,10 @@
 //!
 //! Invariant: `STATE` is 0 (idle), 1 (armed for `ARMED`), 2 (an operation
 //! stopped) or 3 (let go). Only the operation that stops moves it from 1
-//! to 2, and only the test moves it on from 2; a test holds
-//! [`ONE_AT_A_TIME`] while it arms, since the points are the whole
-//! binary's.
+//! to 2, and only the test moves it on from 2; a test holds the guard of
+//! [`alone`] while it arms, since the points are the whole binary's, and
+//! dropping the guard disarms the point and lets go whatever stopped, so
+//! a test that failed leaves nothing armed.
 //!
 //! May import nothing of the crate.
 
@@ -28,7 +29,7 @@ pub(crate) enum Point {
     BeforeTheLock,
     /// Holding the mount's write access, just before the change lands.
     Landing,
-    /// An attribute change's, between its checks and its update.
+    /// An attribute change's, between its checks and its first update.
     AttrCommit,
     /// A split directory's insert, between linking its node and counting
     /// it.
@@ -41,9 +42,19 @@ fn key_of(point: Point, key: &[u8]) -> u64 {
     hash ^ (point as u64) << 56
 }
 
-/// The right to arm, held for the whole test.
-pub(crate) fn alone() -> MutexGuard<'static, ()> {
-    unpoisoned(ONE_AT_A_TIME.lock())
+/// The right to arm, held for the whole test: dropped, it disarms.
+pub(crate) struct Alone {
+    _one: MutexGuard<'static, ()>,
+}
+
+impl Drop for Alone {
+    fn drop(&mut self) {
+        STATE.store(0, SeqCst);
+    }
+}
+
+pub(crate) fn alone() -> Alone {
+    Alone { _one: unpoisoned(ONE_AT_A_TIME.lock()) }
 }
 
 /// Asks the next operation that reaches `point` with `key` to stop there;
@@ -55,11 +66,13 @@ pub(crate) fn arm(point: Point, key: &[u8]) {
 }
 
 /// Waits until an operation has stopped, or `gone` says that it never
-/// will (its thread ended).
+/// will (its thread ended), and then disarms the point, so that none of
+/// the test's own operations stops at it.
 pub(crate) fn wait_for_the_stop(gone: impl Fn() -> bool) {
     while STATE.load(SeqCst) != 2 && !gone() {
         std::thread::yield_now();
     }
+    let _ = STATE.compare_exchange(1, 0, SeqCst, SeqCst);
 }
 
 /// Lets the stopped operation go, and stops no other.

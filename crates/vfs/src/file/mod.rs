@@ -433,7 +433,7 @@ impl OpenFile {
             return Err(Errno::EINVAL);
         }
         let data = self.data().map_err(|_| Errno::EINVAL)?;
-        truncate_data(&self.inode, data, len as u64, self.max_file_size, cred)
+        truncate_data(&self.inode, data, len as u64, self.max_file_size, cred, true)
     }
 
     /// `fallocate(2)`: `mode` 0 reserves pages for `offset..offset + len`
@@ -558,19 +558,24 @@ impl OpenFile {
     }
 }
 
-/// Sets a regular file's size, zero-filling growth (truncate, `O_TRUNC`).
+/// Sets a regular file's size, zero-filling growth (truncate, `O_TRUNC`),
+/// clearing the set-id bits a write would clear where `kill_privileges`
+/// (not where the same change sets the mode).
 pub(crate) fn truncate_data(
     inode: &Inode,
     data: &PageMap,
     len: u64,
     max_file_size: u64,
     cred: &Credentials,
+    kill_privileges: bool,
 ) -> VfsResult<()> {
     if len > max_file_size {
         return Err(Errno::EFBIG);
     }
     let mut pages = data.lock(inode.space());
-    inode.remove_privileges(cred);
+    if kill_privileges {
+        inode.remove_privileges(cred);
+    }
     pages.set_size(len);
     let now = Timespec::now();
     inode.update_content(|a| {
