@@ -466,6 +466,21 @@ impl fmt::Debug for Inode {
 /// Allocates inode numbers from the global counter in per-thread batches,
 /// as Linux's `get_next_ino()`, so creating inodes writes no shared counter
 /// in the common case.
+/// The mode `mode` (of a file of group `gid`) keeps after a write or
+/// truncate by `cred` ([`Inode::remove_privileges`]): without
+/// `CAP_FSETID`, no set-user-ID, and no set-group-ID where it marks a
+/// program or `cred` is not in the group.
+pub(crate) fn without_privileges(mode: u32, gid: u32, cred: &crate::Credentials) -> u32 {
+    if cred.capable(crate::cred::Capabilities::FSETID) {
+        return mode;
+    }
+    let mut mode = mode & !S_ISUID;
+    if mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !cred.in_group(gid)) {
+        mode &= !S_ISGID;
+    }
+    mode
+}
+
 fn next_ino() -> u64 {
     static NEXT_BATCH: AtomicU64 = AtomicU64::new(1);
     thread_local!(static BATCH: crate::batched::Batch = const { Cell::new((0, 0)) });
@@ -740,20 +755,13 @@ impl Inode {
         if !self.setid.load(Ordering::Acquire) || cred.capable(crate::cred::Capabilities::FSETID) {
             return;
         }
-        let cleared = |mode: u32, gid: u32| {
-            let mut mode = mode & !S_ISUID;
-            if mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !cred.in_group(gid)) {
-                mode &= !S_ISGID;
-            }
-            mode
-        };
         let now = self.meta();
-        if cleared(now.mode, now.gid) == now.mode {
+        if without_privileges(now.mode, now.gid, cred) == now.mode {
             return;
         }
         let time = Timespec::now();
         self.update_meta(|a| {
-            a.mode = cleared(a.mode, a.gid);
+            a.mode = without_privileges(a.mode, a.gid, cred);
             a.ctime = time;
         });
     }

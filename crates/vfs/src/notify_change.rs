@@ -7,8 +7,9 @@
 //! Invariant: a change is all or nothing. Every check is made against the
 //! attributes as they are before anything changes, and only then is
 //! anything applied, so a refused `setattr` leaves the inode exactly as it
-//! was. The ids and mode change first, in one update of the inode's
-//! attributes (under its seqlock), so `stat` sees them whole, and only if
+//! was. The ids and mode change first (with the set-id bits a truncate
+//! clears), in one update of the inode's attributes (under its seqlock),
+//! so `stat` sees them whole, and only if
 //! they are still those the checks read (else the whole change is checked
 //! again), so of two racing chmods or chowns each is checked against the
 //! other's result or before it; then the size, by its own update, then
@@ -23,7 +24,7 @@
 use crate::cred::{may_chmod, may_chown, Access, Credentials};
 use crate::dirlock::WholeDir;
 use crate::errno::{Errno, VfsResult};
-use crate::inode::{Body, Inode, MetaAttrs};
+use crate::inode::{without_privileges, Body, Inode, MetaAttrs};
 use crate::pages::PageMap;
 use crate::time::Timespec;
 use crate::types::{SetAttr, SetTime};
@@ -46,7 +47,7 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
     // directory's `i_rwsem`), so a create, link, unlink or rename in it,
     // which checks them under its name's lock, sees them before or after.
     let _names = (chown || attr.mode.is_some()).then(|| inode.dir().ok().map(WholeDir::lock)).flatten();
-    let (resize, times, now) = loop {
+    let (resize, times) = loop {
         let before = inode.meta();
         let resize = attr.size.map(|len| may_truncate(inode, cred, len, max_file_size)).transpose()?;
         let owner_mode = match chown {
@@ -57,9 +58,16 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
         let times = may_set_times(inode, &before, cred, attr.atime, attr.mtime)?;
         #[cfg(test)]
         crate::test_pause::pause_at(crate::test_pause::Point::AttrCommit, &inode.ino().to_le_bytes());
+        // A truncate's set-id bits to clear (Linux's kill flags, judged
+        // on the file before the change, and never beside a new mode),
+        // cleared in the same update as the owner.
+        let killed = match resize {
+            Some(_) if mode.is_none() => before.mode & !without_privileges(before.mode, before.gid, cred),
+            _ => 0,
+        };
         let now = Timespec::now();
-        if owner_mode.is_none() && mode.is_none() {
-            break (resize, times, now);
+        if owner_mode.is_none() && mode.is_none() && killed == 0 {
+            break (resize, times);
         }
         let mut landed = false;
         inode.update_meta(|a| {
@@ -79,20 +87,22 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
             if let Some(mode) = mode {
                 a.mode = mode;
             }
+            a.mode &= !killed;
             a.ctime = now;
         });
         if landed {
-            break (resize, times, now);
+            break (resize, times);
         }
     };
     // A size checked above cannot fail now (`may_truncate` made the one
-    // check `truncate_data` makes), so the change stays all or nothing. A
-    // mode given with it is the mode the file keeps: the truncate clears
-    // no set-id bit of it.
+    // check `truncate_data` makes), so the change stays all or nothing; its
+    // set-id bits were cleared above.
     if let Some((data, len)) = resize {
-        crate::file::truncate_data(inode, data, len, max_file_size, cred, attr.mode.is_none())?;
+        crate::file::truncate_data(inode, data, len, max_file_size, cred, false)?;
     }
     if times {
+        // After the truncate's own times, so that none goes back.
+        let now = Timespec::now();
         let resolve = |t: SetTime, old: Timespec| match t {
             SetTime::Now => now,
             SetTime::Omit => old,

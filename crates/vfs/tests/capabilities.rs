@@ -142,6 +142,35 @@ fn mknod_lease_chroot_and_trusted_xattrs_each_need_their_capability() {
     holder.setlease(fd, libc::F_RDLCK).unwrap();
 }
 
+/// A truncate by a writer without CAP_FSETID drops set-id bits as a write
+/// does (Linux `do_truncate`'s kill flags), judged on the file as it was:
+/// through `truncate(2)`, and through a `setattr` that changes the size
+/// and the group at once, where set-group-ID (without group execute) is
+/// judged on the old group, which the writer is in, not on the new one. A
+/// `setattr` that gives a mode with the size keeps that mode whole. Each
+/// change lands its size too.
+#[test]
+fn a_truncate_drops_set_id_bits_judged_before_the_change() {
+    let vfs = setup();
+    let root = vfs.process(Credentials::root());
+    let f = root.resolve("/f", true).unwrap();
+    let setid = |f: &vfscale::inode::Inode| f.stat().mode & (S_ISUID | S_ISGID);
+    root.chmod("/f", 0o6777).unwrap();
+    vfs.process(root_without(Capabilities::FSETID)).truncate("/f", 2).unwrap();
+    assert_eq!((setid(&f), f.stat().size), (0, 2), "truncate(2)");
+    // A member of the file's group, allowed to give it to another group.
+    let member =
+        Credentials::user(BOB, BOB, [ALICE]).with_capabilities(Capabilities::CHOWN | Capabilities::DAC_OVERRIDE);
+    let ctx = Context::new(&vfs, &member, vfs.root());
+    root.chmod("/f", 0o2666).unwrap();
+    ctx.setattr(&f, SetAttr { size: Some(3), gid: Some(3000), ..SetAttr::default() }).unwrap();
+    assert_eq!((setid(&f), f.stat().gid, f.stat().size), (S_ISGID, 3000, 3), "judged on the old group");
+    root.chmod("/f", 0o6777).unwrap();
+    let attr = SetAttr { size: Some(0), mode: Some(0o6755), ..SetAttr::default() };
+    Context::new(&vfs, &Credentials::root(), vfs.root()).setattr(&f, attr).unwrap();
+    assert_eq!((f.stat().mode & 0o7777, f.stat().size), (0o6755, 0), "a mode given with the size");
+}
+
 #[test]
 fn a_refused_setattr_changes_nothing() {
     let vfs = setup();

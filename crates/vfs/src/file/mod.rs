@@ -560,7 +560,7 @@ impl OpenFile {
 
 /// Sets a regular file's size, zero-filling growth (truncate, `O_TRUNC`),
 /// clearing the set-id bits a write would clear where `kill_privileges`
-/// (not where the same change sets the mode).
+/// (a `setattr` clears them itself, in its update of the mode and owner).
 pub(crate) fn truncate_data(
     inode: &Inode,
     data: &PageMap,
