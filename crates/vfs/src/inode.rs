@@ -463,9 +463,6 @@ impl fmt::Debug for Inode {
     }
 }
 
-/// Allocates inode numbers from the global counter in per-thread batches,
-/// as Linux's `get_next_ino()`, so creating inodes writes no shared counter
-/// in the common case.
 /// The mode `mode` (of a file of group `gid`) keeps after a write or
 /// truncate by `cred` ([`Inode::remove_privileges`]): without
 /// `CAP_FSETID`, no set-user-ID, and no set-group-ID where it marks a
@@ -481,6 +478,9 @@ pub(crate) fn without_privileges(mode: u32, gid: u32, cred: &crate::Credentials)
     mode
 }
 
+/// Allocates inode numbers from the global counter in per-thread batches,
+/// as Linux's `get_next_ino()`, so creating inodes writes no shared counter
+/// in the common case.
 fn next_ino() -> u64 {
     static NEXT_BATCH: AtomicU64 = AtomicU64::new(1);
     thread_local!(static BATCH: crate::batched::Batch = const { Cell::new((0, 0)) });

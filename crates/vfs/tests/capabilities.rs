@@ -165,9 +165,13 @@ fn a_truncate_drops_set_id_bits_judged_before_the_change() {
     root.chmod("/f", 0o2666).unwrap();
     ctx.setattr(&f, SetAttr { size: Some(3), gid: Some(3000), ..SetAttr::default() }).unwrap();
     assert_eq!((setid(&f), f.stat().gid, f.stat().size), (S_ISGID, 3000, 3), "judged on the old group");
+    // Back to a group root is in, so that the chmod itself keeps
+    // set-group-ID without CAP_FSETID.
+    root.chown("/f", None, Some(0)).unwrap();
     root.chmod("/f", 0o6777).unwrap();
     let attr = SetAttr { size: Some(0), mode: Some(0o6755), ..SetAttr::default() };
-    Context::new(&vfs, &Credentials::root(), vfs.root()).setattr(&f, attr).unwrap();
+    let writer = root_without(Capabilities::FSETID);
+    Context::new(&vfs, &writer, vfs.root()).setattr(&f, attr).unwrap();
     assert_eq!((f.stat().mode & 0o7777, f.stat().size), (0o6755, 0), "a mode given with the size");
 }
 
