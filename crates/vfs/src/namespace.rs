@@ -882,6 +882,17 @@ mod tests {
         }
     }
 
+    /// A tree with `/shared` of mode `mode`, owned by root, and a process
+    /// of root and one of user 1000.
+    fn a_shared_directory(mode: u32) -> (Vfs, Process, Process) {
+        let vfs = Vfs::default();
+        let root = vfs.process(Credentials::root());
+        root.mkdir("/shared", 0o777).unwrap();
+        root.chmod("/shared", mode).unwrap();
+        let user = vfs.process(Credentials::user(1000, 1000, []));
+        (vfs, root, user)
+    }
+
     /// A create that checked the directory's mode before its name was
     /// locked, and a chmod of the directory that took its write permission
     /// away before the create locked the name: the create checks again
@@ -895,12 +906,8 @@ mod tests {
         let revokes: [(&str, Revoke); 2] =
             [("chmod", |root| root.chmod("/shared", 0o555)), ("chown", |root| root.chown("/shared", Some(0), Some(0)))];
         for (call, revoke) in revokes {
-            let vfs = Vfs::default();
-            let root = vfs.process(Credentials::root());
-            root.mkdir("/shared", 0o777).unwrap();
+            let (_vfs, root, user) = a_shared_directory(0o700);
             root.chown("/shared", Some(1000), Some(1000)).unwrap();
-            root.chmod("/shared", 0o700).unwrap();
-            let user = vfs.process(Credentials::user(1000, 1000, []));
             pause::arm(Point::BeforeTheLock, b"late");
             std::thread::scope(|s| {
                 let creator = s.spawn(|| user.mkdir("/shared/late", 0o755));
@@ -924,10 +931,7 @@ mod tests {
     #[test]
     fn a_chmod_of_a_directory_waits_for_a_create_under_way_in_it() {
         let _alone = pause::alone();
-        let vfs = Vfs::default();
-        let root = vfs.process(Credentials::root());
-        root.mkdir("/shared", 0o777).unwrap();
-        let user = vfs.process(Credentials::user(1000, 1000, []));
+        let (_vfs, root, user) = a_shared_directory(0o777);
         pause::arm(Point::Landing, b"landing");
         std::thread::scope(|s| {
             let creator = s.spawn(|| user.mkdir("/shared/landing", 0o755));
@@ -957,10 +961,7 @@ mod tests {
     #[test]
     fn a_create_checks_the_state_it_compares_under_the_lock() {
         let _alone = pause::alone();
-        let vfs = Vfs::default();
-        let root = vfs.process(Credentials::root());
-        root.mkdir("/shared", 0o555).unwrap();
-        let user = vfs.process(Credentials::user(1000, 1000, []));
+        let (_vfs, root, user) = a_shared_directory(0o555);
         pause::arm(Point::TheCheck, b"between");
         std::thread::scope(|s| {
             let creator = s.spawn(|| user.mkdir("/shared/between", 0o755));
