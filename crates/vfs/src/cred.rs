@@ -356,9 +356,10 @@ pub fn may_chmod(mode: u32, owner_uid: u32, owner_gid: u32, cred: &Credentials, 
 /// Returns the st_mode to store. As in Linux, even when no id changes and
 /// whatever the caller holds, a non-directory loses `S_ISUID`, and loses
 /// `S_ISGID` if it is group-executable or if the caller is neither in its
-/// current group nor holds `CAP_FSETID`. (Without group execute, `S_ISGID`
-/// marks mandatory locking rather than a set-gid program, so Linux leaves
-/// it to those who could set it.)
+/// current group nor holds `CAP_FSETID`, or, where it loses `S_ISUID`, in
+/// its new group. (Without group execute, `S_ISGID` marks mandatory
+/// locking rather than a set-gid program, so Linux leaves it to those who
+/// could set it.)
 pub fn may_chown(
     mode: u32,
     owner_uid: u32,
@@ -379,6 +380,12 @@ pub fn may_chown(
     }
     let mut new_mode = mode & !S_ISUID;
     if mode & S_IXGRP != 0 || !cred.in_group_or_capable(owner_gid) {
+        new_mode &= !S_ISGID;
+    }
+    // Killing set-user-ID makes the chown a mode change, and Linux's
+    // `setattr_copy` then keeps set-group-ID only for a caller in the
+    // file's new group (or holding `CAP_FSETID`).
+    if mode & S_ISUID != 0 && !cred.in_group_or_capable(new_gid.unwrap_or(owner_gid)) {
         new_mode &= !S_ISGID;
     }
     // Clearing a set-id bit is a mode change, which only the owner (or a
@@ -622,6 +629,21 @@ mod tests {
         assert_eq!(may_chown(f, 1000, 100, &alice(), None, Some(10)), Ok(f));
         assert_eq!(may_chown(f, 1000, 555, &Credentials::root(), None, Some(5)), Ok(f));
         assert_eq!(may_chown(f, 1000, 555, &alice(), None, Some(10)), Ok(S_IFREG | 0o644));
+    }
+
+    /// As the host kernel does (Linux 6.18, tmpfs, `setpriv --groups=1000
+    /// --inh-caps=-fsetid --bounding-set=-fsetid chgrp 3000 f` by root, so
+    /// with CAP_CHOWN, without CAP_FSETID, in the file's group 1000 only):
+    /// 06666 becomes 0666, 02666 stays 02666, and a caller in both groups
+    /// keeps 02666 of 06666.
+    #[test]
+    fn a_chown_that_kills_setuid_judges_setgid_on_the_new_group() {
+        let in_old = Credentials::user(1000, 100, [20]).with_capabilities(Capabilities::CHOWN);
+        let in_both = Credentials::user(1000, 100, [3000]).with_capabilities(Capabilities::CHOWN);
+        let (both, setgid) = (S_IFREG | 0o6666, S_IFREG | 0o2666);
+        assert_eq!(may_chown(both, 1000, 100, &in_old, None, Some(3000)), Ok(S_IFREG | 0o666));
+        assert_eq!(may_chown(setgid, 1000, 100, &in_old, None, Some(3000)), Ok(setgid));
+        assert_eq!(may_chown(both, 1000, 100, &in_both, None, Some(3000)), Ok(setgid));
     }
 
     #[test]
