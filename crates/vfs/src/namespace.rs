@@ -214,7 +214,14 @@ impl<'a> Ctx<'a> {
 
     /// Linux `may_create`: write and search permission on the directory.
     fn may_create(&self, dir: &Inode) -> VfsResult<()> {
-        dir.permission(self.cred, Access::WRITE | Access::EXEC)
+        self.may_create_in(DirState::of(dir))
+    }
+
+    /// [`may_create`](Self::may_create) on a directory's mode and owner
+    /// as read once.
+    fn may_create_in(&self, dir: DirState) -> VfsResult<()> {
+        let DirState { mode, owner: (uid, gid) } = dir;
+        crate::cred::permission(mode, uid, gid, self.cred, Access::WRITE | Access::EXEC)
     }
 
     /// Linux `may_delete`: write and search permission on the directory,
@@ -317,11 +324,10 @@ impl<'a> Ctx<'a> {
         spec: &NewChild,
     ) -> VfsResult<(Arc<Inode>, MountWrite<'d>)> {
         let NewChild { file_type, perm, ref symlink_target, rdev } = *spec;
-        let DirState { mode: dir_mode, owner: (dir_uid, dir_gid) } = dir_state;
+        let DirState { mode: dir_mode, owner: (_, dir_gid) } = dir_state;
         // `filename_create` reports a read-only mount after EEXIST.
         let write = dir.mount.want_write()?;
-        // `may_create`.
-        crate::cred::permission(dir_mode, dir_uid, dir_gid, self.cred, Access::WRITE | Access::EXEC)?;
+        self.may_create_in(dir_state)?;
         // `vfs_mknod`: devices need CAP_MKNOD.
         if file_type.is_device() && !self.cred.capable(Capabilities::MKNOD) {
             return Err(Errno::EPERM);

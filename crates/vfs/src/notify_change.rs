@@ -98,7 +98,7 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
     // check `truncate_data` makes), so the change stays all or nothing; its
     // set-id bits were cleared above.
     if let Some((data, len)) = resize {
-        crate::file::truncate_data(inode, data, len, max_file_size, cred, false)?;
+        crate::file::truncate_data(inode, data, len, max_file_size, None)?;
     }
     if times {
         // After the truncate's own times, so that none goes back.

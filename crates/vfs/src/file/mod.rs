@@ -433,7 +433,7 @@ impl OpenFile {
             return Err(Errno::EINVAL);
         }
         let data = self.data().map_err(|_| Errno::EINVAL)?;
-        truncate_data(&self.inode, data, len as u64, self.max_file_size, cred, true)
+        truncate_data(&self.inode, data, len as u64, self.max_file_size, Some(cred))
     }
 
     /// `fallocate(2)`: `mode` 0 reserves pages for `offset..offset + len`
@@ -559,21 +559,21 @@ impl OpenFile {
 }
 
 /// Sets a regular file's size, zero-filling growth (truncate, `O_TRUNC`),
-/// clearing the set-id bits a write would clear where `kill_privileges`
-/// (a `setattr` clears them itself, in its update of the mode and owner).
+/// clearing the set-id bits a write by `killer` would clear, where there
+/// is one (a `setattr` clears them itself, in its update of the mode and
+/// owner).
 pub(crate) fn truncate_data(
     inode: &Inode,
     data: &PageMap,
     len: u64,
     max_file_size: u64,
-    cred: &Credentials,
-    kill_privileges: bool,
+    killer: Option<&Credentials>,
 ) -> VfsResult<()> {
     if len > max_file_size {
         return Err(Errno::EFBIG);
     }
     let mut pages = data.lock(inode.space());
-    if kill_privileges {
+    if let Some(cred) = killer {
         inode.remove_privileges(cred);
     }
     pages.set_size(len);

@@ -105,7 +105,7 @@ pub(crate) fn open(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> V
             write_access = Some(crate::mount::Mount::get_write_access(&mount)?);
         }
         if let (true, Body::Regular(data)) = (flags.trunc(), &inode.body) {
-            crate::file::truncate_data(&inode, data, 0, max, ctx.cred, true)?;
+            crate::file::truncate_data(&inode, data, 0, max, Some(ctx.cred))?;
         }
     }
     if special {
