@@ -431,9 +431,14 @@ pub struct Inode {
     /// Its tag and a directory's read-mostly fields first (see
     /// [`Directory`]).
     pub(crate) body: Body,
-    // Written by changes of the file's names, mode and owner.
+    // Written by changes of the file's names, mode and owner, and by
+    // every attribute change (its lock).
     _written_below: LinePad,
     meta: SeqLock<MetaAttrs>,
+    /// Held by an attribute change (`notify_change`) from its checks to
+    /// its last update ([`lock_attrs`](Self::lock_attrs)); nothing else
+    /// takes it.
+    attr_changes: Mutex<()>,
     // Written by changes of its data: apart from the lines above.
     _between_cells: LinePad,
     content: SeqLock<ContentAttrs>,
@@ -630,6 +635,7 @@ impl Inode {
             _made_by_first_lock: LinePad::new(),
             ino: next_ino(),
             meta: SeqLock::new(meta),
+            attr_changes: Mutex::new(()),
             content: SeqLock::new(content),
             setid: AtomicBool::new(meta.mode & SET_ID != 0),
             mode: AtomicU32::new(meta.mode),
@@ -709,6 +715,13 @@ impl Inode {
     /// The size and times, and the time of their last change.
     pub(crate) fn content(&self) -> ContentAttrs {
         self.content.read()
+    }
+
+    /// Serializes attribute changes (`notify_change`), each held from its
+    /// checks to its last update, as Linux's `i_rwsem` does for
+    /// `setattr`: of two, each is checked against what the other left.
+    pub(crate) fn lock_attrs(&self) -> vfscale_sync::audited::MutexGuard<'_, ()> {
+        unpoisoned(self.attr_changes.lock())
     }
 
     /// Changes the mode, owner or link count; the caller sets `ctime`.
@@ -1169,6 +1182,9 @@ mod tests {
         );
         let meta_end = offset_of!(Inode, meta) + size_of::<SeqLock<MetaAttrs>>();
         assert!(offset_of!(Inode, content) >= meta_end + LINE_SIZE, "the two cells lie a line apart");
+        let attr_lock_end = offset_of!(Inode, attr_changes) + size_of::<Mutex<()>>();
+        assert!(offset_of!(Inode, attr_changes) >= offset_of!(Inode, meta), "the attribute lock lies with the mode");
+        assert!(offset_of!(Inode, content) >= attr_lock_end + LINE_SIZE, "and a line from the content");
         assert!(offset_of!(Inode, setid) > offset_of!(Inode, content), "the set-id flag lies with the content");
         assert!(offset_of!(Inode, locks) >= written_end + LINE_SIZE);
         let locks_end = offset_of!(Inode, locks) + size_of::<crate::locks::InodeLocks>();

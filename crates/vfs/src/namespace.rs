@@ -847,7 +847,7 @@ fn is_ancestor(ancestor: &Arc<Inode>, dir: &Arc<Inode>) -> bool {
 #[cfg(test)]
 mod tests {
     use crate::test_pause::{self as pause, Point};
-    use crate::{Credentials, Errno, MountFlags, Process, Vfs, VfsResult};
+    use crate::{Credentials, Errno, MountFlags, Process, SetTime, Timespec, Vfs, VfsResult};
 
     /// A remount of `/w` to read-only while a change is stopped after its
     /// mount check (just before it lands) is EBUSY, as Linux's
@@ -985,27 +985,123 @@ mod tests {
         assert_eq!(root.stat("/shared/between").err(), Some(Errno::ENOENT));
     }
 
-    /// A chmod by a file's owner, stopped between its checks and its
-    /// change, and a chown that gives the file away meanwhile: the chmod
-    /// checks again and is EPERM, leaving the mode as it was (Linux holds
-    /// the file's `i_rwsem` from `setattr_prepare` to the change).
+    /// A chown of a file, stopped between its checks and its change, and
+    /// a write meanwhile by a process outside the file's group, which
+    /// clears its set-group-ID bit (taking no lock of the chown's): the
+    /// chown checks again, so it lands the mode the write left, not the
+    /// one it read.
     #[test]
-    fn a_chmod_checked_before_a_chown_of_its_file_checks_again() {
+    fn a_chown_checked_before_a_write_cleared_set_group_id_checks_again() {
         let _alone = pause::alone();
         let vfs = Vfs::default();
         let root = vfs.process(Credentials::root());
         root.mknod("/f", 0o100644, 0).unwrap();
         root.chown("/f", Some(1000), Some(1000)).unwrap();
-        let owner = vfs.process(Credentials::user(1000, 1000, []));
+        root.chmod("/f", 0o2666).unwrap();
+        let writer = vfs.process(Credentials::user(3000, 3000, []));
+        let fd = writer.open("/f", crate::OpenFlags::WRONLY, 0).unwrap();
         pause::arm(Point::AttrCommit, &root.stat("/f").unwrap().ino.to_le_bytes());
         std::thread::scope(|s| {
-            let chmod = s.spawn(|| owner.chmod("/f", 0o600));
-            pause::wait_for_the_stop(|| chmod.is_finished());
-            let given_away = root.chown("/f", Some(2000), Some(2000));
+            let chown = s.spawn(|| root.chown("/f", Some(2000), None));
+            pause::wait_for_the_stop(|| chown.is_finished());
+            let stopped = !chown.is_finished();
+            let wrote = writer.pwrite(fd, b"x", 0);
+            let between = root.stat("/f").unwrap().mode & 0o7777;
             pause::let_go();
-            given_away.unwrap();
-            assert_eq!(chmod.join().unwrap(), Err(Errno::EPERM), "a chmod by a former owner landed");
+            assert!(stopped, "the chown never stopped");
+            assert_eq!((wrote, between), (Ok(1), 0o666), "the write cleared set-group-ID");
+            assert_eq!(chown.join().unwrap(), Ok(()));
         });
-        assert_eq!(root.stat("/f").unwrap().mode & 0o7777, 0o644);
+        let after = root.stat("/f").unwrap();
+        assert_eq!((after.mode & 0o7777, after.uid), (0o666, 2000), "the chown put set-group-ID back");
+    }
+
+    /// A chown of a file while its owner's chmod or change of times is
+    /// stopped between its checks and its update returns only once that
+    /// change landed (Linux's `i_rwsem`), so it never gives the file away
+    /// under a change checked against the old owner: for a regular file,
+    /// a directory and a fifo. The change is let go once the chown is
+    /// done or after some yields, whichever comes first.
+    #[test]
+    fn a_chown_waits_for_a_change_of_the_mode_or_times_under_way() {
+        let _alone = pause::alone();
+        let vfs = Vfs::default();
+        let root = vfs.process(Credentials::root());
+        root.mknod("/file", 0o100644, 0).unwrap();
+        root.mkdir("/dir", 0o755).unwrap();
+        root.mknod("/fifo", 0o010644, 0).unwrap();
+        let owner = vfs.process(Credentials::user(1000, 1000, []));
+        let set = Timespec { sec: 1, nsec: 0 };
+        type Change = fn(&Process, &str, Timespec) -> VfsResult<()>;
+        let changes: [(&str, Change); 2] = [
+            ("chmod", |p, path, _| p.chmod(path, 0o700)),
+            ("utimensat", |p, path, set| p.utimens(path, SetTime::Omit, SetTime::At(set))),
+        ];
+        for path in ["/file", "/dir", "/fifo"] {
+            for (what, change) in changes {
+                root.chown(path, Some(1000), Some(1000)).unwrap();
+                pause::arm(Point::AttrCommit, &root.stat(path).unwrap().ino.to_le_bytes());
+                std::thread::scope(|s| {
+                    let changer = s.spawn(|| change(&owner, path, set));
+                    pause::wait_for_the_stop(|| changer.is_finished());
+                    assert!(!changer.is_finished(), "{what} {path} never stopped");
+                    let chown = s.spawn(|| {
+                        root.chown(path, Some(2000), Some(2000)).unwrap();
+                        let seen = root.stat(path).unwrap();
+                        (seen.mode & 0o777, seen.mtime)
+                    });
+                    for _ in 0..10_000 {
+                        if chown.is_finished() {
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
+                    pause::let_go();
+                    assert_eq!(changer.join().unwrap(), Ok(()), "{what} {path}");
+                    let (mode, mtime) = chown.join().unwrap();
+                    let landed = if what == "chmod" { mode == 0o700 } else { mtime == set };
+                    assert!(landed, "{what} {path}: the chown returned before the change landed");
+                });
+            }
+        }
+    }
+    /// A `setattr` naming a size and a time, stopped once it set the size,
+    /// and an `ftruncate` of the file meanwhile: the ftruncate waits for
+    /// the setattr to land its size and time in one update (Linux's
+    /// `i_rwsem`), so the file ends as one order of the two leaves it,
+    /// never with the ftruncate's size and the setattr's time. The
+    /// setattr is let go once the ftruncate is done or after some yields,
+    /// whichever comes first.
+    #[test]
+    fn an_ftruncate_lands_before_or_after_a_setattr_of_size_and_time() {
+        let _alone = pause::alone();
+        let vfs = Vfs::default();
+        let root = vfs.process(Credentials::root());
+        let fd = root.open("/f", crate::OpenFlags::CREAT | crate::OpenFlags::RDWR, 0o644).unwrap();
+        let file = root.resolve("/f", true).unwrap();
+        let cred = Credentials::root();
+        let ctx = crate::Context::new(&vfs, &cred, vfs.root());
+        let set = Timespec { sec: 1, nsec: 0 };
+        pause::arm(Point::SizeSet, &file.ino().to_le_bytes());
+        std::thread::scope(|s| {
+            let attr = crate::SetAttr { size: Some(10), mtime: SetTime::At(set), ..crate::SetAttr::default() };
+            let setattr = s.spawn(move || ctx.setattr(&file, attr));
+            pause::wait_for_the_stop(|| setattr.is_finished());
+            let stopped = !setattr.is_finished();
+            let ftruncate = s.spawn(|| root.ftruncate(fd, 20));
+            for _ in 0..10_000 {
+                if ftruncate.is_finished() {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            pause::let_go();
+            assert!(stopped, "the setattr never stopped");
+            assert_eq!(setattr.join().unwrap(), Ok(()));
+            assert_eq!(ftruncate.join().unwrap(), Ok(()));
+        });
+        let after = root.stat("/f").unwrap();
+        let (size, set_time) = (after.size, after.mtime == set);
+        assert!(matches!((size, set_time), (20, false) | (10, true)), "size {size}, the setattr's time: {set_time}");
     }
 }

@@ -7,16 +7,17 @@
 //! Invariant: a change is all or nothing. Every check is made against the
 //! attributes as they are before anything changes, and only then is
 //! anything applied, so a refused `setattr` leaves the inode exactly as it
-//! was. The ids and mode change first (with the set-id bits a truncate
-//! clears), in one update of the inode's attributes (under its seqlock),
-//! so `stat` sees them whole, and only if
-//! they are still those the checks read (else the whole change is checked
-//! again), so of two racing chmods or chowns each is checked against the
-//! other's result or before it; then the size, by its own update, then
-//! the times. A change of times alone is checked against the owner and
-//! mode it read and lands in the other cell without that comparison: a
-//! `utimensat` racing a chown that gives the file away may land after the
-//! chown returned (Linux's `i_rwsem` orders them).
+//! was. A change holds the inode's lock for attribute changes from its
+//! checks to its last update, as Linux's `setattr` holds `i_rwsem`, so
+//! of two each is checked against what the other left. Others change
+//! the mode without it (a write or `ftruncate` clearing set-id bits, a
+//! filesystem refreshing an inode), so the ids and mode change first
+//! (with the set-id bits a truncate clears), in one update of the
+//! inode's attributes (under its seqlock), so `stat` sees them whole,
+//! and only if they are still those the checks read (else the whole
+//! change is checked again); then the size and the times, in one update
+//! of the other cell (an `ftruncate` or `O_TRUNC` open, which take no
+//! lock of this module's, lands before or after both).
 //!
 //! May import the base modules, the node types, `file` (for a size
 //! change) and `dirlock` (for a directory's mode or owner).
@@ -24,7 +25,7 @@
 use crate::cred::{may_chmod, may_chown, Access, Credentials};
 use crate::dirlock::WholeDir;
 use crate::errno::{Errno, VfsResult};
-use crate::inode::{without_privileges, Body, Inode, MetaAttrs};
+use crate::inode::{without_privileges, Body, ContentAttrs, Inode, MetaAttrs};
 use crate::pages::PageMap;
 use crate::time::Timespec;
 use crate::types::{SetAttr, SetTime};
@@ -42,6 +43,9 @@ pub(crate) fn setattr(inode: &Inode, cred: &Credentials, attr: SetAttr, max_file
 /// that names no id still clears set-id bits (Linux's `ATTR_KILL_SUID`),
 /// with the check that goes with it.
 fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file_size: u64) -> VfsResult<()> {
+    // One change after another, checks and all (Linux's `setattr` under
+    // `i_rwsem`): of two, each is checked against what the other left.
+    let _attrs = inode.lock_attrs();
     // A directory's mode and owner decide who may change its names: their
     // change, checks and all, holds every name of it (Linux holds the
     // directory's `i_rwsem`), so a create, link, unlink or rename in it,
@@ -71,10 +75,10 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
         }
         let mut landed = false;
         inode.update_meta(|a| {
-            // Checked against `before`: a chmod or chown that changed the
-            // mode or owner since (Linux holds `i_rwsem` from the checks to
-            // the change) sends this one back to its checks, before
-            // anything of it has landed.
+            // Checked against `before`: a change of the mode or owner
+            // since by what takes no lock of this module's (a write
+            // clearing set-id bits) sends this one back to its checks,
+            // before anything of it has landed.
             if (a.mode, a.uid, a.gid) != (before.mode, before.uid, before.gid) {
                 return;
             }
@@ -96,23 +100,27 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
     };
     // A size checked above cannot fail now (`may_truncate` made the one
     // check `truncate_data` makes), so the change stays all or nothing; its
-    // set-id bits were cleared above.
-    if let Some((data, len)) = resize {
-        crate::file::truncate_data(inode, data, len, max_file_size, None)?;
-    }
-    if times {
-        // After the truncate's own times, so that none goes back.
-        let now = Timespec::now();
+    // set-id bits were cleared above. The times land in the same update
+    // as the size, after the truncate's own, so that none goes back.
+    let sets_mtime = times && attr.mtime != SetTime::Omit;
+    let set_times = |a: &mut ContentAttrs, now: Timespec| {
         let resolve = |t: SetTime, old: Timespec| match t {
             SetTime::Now => now,
             SetTime::Omit => old,
             SetTime::At(t) => t,
         };
-        inode.update_content_setting(attr.mtime != SetTime::Omit, |a| {
-            a.atime = resolve(attr.atime, a.atime);
-            a.mtime = resolve(attr.mtime, a.mtime);
-            a.ctime = now;
-        });
+        a.atime = resolve(attr.atime, a.atime);
+        a.mtime = resolve(attr.mtime, a.mtime);
+        a.ctime = now;
+    };
+    match resize {
+        Some((data, len)) => crate::file::truncate_then(inode, data, len, max_file_size, None, sets_mtime, |a| {
+            if times {
+                set_times(a, a.ctime);
+            }
+        })?,
+        None if times => inode.update_content_setting(sets_mtime, |a| set_times(a, Timespec::now())),
+        None => {}
     }
     Ok(())
 }

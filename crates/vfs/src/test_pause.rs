@@ -34,6 +34,9 @@ pub(crate) enum Point {
     /// A split directory's insert, between linking its node and counting
     /// it.
     Published,
+    /// A truncate's, holding its file's data writer lock, between the new
+    /// size and the update of the size and times.
+    SizeSet,
 }
 
 fn key_of(point: Point, key: &[u8]) -> u64 {

@@ -17,7 +17,7 @@ pub(crate) mod open_ref;
 
 use crate::errno::{Errno, VfsResult};
 use crate::fs::{FileOps, Filesystem};
-use crate::inode::{Body, Inode};
+use crate::inode::{Body, ContentAttrs, Inode};
 use crate::mount::MountRef;
 use crate::pages::PageMap;
 use crate::time::Timespec;
@@ -569,6 +569,22 @@ pub(crate) fn truncate_data(
     max_file_size: u64,
     killer: Option<&Credentials>,
 ) -> VfsResult<()> {
+    truncate_then(inode, data, len, max_file_size, killer, false, |_| {})
+}
+
+/// [`truncate_data`], then `times` on the size and times it set, in the
+/// same update of them (a `setattr` that names times too, so that no
+/// other truncate lands between the two); where `sets_mtime`, an explicit
+/// modification time replaces the per-CPU ones in that step.
+pub(crate) fn truncate_then(
+    inode: &Inode,
+    data: &PageMap,
+    len: u64,
+    max_file_size: u64,
+    killer: Option<&Credentials>,
+    sets_mtime: bool,
+    times: impl FnOnce(&mut ContentAttrs),
+) -> VfsResult<()> {
     if len > max_file_size {
         return Err(Errno::EFBIG);
     }
@@ -577,11 +593,14 @@ pub(crate) fn truncate_data(
         inode.remove_privileges(cred);
     }
     pages.set_size(len);
+    #[cfg(test)]
+    crate::test_pause::pause_at(crate::test_pause::Point::SizeSet, &inode.ino().to_le_bytes());
     let now = Timespec::now();
-    inode.update_content(|a| {
+    inode.update_content_setting(sets_mtime, |a| {
         a.size = len;
         a.mtime = now;
         a.ctime = now;
+        times(a);
     });
     drop(pages);
     Ok(())
