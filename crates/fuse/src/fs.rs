@@ -414,7 +414,8 @@ impl Server {
             rest.size = None;
         }
         if let (Some(len), Some(fh)) = (rest.size, fh) {
-            // ftruncate (and O_TRUNC): the open file's write access decides.
+            // ftruncate: the open file's write access decides (an O_TRUNC
+            // open comes without a handle, Linux's `fuse_do_setattr`).
             self.data_file(id, fh)?.truncate(len, &cred)?;
             rest.size = None;
         }

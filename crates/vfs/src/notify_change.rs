@@ -114,14 +114,18 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
         a.ctime = now;
     };
     match resize {
-        Some((data, len)) => crate::file::truncate_then(inode, data, len, max_file_size, None, sets_mtime, |a| {
-            if times {
-                set_times(a, a.ctime);
-            }
-        })?,
+        Some((data, len)) => {
+            crate::file::truncate_then(inode, data, len, max_file_size, None, sets_mtime, |a, now| {
+                if times {
+                    set_times(a, now);
+                }
+            })?
+        }
         None if times => inode.update_content_setting(sets_mtime, |a| set_times(a, Timespec::now())),
         None => {}
     }
+    #[cfg(test)]
+    crate::test_pause::pause_at(crate::test_pause::Point::Landed, &inode.ino().to_le_bytes());
     Ok(())
 }
 

@@ -34,9 +34,8 @@ pub(crate) enum Point {
     /// A split directory's insert, between linking its node and counting
     /// it.
     Published,
-    /// A truncate's, holding its file's data writer lock, between the new
-    /// size and the update of the size and times.
-    SizeSet,
+    /// An attribute change's, once all of it landed, before it returns.
+    Landed,
 }
 
 fn key_of(point: Point, key: &[u8]) -> u64 {

@@ -569,13 +569,14 @@ pub(crate) fn truncate_data(
     max_file_size: u64,
     killer: Option<&Credentials>,
 ) -> VfsResult<()> {
-    truncate_then(inode, data, len, max_file_size, killer, false, |_| {})
+    truncate_then(inode, data, len, max_file_size, killer, false, |_, _| {})
 }
 
-/// [`truncate_data`], then `times` on the size and times it set, in the
-/// same update of them (a `setattr` that names times too, so that no
-/// other truncate lands between the two); where `sets_mtime`, an explicit
-/// modification time replaces the per-CPU ones in that step.
+/// [`truncate_data`], then `times` on the size and times it set (with
+/// the time it set them to), in the same update of them (a `setattr` that
+/// names times too, so that no other truncate lands between the two);
+/// where `sets_mtime`, an explicit modification time replaces the per-CPU
+/// ones in that step.
 pub(crate) fn truncate_then(
     inode: &Inode,
     data: &PageMap,
@@ -583,7 +584,7 @@ pub(crate) fn truncate_then(
     max_file_size: u64,
     killer: Option<&Credentials>,
     sets_mtime: bool,
-    times: impl FnOnce(&mut ContentAttrs),
+    times: impl FnOnce(&mut ContentAttrs, Timespec),
 ) -> VfsResult<()> {
     if len > max_file_size {
         return Err(Errno::EFBIG);
@@ -593,14 +594,13 @@ pub(crate) fn truncate_then(
         inode.remove_privileges(cred);
     }
     pages.set_size(len);
-    #[cfg(test)]
-    crate::test_pause::pause_at(crate::test_pause::Point::SizeSet, &inode.ino().to_le_bytes());
-    let now = Timespec::now();
     inode.update_content_setting(sets_mtime, |a| {
+        // Read with the per-CPU records held, so that none is later.
+        let now = Timespec::now();
         a.size = len;
         a.mtime = now;
         a.ctime = now;
-        times(a);
+        times(a, now);
     });
     drop(pages);
     Ok(())

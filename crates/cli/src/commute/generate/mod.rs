@@ -637,8 +637,8 @@ pub const KNOWN_MECHANISMS: &[(&str, &[&str], &str)] = &[
         "a change of an inode (its size and the times a truncate or a write or fallocate that moves the end \
          sets, its mode and link count) is a write section of the inode's attribute seqlock, which every stat, \
          relatime check, write and hard link of it reads, and a change of its mode or owner writes the words every \
-         permission check reads; an attribute change (chmod, chown, utimensat, truncate) holds the inode's lock \
-         for them; writes within the size stamp their times on per-CPU records, which a stat reads \
+         permission check reads; an attribute change (chmod, chown, utimensat, truncate) holds the inode's \
+         attribute-change lock; writes within the size stamp their times on per-CPU records, which a stat reads \
          (Linux: the inode's fields, i_lock and i_rwsem)",
     ),
     (
