@@ -1006,10 +1006,10 @@ mod tests {
             pause::wait_for_the_stop(|| chown.is_finished());
             let stopped = !chown.is_finished();
             let wrote = writer.pwrite(fd, b"x", 0);
-            let between = root.stat("/f").unwrap().mode & 0o7777;
+            let between = root.stat("/f").map(|st| st.mode & 0o7777);
             pause::let_go();
             assert!(stopped, "the chown never stopped");
-            assert_eq!((wrote, between), (Ok(1), 0o666), "the write cleared set-group-ID");
+            assert_eq!((wrote, between), (Ok(1), Ok(0o666)), "the write cleared set-group-ID");
             assert_eq!(chown.join().unwrap(), Ok(()));
         });
         let after = root.stat("/f").unwrap();
@@ -1065,14 +1065,15 @@ mod tests {
             }
         }
     }
-    /// A `setattr` naming a size and a time lands both in one update: an
-    /// `ftruncate` made while it is stopped after its size landed (where
-    /// it returns) leaves the ftruncate's size and time, never the
-    /// ftruncate's size with the setattr's time. The ftruncate is waited
-    /// for only some yields, so that one stuck behind the setattr fails
-    /// the test rather than hangs it.
+
+    /// A `setattr` naming a size and a time lands both in one update,
+    /// under the file's data writer lock: stopped once they landed, still
+    /// holding it, the file shows both, and an `ftruncate` made meanwhile
+    /// waits for the lock, so it lands before or after the two, never
+    /// between. The ftruncate is given some yields to show it did not
+    /// wait; it is joined only after the setattr is let go.
     #[test]
-    fn an_ftruncate_lands_before_or_after_a_setattr_of_size_and_time() {
+    fn a_setattr_of_size_and_time_lands_both_under_the_data_lock() {
         let _alone = pause::alone();
         let vfs = Vfs::default();
         let root = vfs.process(Credentials::root());
@@ -1081,12 +1082,13 @@ mod tests {
         let cred = Credentials::root();
         let ctx = crate::Context::new(&vfs, &cred, vfs.root());
         let set = Timespec { sec: 1, nsec: 0 };
-        pause::arm(Point::Landed, &file.ino().to_le_bytes());
+        pause::arm(Point::SizeAndTimes, &file.ino().to_le_bytes());
         std::thread::scope(|s| {
             let attr = crate::SetAttr { size: Some(10), mtime: SetTime::At(set), ..crate::SetAttr::default() };
             let setattr = s.spawn(move || ctx.setattr(&file, attr));
             pause::wait_for_the_stop(|| setattr.is_finished());
             let stopped = !setattr.is_finished();
+            let landed = root.stat("/f").map(|st| (st.size, st.mtime == set));
             let ftruncate = s.spawn(|| root.ftruncate(fd, 20));
             for _ in 0..10_000 {
                 if ftruncate.is_finished() {
@@ -1094,14 +1096,15 @@ mod tests {
                 }
                 std::thread::yield_now();
             }
-            let truncated = ftruncate.is_finished();
+            let waited = !ftruncate.is_finished();
             pause::let_go();
             assert!(stopped, "the setattr never stopped");
-            assert!(truncated, "the ftruncate waited for the setattr to return");
+            assert_eq!(landed, Ok((10, true)), "the size and the time landed together");
+            assert!(waited, "the ftruncate landed while the setattr held the data lock");
             assert_eq!(setattr.join().unwrap(), Ok(()));
             assert_eq!(ftruncate.join().unwrap(), Ok(()));
         });
         let after = root.stat("/f").unwrap();
-        assert_eq!((after.size, after.mtime == set), (20, false), "the setattr's time landed after the ftruncate");
+        assert_eq!((after.size, after.mtime == set), (20, false));
     }
 }

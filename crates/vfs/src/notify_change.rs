@@ -10,14 +10,15 @@
 //! was. A change holds the inode's lock for attribute changes from its
 //! checks to its last update, as Linux's `setattr` holds `i_rwsem`, so
 //! of two each is checked against what the other left. Others change
-//! the mode without it (a write or `ftruncate` clearing set-id bits, a
-//! filesystem refreshing an inode), so the ids and mode change first
-//! (with the set-id bits a truncate clears), in one update of the
-//! inode's attributes (under its seqlock), so `stat` sees them whole,
-//! and only if they are still those the checks read (else the whole
-//! change is checked again); then the size and the times, in one update
-//! of the other cell (an `ftruncate` or `O_TRUNC` open, which take no
-//! lock of this module's, lands before or after both).
+//! the mode without it (a write, `ftruncate` or `O_TRUNC` open clearing
+//! set-id bits, a filesystem refreshing an inode), so the ids and mode
+//! change first (with the set-id bits a truncate clears), in one update
+//! of the inode's attributes (under its seqlock), so `stat` sees them
+//! whole, and only if they are still those the checks read (else the
+//! whole change is checked again); then the size and the times, in one
+//! update of the other cell under the file's data writer lock (an
+//! `ftruncate` or an `O_TRUNC` open, which takes no lock of this
+//! module's, lands before or after both).
 //!
 //! May import the base modules, the node types, `file` (for a size
 //! change) and `dirlock` (for a directory's mode or owner).
@@ -124,8 +125,6 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
         None if times => inode.update_content_setting(sets_mtime, |a| set_times(a, Timespec::now())),
         None => {}
     }
-    #[cfg(test)]
-    crate::test_pause::pause_at(crate::test_pause::Point::Landed, &inode.ino().to_le_bytes());
     Ok(())
 }
 

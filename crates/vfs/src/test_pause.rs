@@ -34,8 +34,9 @@ pub(crate) enum Point {
     /// A split directory's insert, between linking its node and counting
     /// it.
     Published,
-    /// An attribute change's, once all of it landed, before it returns.
-    Landed,
+    /// A truncate's, once its size and times landed, still holding its
+    /// file's data writer lock.
+    SizeAndTimes,
 }
 
 fn key_of(point: Point, key: &[u8]) -> u64 {

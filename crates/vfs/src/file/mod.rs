@@ -595,13 +595,16 @@ pub(crate) fn truncate_then(
     }
     pages.set_size(len);
     inode.update_content_setting(sets_mtime, |a| {
-        // Read with the per-CPU records held, so that none is later.
+        // Read where `sets_mtime` with the per-CPU records held, so
+        // that none of their times is later.
         let now = Timespec::now();
         a.size = len;
         a.mtime = now;
         a.ctime = now;
         times(a, now);
     });
+    #[cfg(test)]
+    crate::test_pause::pause_at(crate::test_pause::Point::SizeAndTimes, &inode.ino().to_le_bytes());
     drop(pages);
     Ok(())
 }
