@@ -1070,8 +1070,8 @@ mod tests {
     /// under the file's data writer lock: stopped once they landed, still
     /// holding it, the file shows both, and an `ftruncate` made meanwhile
     /// waits for the lock, so it lands before or after the two, never
-    /// between. The ftruncate is given some yields to show it did not
-    /// wait; it is joined only after the setattr is let go.
+    /// between. The ftruncate is given some yields in which it would land
+    /// had it not waited; it is joined only after the setattr is let go.
     #[test]
     fn a_setattr_of_size_and_time_lands_both_under_the_data_lock() {
         let _alone = pause::alone();

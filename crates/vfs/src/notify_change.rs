@@ -16,9 +16,9 @@
 //! of the inode's attributes (under its seqlock), so `stat` sees them
 //! whole, and only if they are still those the checks read (else the
 //! whole change is checked again); then the size and the times, in one
-//! update of the other cell under the file's data writer lock (an
-//! `ftruncate` or an `O_TRUNC` open, which takes no lock of this
-//! module's, lands before or after both).
+//! update of the other cell, under the file's data writer lock where a
+//! size is named (an `ftruncate` or an `O_TRUNC` open, which takes no
+//! lock of this module's, lands before or after both).
 //!
 //! May import the base modules, the node types, `file` (for a size
 //! change) and `dirlock` (for a directory's mode or owner).

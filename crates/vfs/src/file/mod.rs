@@ -595,8 +595,8 @@ pub(crate) fn truncate_then(
     }
     pages.set_size(len);
     inode.update_content_setting(sets_mtime, |a| {
-        // Read where `sets_mtime` with the per-CPU records held, so
-        // that none of their times is later.
+        // Read inside the update (where `sets_mtime`, with the per-CPU
+        // records held), so that none of their times is later.
         let now = Timespec::now();
         a.size = len;
         a.mtime = now;
