@@ -946,12 +946,7 @@ mod tests {
                 root.chmod("/shared", 0o755).unwrap();
                 root.stat("/shared/landing").is_ok()
             });
-            for _ in 0..10_000 {
-                if chmod.is_finished() {
-                    break;
-                }
-                std::thread::yield_now();
-            }
+            pause::give_time(|| chmod.is_finished());
             pause::let_go();
             assert_eq!(creator.join().unwrap(), Ok(()));
             assert!(chmod.join().unwrap(), "the chmod returned before the create it overlapped landed");
@@ -1050,12 +1045,7 @@ mod tests {
                         let seen = root.stat(path).unwrap();
                         (seen.mode & 0o777, seen.mtime)
                     });
-                    for _ in 0..10_000 {
-                        if chown.is_finished() {
-                            break;
-                        }
-                        std::thread::yield_now();
-                    }
+                    pause::give_time(|| chown.is_finished());
                     pause::let_go();
                     assert_eq!(changer.join().unwrap(), Ok(()), "{what} {path}");
                     let (mode, mtime) = chown.join().unwrap();
@@ -1090,12 +1080,7 @@ mod tests {
             let stopped = !setattr.is_finished();
             let landed = root.stat("/f").map(|st| (st.size, st.mtime == set));
             let ftruncate = s.spawn(|| root.ftruncate(fd, 20));
-            for _ in 0..10_000 {
-                if ftruncate.is_finished() {
-                    break;
-                }
-                std::thread::yield_now();
-            }
+            pause::give_time(|| ftruncate.is_finished());
             let waited = !ftruncate.is_finished();
             pause::let_go();
             assert!(stopped, "the setattr never stopped");

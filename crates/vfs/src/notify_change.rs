@@ -70,10 +70,10 @@ fn apply(inode: &Inode, cred: &Credentials, attr: SetAttr, chown: bool, max_file
             Some(_) if mode.is_none() => before.mode & !without_privileges(before.mode, before.gid, cred),
             _ => 0,
         };
-        let now = Timespec::now();
         if owner_mode.is_none() && mode.is_none() && killed == 0 {
             break (resize, times);
         }
+        let now = Timespec::now();
         let mut landed = false;
         inode.update_meta(|a| {
             // Checked against `before`: a change of the mode or owner

@@ -78,6 +78,19 @@ pub(crate) fn wait_for_the_stop(gone: impl Fn() -> bool) {
     let _ = STATE.compare_exchange(1, 0, SeqCst, SeqCst);
 }
 
+/// Yields while `done` is false, some 10,000 times at most: time for an
+/// operation that should be waiting on a stopped one to show that it is
+/// not (it finishes, and the test's assertions on it fail). A passing
+/// test never depends on it: what should wait has not finished either way.
+pub(crate) fn give_time(done: impl Fn() -> bool) {
+    for _ in 0..10_000 {
+        if done() {
+            return;
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// Lets the stopped operation go, and stops no other.
 pub(crate) fn let_go() {
     STATE.store(3, SeqCst);
