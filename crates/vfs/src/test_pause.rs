@@ -37,6 +37,9 @@ pub(crate) enum Point {
     /// A truncate's, once its size and times landed, still holding its
     /// file's data writer lock.
     SizeAndTimes,
+    /// A walk of a split directory's bucket (a look-up's or a listing's),
+    /// at a node it has just read (the key: the node's hash).
+    Walked,
 }
 
 fn key_of(point: Point, key: &[u8]) -> u64 {

@@ -3,19 +3,22 @@
 //! extendible hash table that grows one bucket at a time.
 //!
 //! Invariant: a bucket holds the entries whose name hashes agree with its
-//! slot on the low `depth` bits; its list changes only under its lock and
-//! only while it is in the current table (`replaced` is false). A split
-//! points the bucket's slots at its two halves (in place, or in a table
-//! twice the size) before it marks the bucket replaced, so a writer that
-//! finds its bucket replaced under the lock finds the halves in the table
-//! it loads next. Readers take no lock:
-//! list links change by single stores, a removed node keeps its `next`,
-//! and nodes, buckets and tables are freed through the epoch.
+//! slot on the low `depth` bits; its list changes only under its lock. A
+//! split marks the bucket replaced, moves its nodes onto its two halves'
+//! lists and points its slots at the halves (in place, or in a table
+//! twice the size), all under the bucket's lock, so a writer that finds
+//! its bucket replaced under the lock finds the halves in the table it
+//! loads next. Readers take no lock: list links change by single stores,
+//! a removed node keeps its `next`, and nodes, buckets and tables are
+//! freed through the epoch. A reader whose walk a split's moves may have
+//! sent into a half's list sees the bucket replaced once it is done, and
+//! walks again once the halves are in the table: every name in the bucket
+//! throughout the walk is found there or then.
 //!
 //! A directory's first entry makes its table: [`INITIAL_DEPTH`] bits, 64
 //! buckets, so names in small directories rarely share a bucket (4.5 KiB,
 //! the price of a line per bucket). Past [`SPLIT_AT`] entries a bucket
-//! splits: it rewrites its own slots, under the resize lock held for
+//! splits, relinking its nodes (none is made or freed): it rewrites its own slots, under the resize lock held for
 //! reading (such splits run side by side, and the lock is per CPU, so
 //! they share no line), or, if its depth was the table's, makes a table
 //! twice the size under the lock held for writing. The table doubles only
@@ -145,6 +148,9 @@ impl Classes {
 #[repr(align(64))]
 struct Bucket {
     lock: TasLock,
+    /// Set by a split, under the lock, before it moves the first node
+    /// away; the bucket then stays out of use (its list empty once the
+    /// split is done) until the epoch frees it.
     replaced: AtomicBool,
     depth: u32,
     /// The low `depth` bits every hash in the bucket has.
@@ -182,12 +188,32 @@ impl Bucket {
         self.len.store(self.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
+    /// Links `node`, which a split of another bucket is moving here, at
+    /// the head of the list: the split holds both buckets' locks, and this
+    /// one is not yet in any slot. The link is released: a reader that
+    /// follows it into this list then sees the bucket the node left
+    /// replaced.
+    fn adopt(&self, node: Shared<'_, Node>, guard: &Guard) {
+        // SAFETY: the node is in the locked bucket being split, so it is
+        // neither unlinked nor freed meanwhile, and `guard` is pinned.
+        let moved = unsafe { node.deref() };
+        self.classes.add(moved.hash);
+        moved.next.store(self.head.load(Ordering::Relaxed, guard), Ordering::Release);
+        self.head.store(node, Ordering::Release);
+        self.len.store(self.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// The list, read without the lock: beside a split of this bucket, a
+    /// walk may go on into a half's list and miss nodes (the caller then
+    /// finds the bucket replaced).
     fn nodes<'g>(&self, guard: &'g Guard) -> impl Iterator<Item = &'g Node> {
         // SAFETY: nodes are freed through the epoch after they are unlinked,
         // and `guard` is pinned, so every node reachable now stays readable.
         let mut at = unsafe { self.head.load(Ordering::Acquire, guard).as_ref() };
         std::iter::from_fn(move || {
             let node = at?;
+            #[cfg(test)]
+            crate::test_pause::pause_at(crate::test_pause::Point::Walked, &node.hash.to_le_bytes());
             // SAFETY: as above.
             at = unsafe { node.next.load(Ordering::Acquire, guard).as_ref() };
             Some(node)
@@ -197,20 +223,15 @@ impl Bucket {
 
 impl Drop for Bucket {
     fn drop(&mut self) {
-        // A split gave its halves' nodes this bucket's references to the
-        // dentries: its nodes no longer own their entries.
-        let moved = *self.replaced.get_mut();
         // SAFETY: a bucket is dropped when its directory is, or through the
-        // epoch once a split took it out of every slot: no reader is left.
+        // epoch once a split took it out of every slot, its list moved away
+        // (empty): no reader is left, and each node is in one list.
         unsafe {
             let guard = crossbeam_epoch::unprotected();
             let mut at = self.head.load(Ordering::Relaxed, guard);
             while !at.is_null() {
                 let next = at.deref().next.load(Ordering::Relaxed, guard);
-                let node = *at.into_owned().into_box();
-                if moved {
-                    std::mem::forget(node.entry);
-                }
+                drop(at.into_owned());
                 at = next;
             }
         }
@@ -284,10 +305,44 @@ impl SplitEntries {
     }
 
     /// The entry named `name` (whose hash is `hash`), locking nothing.
+    /// A miss in a bucket that a split replaced (whose moves may have led
+    /// the walk astray) looks again once the split is done.
     pub fn get<'g>(&self, name: &[u8], hash: u64, guard: &'g Guard) -> Option<&'g Arc<Dentry>> {
-        // SAFETY: tables are released through the epoch; `guard` is pinned.
-        let table = unsafe { self.table.load(Ordering::Acquire, guard).as_ref()? };
-        find(table.bucket(hash, guard), name, hash, guard).map(|node| &node.entry.dentry)
+        loop {
+            // SAFETY: tables are released through the epoch; `guard` is pinned.
+            let table = unsafe { self.table.load(Ordering::Acquire, guard).as_ref()? };
+            let bucket = table.bucket(hash, guard);
+            if let Some(node) = find(bucket, name, hash, guard) {
+                return Some(&node.entry.dentry);
+            }
+            if !bucket.replaced.load(Ordering::Acquire) {
+                return None;
+            }
+            self.wait_for_split(bucket, guard);
+        }
+    }
+
+    /// The current table once the split that replaced `bucket` has put its
+    /// halves in it: the split holds the bucket's lock until then, a few
+    /// stores per name, and readers wait for it only where its moves may
+    /// have led their walk astray.
+    fn wait_for_split<'g>(&self, bucket: &Bucket, guard: &'g Guard) -> &'g Table {
+        let mut spins = 0u32;
+        loop {
+            // SAFETY: as in `get`; the bucket was in a table, so there is one.
+            let table = unsafe { self.table.load(Ordering::Acquire, guard).deref() };
+            // The split rewrites the bucket's first slot last (see `split`);
+            // a table is never shallower than a bucket it held.
+            if !std::ptr::eq(table.slots[bucket.bits as usize].load(Ordering::Acquire), bucket) {
+                return table;
+            }
+            spins += 1;
+            if spins % 64 == 0 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
     }
 
     /// Locks the bucket of `hash`, making the table if there is none.
@@ -361,23 +416,47 @@ impl SplitEntries {
             return Vec::new();
         };
         let mut smallest: BinaryHeap<super::ByCookie<'g>> = BinaryHeap::with_capacity(max.min(256) + 1);
-        for (_, bucket) in distinct(table, guard) {
-            for node in bucket.nodes(guard) {
-                let wanted = node.entry.cookie > after
-                    && (smallest.len() < max || smallest.peek().is_some_and(|top| node.entry.cookie < top.0.cookie));
-                if wanted {
-                    smallest.push(cookie_order(&node.entry));
-                    if smallest.len() > max {
-                        smallest.pop();
-                    }
+        let mut offer = |entry: &'g Entry| {
+            let wanted = entry.cookie > after
+                && (smallest.len() < max || smallest.peek().is_some_and(|top| entry.cookie < top.0.cookie));
+            if wanted {
+                smallest.push(cookie_order(entry));
+                if smallest.len() > max {
+                    smallest.pop();
                 }
             }
+        };
+        for (_, bucket) in distinct(table, guard) {
+            self.walk_range(bucket, guard, &mut offer);
         }
-        // A reader beside a split may meet an entry in the old bucket and in
-        // a half: one cookie, listed once.
+        // A reader beside a split may meet an entry in the bucket split and
+        // in its half: one cookie, listed once.
         let mut sorted: Vec<&Entry> = smallest.into_sorted_vec().into_iter().map(|e| e.0).collect();
         sorted.dedup_by_key(|e| e.cookie);
         sorted
+    }
+}
+
+impl SplitEntries {
+    /// Offers every entry of `bucket`, and where a split replaced it
+    /// meanwhile (its walk may then have missed entries the split moved),
+    /// every entry of the buckets that hold its names once the split is
+    /// done, each at the first of its slots, as [`distinct`] finds them.
+    fn walk_range<'g>(&self, bucket: &'g Bucket, guard: &'g Guard, offer: &mut impl FnMut(&'g Entry)) {
+        for node in bucket.nodes(guard) {
+            offer(&node.entry);
+        }
+        if !bucket.replaced.load(Ordering::Acquire) {
+            return;
+        }
+        let table = self.wait_for_split(bucket, guard);
+        for slot in (bucket.bits as usize..table.slots.len()).step_by(1 << bucket.depth) {
+            // SAFETY: as in `Table::bucket`.
+            let under = unsafe { &*table.slots[slot].load(Ordering::Acquire) };
+            if slot < 1 << under.depth {
+                self.walk_range(under, guard, offer);
+            }
+        }
     }
 }
 
@@ -581,36 +660,39 @@ impl SplitEntries {
             return;
         }
         let halves = [Bucket::new(depth + 1, bucket.bits), Bucket::new(depth + 1, bucket.bits | 1 << depth)];
-        // Locked until every slot names them and the old bucket is marked
-        // replaced: a writer that finds a half through a slot rewritten
+        // Locked until every slot names them: a writer that finds a half through a slot rewritten
         // already waits, so no split of a half rewrites a slot this split
         // has yet to rewrite (and has it overwritten with the half).
         for half in halves {
             // SAFETY: the halves are not yet in any slot: this thread's alone.
             unsafe { &*half }.lock.lock();
         }
-        for node in bucket.nodes(guard) {
+        // Marked before the first node moves: a reader that a move leads
+        // into a half's list sees it when its walk ends (each move's link
+        // is released after it), and walks again once the halves are in
+        // the table.
+        bucket.replaced.store(true, Ordering::Release);
+        // The nodes themselves move, with their entries: nothing is
+        // allocated or freed, and no dentry's count changes.
+        let mut at = bucket.head.load(Ordering::Acquire, guard);
+        // SAFETY: the bucket is locked: its nodes stay in it, live, until
+        // moved here.
+        while let Some(node) = unsafe { at.as_ref() } {
+            let next = node.next.load(Ordering::Relaxed, guard);
             // SAFETY: the halves are not yet in any slot: this thread's alone.
-            let half = unsafe { &*halves[(node.hash >> depth) as usize & 1] };
-            // The half's node takes over the old node's reference to the
-            // dentry (the old bucket, replaced below, forgets its entries
-            // when the epoch frees it): no dentry's count changes, so a
-            // split writes no line of the dentries other CPUs made.
-            // SAFETY: the old node is never dropped with its entry (see
-            // `Bucket::drop`), so the `Arc` has one owner again, the
-            // half's node; readers still on the old node are pinned, and
-            // the dentry outlives them as it outlives any node's reader.
-            let entry = unsafe { std::ptr::read(&node.entry) };
-            half.push(Node::new(entry, node.hash), node.hash, guard);
+            unsafe { &*halves[(node.hash >> depth) as usize & 1] }.adopt(at, guard);
+            at = next;
         }
+        bucket.head.store(Shared::null(), Ordering::Release);
         let old: *const Bucket = bucket;
         let half_of = |slot: usize| halves[(slot >> depth) & 1];
         if depth < table.depth {
             // Its slots, in place, highest first: a reader (which scans up)
             // that finds the lowest slot on a half has then found every
             // higher slot on its half too, and one that finds it on the old
-            // bucket counts that bucket, which holds every name, there. So
-            // each name is found in the old bucket or in its half.
+            // bucket counts that bucket there, finds it replaced and walks
+            // the halves once this slot, rewritten last, names one. So each
+            // name is found in the old bucket or in its half.
             // They are the slots whose low `depth` bits are its own.
             for slot in (bucket.bits as usize..table.slots.len()).step_by(1 << depth).rev() {
                 table.slots[slot].store(half_of(slot), Ordering::Release);
@@ -627,14 +709,14 @@ impl SplitEntries {
             // hold off its release, which frees no bucket.
             reclaim.defer(guard, unsafe { current.into_owned() });
         }
-        bucket.replaced.store(true, Ordering::Release);
         for half in halves {
             // SAFETY: locked above by this thread; a half is freed only
             // through the epoch, after a later split, so it is live here.
             unsafe { (*half).lock.unlock() };
         }
-        // SAFETY: no slot names the old bucket any more; a reader or
-        // writer that found it before is pinned and holds off the release.
+        // SAFETY: no slot names the old bucket any more, and its list is
+        // empty; a reader or writer that found it before is pinned and
+        // holds off the release.
         reclaim.defer(guard, unsafe { Box::from_raw(old.cast_mut()) });
     }
 }
@@ -767,10 +849,10 @@ mod tests {
         assert_eq!(held, 0, "a bucket of four names still waits for a longer list to split");
     }
 
-    /// A split hands each node's reference to its dentry over to the
-    /// half's node: while the old bucket still waits for the epoch, every
-    /// dentry is counted once (a copy counted each dentry again, a write
-    /// of a line of every dentry in the bucket, most of them made by other
+    /// A split moves each node, with its reference to its dentry, to a
+    /// half: while the old bucket still waits for the epoch, every dentry
+    /// is counted once (a copy counted each dentry again, a write of a
+    /// line of every dentry in the bucket, most of them made by other
     /// CPUs), and once the directory and its old buckets are gone, every
     /// dentry is freed, once.
     #[test]
@@ -846,6 +928,123 @@ mod tests {
         let table = unsafe { dir.table.load(Ordering::Acquire, &guard).deref() };
         let refused = distinct(table, &guard).filter(|(_, b)| b.split_past.load(Ordering::Relaxed) != 0).count();
         assert_eq!(refused, 0, "splits refused in a table of depth {}", table.depth);
+    }
+
+    /// A look-up stopped at the head of a bucket's list while an insert
+    /// splits the bucket: the split moves that node to its half, whose
+    /// list has no other node of the bucket, so the walk ends there. The
+    /// look-up, finding the bucket replaced, looks again once the halves
+    /// are in the table and finds a name of the other half, present
+    /// throughout.
+    #[test]
+    fn a_look_up_led_astray_by_a_split_looks_again() {
+        use crate::test_pause::{self as pause, Point};
+        let _alone = pause::alone();
+        let dir = Arc::new(SplitEntries::new());
+        let reclaim = Reclaim::default();
+        // One bucket (low bits 11), split on bit 6 into two halves of
+        // four; hashes no other test uses (the pause is the whole
+        // binary's).
+        let hashes: Vec<u64> = (0..SPLIT_AT as u64).map(|k| (0x5ee0 + k) << 20 | (k & 1) << 6 | 11).collect();
+        for &hash in &hashes {
+            insert(&dir, hash, &reclaim);
+        }
+        // The head, the last inserted, is of half 1; the first inserted,
+        // of half 0, lies at the end of the list.
+        let (head, wanted) = (hashes[SPLIT_AT - 1], hashes[0]);
+        pause::arm(Point::Walked, &head.to_le_bytes());
+        std::thread::scope(|s| {
+            let looker = s.spawn(|| {
+                let guard = crossbeam_epoch::pin();
+                dir.get(wanted.to_string().as_bytes(), wanted, &guard).is_some()
+            });
+            pause::wait_for_the_stop(|| looker.is_finished());
+            insert(&dir, 0x5eef << 20 | 11, &reclaim);
+            pause::let_go();
+            assert!(looker.join().unwrap(), "a name present throughout the look-up was missed");
+        });
+        let split_done = dir.lock(wanted).bucket().depth > INITIAL_DEPTH;
+        assert!(split_done, "the ninth name split the bucket");
+    }
+
+    /// A listing stopped at the head of a bucket's list while an insert
+    /// splits the bucket lists every name of the bucket all the same,
+    /// each once.
+    #[test]
+    fn a_listing_led_astray_by_a_split_lists_every_name() {
+        use crate::test_pause::{self as pause, Point};
+        let _alone = pause::alone();
+        let dir = Arc::new(SplitEntries::new());
+        let reclaim = Reclaim::default();
+        let hashes: Vec<u64> = (0..SPLIT_AT as u64).map(|k| (0x7ab0 + k) << 20 | (k & 1) << 6 | 13).collect();
+        for &hash in &hashes {
+            insert(&dir, hash, &reclaim);
+        }
+        pause::arm(Point::Walked, &hashes[SPLIT_AT - 1].to_le_bytes());
+        std::thread::scope(|s| {
+            let lister = s.spawn(|| {
+                let guard = crossbeam_epoch::pin();
+                let names: Vec<Vec<u8>> = dir.after(0, 100, &guard).iter().map(|e| e.dentry.name.to_vec()).collect();
+                names
+            });
+            pause::wait_for_the_stop(|| lister.is_finished());
+            insert(&dir, 0x7abf << 20 | 13, &reclaim);
+            pause::let_go();
+            let listed = lister.join().unwrap();
+            let split_done = dir.lock(hashes[0]).bucket().depth > INITIAL_DEPTH;
+            assert!(split_done, "the ninth name split the bucket");
+            for hash in &hashes {
+                let count = listed.iter().filter(|name| **name == *hash.to_string().as_bytes()).count();
+                assert_eq!(count, 1, "{hash}, in the bucket throughout the listing, listed {count} times");
+            }
+        });
+    }
+
+    /// Two threads insert while a third looks names up and lists the
+    /// directory, over and over, as the table grows from one bucket of
+    /// eight to thousands: every name inserted before a look-up or a
+    /// listing began is found by it, and listed once.
+    #[test]
+    fn look_ups_and_listings_beside_splits_miss_no_name() {
+        let per_thread = vfscale_sync::test_support::stress_iters(4_000);
+        let dir = SplitEntries::new();
+        let reclaim = Reclaim::default();
+        let hashes: Vec<Vec<u64>> = (0..2u64)
+            .map(|t| {
+                let mut state = 0x9e37_79b9_7f4a_7c15 ^ t;
+                (0..per_thread).map(|_| xorshift64(&mut state)).collect()
+            })
+            .collect();
+        let made: Vec<AtomicU32> = (0..2).map(|_| AtomicU32::new(0)).collect();
+        std::thread::scope(|s| {
+            for (t, mine) in hashes.iter().enumerate() {
+                let (dir, reclaim, made) = (&dir, &reclaim, &made);
+                s.spawn(move || {
+                    for (i, &hash) in mine.iter().enumerate() {
+                        insert(dir, hash, reclaim);
+                        made[t].store(i as u32 + 1, Ordering::Release);
+                    }
+                });
+            }
+            let mut rounds = 0;
+            while made.iter().any(|m| m.load(Ordering::Acquire) < per_thread as u32) || rounds == 0 {
+                let before: Vec<usize> = made.iter().map(|m| m.load(Ordering::Acquire) as usize).collect();
+                let guard = crossbeam_epoch::pin();
+                let listed = dir.after(0, usize::MAX, &guard);
+                let mut cookies: Vec<u64> = listed.iter().map(|e| e.cookie).collect();
+                cookies.dedup();
+                assert_eq!(cookies.len(), listed.len(), "round {rounds}: an entry listed twice");
+                let names: std::collections::HashSet<&[u8]> = listed.iter().map(|e| &*e.dentry.name).collect();
+                for (mine, &count) in hashes.iter().zip(&before) {
+                    for &hash in &mine[..count] {
+                        let name = hash.to_string();
+                        assert!(names.contains(name.as_bytes()), "round {rounds}: {name}, made before, not listed");
+                        assert!(dir.get(name.as_bytes(), hash, &guard).is_some(), "round {rounds}: {name} not found");
+                    }
+                }
+                rounds += 1;
+            }
+        });
     }
 
     /// Splits of a bucket and of its halves overlap: hashes that agree on
