@@ -18,10 +18,11 @@
 //! A directory's first entry makes its table: [`INITIAL_DEPTH`] bits, 64
 //! buckets, so names in small directories rarely share a bucket (4.5 KiB,
 //! the price of a line per bucket). Past [`SPLIT_AT`] entries a bucket
-//! splits, relinking its nodes (none is made or freed): it rewrites its own slots, under the resize lock held for
-//! reading (such splits run side by side, and the lock is per CPU, so
-//! they share no line), or, if its depth was the table's, makes a table
-//! twice the size under the lock held for writing. The table doubles only
+//! splits, relinking its nodes (none is made or freed): it rewrites its
+//! own slots, under the resize lock held for reading (such splits run
+//! side by side, and the lock is per CPU, so they share no line), or, if
+//! its depth was the table's, makes a table twice the size under the
+//! lock held for writing. The table doubles only
 //! while it has fewer than [`SLOTS_PER_BUCKET`] slots per bucket, so names
 //! whose hashes agree on many bits lengthen one bucket's list rather than
 //! double the table once per name.
@@ -660,13 +661,27 @@ impl SplitEntries {
             return;
         }
         let halves = [Bucket::new(depth + 1, bucket.bits), Bucket::new(depth + 1, bucket.bits | 1 << depth)];
-        // Locked until every slot names them: a writer that finds a half through a slot rewritten
-        // already waits, so no split of a half rewrites a slot this split
-        // has yet to rewrite (and has it overwritten with the half).
+        // Locked until every slot names them: a writer that finds a half
+        // through a slot rewritten already waits, so no split of a half
+        // rewrites a slot this split has yet to rewrite (and has it
+        // overwritten with the half).
         for half in halves {
             // SAFETY: the halves are not yet in any slot: this thread's alone.
             unsafe { &*half }.lock.lock();
         }
+        let old: *const Bucket = bucket;
+        let half_of = |slot: usize| halves[(slot >> depth) & 1];
+        // A table twice the size is made before the bucket is marked:
+        // readers that find the bucket replaced wait only for the moves.
+        let doubled = (depth >= table.depth).then(|| {
+            let slots = (0..1usize << (depth + 1))
+                .map(|slot| {
+                    let at = table.slots[slot & ((1 << depth) - 1)].load(Ordering::Relaxed);
+                    AtomicPtr::new(if std::ptr::eq(at, old) { half_of(slot) } else { at })
+                })
+                .collect();
+            Owned::new(Table { depth: depth + 1, slots })
+        });
         // Marked before the first node moves: a reader that a move leads
         // into a half's list sees it when its walk ends (each move's link
         // is released after it), and walks again once the halves are in
@@ -684,9 +699,12 @@ impl SplitEntries {
             at = next;
         }
         bucket.head.store(Shared::null(), Ordering::Release);
-        let old: *const Bucket = bucket;
-        let half_of = |slot: usize| halves[(slot >> depth) & 1];
-        if depth < table.depth {
+        if let Some(doubled) = doubled {
+            self.table.store(doubled, Ordering::Release);
+            // SAFETY: the table was just replaced; readers pinned before
+            // hold off its release, which frees no bucket.
+            reclaim.defer(guard, unsafe { current.into_owned() });
+        } else {
             // Its slots, in place, highest first: a reader (which scans up)
             // that finds the lowest slot on a half has then found every
             // higher slot on its half too, and one that finds it on the old
@@ -697,17 +715,6 @@ impl SplitEntries {
             for slot in (bucket.bits as usize..table.slots.len()).step_by(1 << depth).rev() {
                 table.slots[slot].store(half_of(slot), Ordering::Release);
             }
-        } else {
-            let slots = (0..1usize << (depth + 1))
-                .map(|slot| {
-                    let at = table.slots[slot & ((1 << depth) - 1)].load(Ordering::Relaxed);
-                    AtomicPtr::new(if std::ptr::eq(at, old) { half_of(slot) } else { at })
-                })
-                .collect();
-            self.table.store(Owned::new(Table { depth: depth + 1, slots }), Ordering::Release);
-            // SAFETY: the table was just replaced; readers pinned before
-            // hold off its release, which frees no bucket.
-            reclaim.defer(guard, unsafe { current.into_owned() });
         }
         for half in halves {
             // SAFETY: locked above by this thread; a half is freed only
@@ -930,80 +937,108 @@ mod tests {
         assert_eq!(refused, 0, "splits refused in a table of depth {}", table.depth);
     }
 
+    /// Eight names of one bucket (low bits `bucket`), split on bit 6 into
+    /// halves of four by their parity, in a table made one bit deeper
+    /// first where `in_place` (so that the ninth name's split rewrites the
+    /// bucket's slots) or as deep as the bucket (so that it doubles the
+    /// table). The head of the list, the last name inserted, is of half
+    /// 1; the first inserted, of half 0, lies at the end.
+    fn bucket_of_eight(seed: u64, bucket: u64, in_place: bool, reclaim: &Reclaim) -> (Arc<SplitEntries>, Vec<u64>) {
+        let dir = Arc::new(SplitEntries::new());
+        if in_place {
+            for k in 0..=SPLIT_AT as u64 {
+                insert(&dir, (seed + 0x80 + k) << 20 | (k & 1) << 6 | (bucket + 1), reclaim);
+            }
+        }
+        let hashes: Vec<u64> = (0..SPLIT_AT as u64).map(|k| (seed + k) << 20 | (k & 1) << 6 | bucket).collect();
+        for &hash in &hashes {
+            insert(&dir, hash, reclaim);
+        }
+        let depth = dir.depth(&crossbeam_epoch::pin());
+        assert_eq!(depth, INITIAL_DEPTH + u32::from(in_place), "the table the test needs");
+        (dir, hashes)
+    }
+
+    /// Joins `walker`, failing rather than hanging if it never finishes
+    /// (it takes microseconds once let go).
+    fn join_soon<T>(walker: std::thread::JoinHandle<T>) -> T {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !walker.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "the walk never finished (a wait for a split that was done)");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        walker.join().unwrap()
+    }
+
     /// A look-up stopped at the head of a bucket's list while an insert
-    /// splits the bucket: the split moves that node to its half, whose
-    /// list has no other node of the bucket, so the walk ends there. The
-    /// look-up, finding the bucket replaced, looks again once the halves
-    /// are in the table and finds a name of the other half, present
-    /// throughout.
+    /// splits the bucket, doubling the table or rewriting the bucket's
+    /// slots: the split moves that node to the end of its half's list, so
+    /// the walk ends there. The look-up, finding the bucket replaced,
+    /// looks again once the halves are in the table and finds a name of
+    /// the other half, present throughout.
     #[test]
     fn a_look_up_led_astray_by_a_split_looks_again() {
         use crate::test_pause::{self as pause, Point};
         let _alone = pause::alone();
-        let dir = Arc::new(SplitEntries::new());
-        let reclaim = Reclaim::default();
-        // One bucket (low bits 11), split on bit 6 into two halves of
-        // four; hashes no other test uses (the pause is the whole
-        // binary's).
-        let hashes: Vec<u64> = (0..SPLIT_AT as u64).map(|k| (0x5ee0 + k) << 20 | (k & 1) << 6 | 11).collect();
-        for &hash in &hashes {
-            insert(&dir, hash, &reclaim);
-        }
-        // The head, the last inserted, is of half 1; the first inserted,
-        // of half 0, lies at the end of the list.
-        let (head, wanted) = (hashes[SPLIT_AT - 1], hashes[0]);
-        pause::arm(Point::Walked, &head.to_le_bytes());
-        std::thread::scope(|s| {
-            let looker = s.spawn(|| {
-                let guard = crossbeam_epoch::pin();
-                dir.get(wanted.to_string().as_bytes(), wanted, &guard).is_some()
-            });
+        let reclaim = Arc::new(Reclaim::default());
+        // Hashes no other test uses (the pause is the whole binary's).
+        for (seed, in_place) in [(0x5ee0, false), (0x5ef0, true)] {
+            let (dir, hashes) = bucket_of_eight(seed, 11, in_place, &reclaim);
+            let (head, wanted) = (hashes[SPLIT_AT - 1], hashes[0]);
+            pause::arm(Point::Walked, &head.to_le_bytes());
+            let looker = {
+                let dir = Arc::clone(&dir);
+                std::thread::spawn(move || {
+                    let guard = crossbeam_epoch::pin();
+                    dir.get(wanted.to_string().as_bytes(), wanted, &guard).is_some()
+                })
+            };
             pause::wait_for_the_stop(|| looker.is_finished());
-            insert(&dir, 0x5eef << 20 | 11, &reclaim);
+            insert(&dir, (seed + 0xf) << 20 | 11, &reclaim);
             pause::let_go();
-            assert!(looker.join().unwrap(), "a name present throughout the look-up was missed");
-        });
-        let split_done = dir.lock(wanted).bucket().depth > INITIAL_DEPTH;
-        assert!(split_done, "the ninth name split the bucket");
+            assert!(join_soon(looker), "in place {in_place}: a name present throughout the look-up was missed");
+            let split_done = dir.lock(wanted).bucket().depth > INITIAL_DEPTH;
+            assert!(split_done, "in place {in_place}: the ninth name split the bucket");
+        }
     }
 
     /// A listing stopped at the head of a bucket's list while an insert
-    /// splits the bucket lists every name of the bucket all the same,
-    /// each once.
+    /// splits the bucket (either way) lists every name of the bucket all
+    /// the same, each once.
     #[test]
     fn a_listing_led_astray_by_a_split_lists_every_name() {
         use crate::test_pause::{self as pause, Point};
         let _alone = pause::alone();
-        let dir = Arc::new(SplitEntries::new());
-        let reclaim = Reclaim::default();
-        let hashes: Vec<u64> = (0..SPLIT_AT as u64).map(|k| (0x7ab0 + k) << 20 | (k & 1) << 6 | 13).collect();
-        for &hash in &hashes {
-            insert(&dir, hash, &reclaim);
-        }
-        pause::arm(Point::Walked, &hashes[SPLIT_AT - 1].to_le_bytes());
-        std::thread::scope(|s| {
-            let lister = s.spawn(|| {
-                let guard = crossbeam_epoch::pin();
-                let names: Vec<Vec<u8>> = dir.after(0, 100, &guard).iter().map(|e| e.dentry.name.to_vec()).collect();
-                names
-            });
+        let reclaim = Arc::new(Reclaim::default());
+        for (seed, in_place) in [(0x7ab0, false), (0x7ac0, true)] {
+            let (dir, hashes) = bucket_of_eight(seed, 13, in_place, &reclaim);
+            pause::arm(Point::Walked, &hashes[SPLIT_AT - 1].to_le_bytes());
+            let lister = {
+                let dir = Arc::clone(&dir);
+                std::thread::spawn(move || {
+                    let guard = crossbeam_epoch::pin();
+                    let names: Vec<Vec<u8>> =
+                        dir.after(0, 100, &guard).iter().map(|e| e.dentry.name.to_vec()).collect();
+                    names
+                })
+            };
             pause::wait_for_the_stop(|| lister.is_finished());
-            insert(&dir, 0x7abf << 20 | 13, &reclaim);
+            insert(&dir, (seed + 0xf) << 20 | 13, &reclaim);
             pause::let_go();
-            let listed = lister.join().unwrap();
+            let listed = join_soon(lister);
             let split_done = dir.lock(hashes[0]).bucket().depth > INITIAL_DEPTH;
-            assert!(split_done, "the ninth name split the bucket");
+            assert!(split_done, "in place {in_place}: the ninth name split the bucket");
             for hash in &hashes {
                 let count = listed.iter().filter(|name| **name == *hash.to_string().as_bytes()).count();
-                assert_eq!(count, 1, "{hash}, in the bucket throughout the listing, listed {count} times");
+                assert_eq!(count, 1, "in place {in_place}: {hash}, in the bucket throughout, listed {count} times");
             }
-        });
+        }
     }
 
     /// Two threads insert while a third looks names up and lists the
-    /// directory, over and over, as the table grows from one bucket of
-    /// eight to thousands: every name inserted before a look-up or a
-    /// listing began is found by it, and listed once.
+    /// directory, over and over, as the table grows from 64 buckets to
+    /// thousands, by splits in place and doublings: every name inserted
+    /// before a look-up or a listing began is found by it.
     #[test]
     fn look_ups_and_listings_beside_splits_miss_no_name() {
         let per_thread = vfscale_sync::test_support::stress_iters(4_000);
@@ -1017,23 +1052,25 @@ mod tests {
             .collect();
         let made: Vec<AtomicU32> = (0..2).map(|_| AtomicU32::new(0)).collect();
         std::thread::scope(|s| {
-            for (t, mine) in hashes.iter().enumerate() {
-                let (dir, reclaim, made) = (&dir, &reclaim, &made);
-                s.spawn(move || {
-                    for (i, &hash) in mine.iter().enumerate() {
-                        insert(dir, hash, reclaim);
-                        made[t].store(i as u32 + 1, Ordering::Release);
-                    }
-                });
-            }
+            let inserters: Vec<_> = hashes
+                .iter()
+                .enumerate()
+                .map(|(t, mine)| {
+                    let (dir, reclaim, made) = (&dir, &reclaim, &made);
+                    s.spawn(move || {
+                        for (i, &hash) in mine.iter().enumerate() {
+                            insert(dir, hash, reclaim);
+                            made[t].store(i as u32 + 1, Ordering::Release);
+                        }
+                    })
+                })
+                .collect();
             let mut rounds = 0;
-            while made.iter().any(|m| m.load(Ordering::Acquire) < per_thread as u32) || rounds == 0 {
+            // Until both are done (or one panicked: the scope then fails).
+            while inserters.iter().any(|i| !i.is_finished()) || rounds == 0 {
                 let before: Vec<usize> = made.iter().map(|m| m.load(Ordering::Acquire) as usize).collect();
                 let guard = crossbeam_epoch::pin();
                 let listed = dir.after(0, usize::MAX, &guard);
-                let mut cookies: Vec<u64> = listed.iter().map(|e| e.cookie).collect();
-                cookies.dedup();
-                assert_eq!(cookies.len(), listed.len(), "round {rounds}: an entry listed twice");
                 let names: std::collections::HashSet<&[u8]> = listed.iter().map(|e| &*e.dentry.name).collect();
                 for (mine, &count) in hashes.iter().zip(&before) {
                     for &hash in &mine[..count] {
