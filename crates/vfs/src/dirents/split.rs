@@ -62,7 +62,9 @@ const SLOTS_PER_BUCKET: usize = 64;
 /// object's bytes share its lines: the allocator may place nodes that two
 /// CPUs made side by side, and a walk of one bucket's list would then
 /// read a line that an insert into another bucket writes. (Padded, not
-/// aligned: an aligned allocation costs some 600 instructions more.)
+/// aligned: an aligned allocation cost some 600 instructions more in
+/// glibc's allocator, and with mimalloc, the command's, aligned nodes
+/// made no more operations a second.)
 #[repr(C)]
 struct Node {
     _head: LinePad,
@@ -176,9 +178,8 @@ impl Bucket {
         Box::into_raw(Box::new(Bucket { lock, replaced, depth, bits, head, len, split_past, classes }))
     }
 
-    /// Links `node` (whose hash is `hash`) at the head of the list: the
-    /// caller holds the lock, or the bucket is not yet in any slot. The
-    /// class is counted first: a listing that finds the node, and then
+    /// Links `node` (whose hash is `hash`) at the head of the list, under
+    /// the lock. The class is counted first: a listing that finds the node, and then
     /// looks its name up, must find the class present.
     fn push(&self, node: Owned<Node>, hash: u64, guard: &Guard) {
         self.classes.add(hash);
@@ -325,8 +326,8 @@ impl SplitEntries {
 
     /// The current table once the split that replaced `bucket` has put its
     /// halves in it: the split holds the bucket's lock until then, a few
-    /// stores per name, and readers wait for it only where its moves may
-    /// have led their walk astray.
+    /// stores per name. Readers wait for it only after a walk of a
+    /// replaced bucket: a look-up that missed there, a listing.
     fn wait_for_split<'g>(&self, bucket: &Bucket, guard: &'g Guard) -> &'g Table {
         let mut spins = 0u32;
         loop {
@@ -959,10 +960,10 @@ mod tests {
         (dir, hashes)
     }
 
-    /// Joins `walker`, failing rather than hanging if it never finishes
-    /// (it takes microseconds once let go).
-    fn join_soon<T>(walker: std::thread::JoinHandle<T>) -> T {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    /// Joins `walker`, failing rather than hanging if it has not finished
+    /// within `secs` seconds (far more than it takes).
+    fn join_soon<T>(walker: std::thread::JoinHandle<T>, secs: u64) -> T {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
         while !walker.is_finished() {
             assert!(std::time::Instant::now() < deadline, "the walk never finished (a wait for a split that was done)");
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -996,7 +997,7 @@ mod tests {
             pause::wait_for_the_stop(|| looker.is_finished());
             insert(&dir, (seed + 0xf) << 20 | 11, &reclaim);
             pause::let_go();
-            assert!(join_soon(looker), "in place {in_place}: a name present throughout the look-up was missed");
+            assert!(join_soon(looker, 120), "in place {in_place}: a name present throughout the look-up was missed");
             let split_done = dir.lock(wanted).bucket().depth > INITIAL_DEPTH;
             assert!(split_done, "in place {in_place}: the ninth name split the bucket");
         }
@@ -1025,7 +1026,7 @@ mod tests {
             pause::wait_for_the_stop(|| lister.is_finished());
             insert(&dir, (seed + 0xf) << 20 | 13, &reclaim);
             pause::let_go();
-            let listed = join_soon(lister);
+            let listed = join_soon(lister, 120);
             let split_done = dir.lock(hashes[0]).bucket().depth > INITIAL_DEPTH;
             assert!(split_done, "in place {in_place}: the ninth name split the bucket");
             for hash in &hashes {
@@ -1037,37 +1038,36 @@ mod tests {
 
     /// Two threads insert while a third looks names up and lists the
     /// directory, over and over, as the table grows from 64 buckets to
-    /// thousands, by splits in place and doublings: every name inserted
+    /// over a thousand, by splits in place and doublings: every name inserted
     /// before a look-up or a listing began is found by it.
     #[test]
     fn look_ups_and_listings_beside_splits_miss_no_name() {
         let per_thread = vfscale_sync::test_support::stress_iters(4_000);
-        let dir = SplitEntries::new();
-        let reclaim = Reclaim::default();
-        let hashes: Vec<Vec<u64>> = (0..2u64)
+        let dir = Arc::new(SplitEntries::new());
+        let reclaim = Arc::new(Reclaim::default());
+        let hashes: Arc<Vec<Vec<u64>>> = Arc::new(
+            (0..2u64)
+                .map(|t| {
+                    let mut state = 0x9e37_79b9_7f4a_7c15 ^ t;
+                    (0..per_thread).map(|_| xorshift64(&mut state)).collect()
+                })
+                .collect(),
+        );
+        let made: Arc<Vec<AtomicU32>> = Arc::new((0..2).map(|_| AtomicU32::new(0)).collect());
+        let inserters: Vec<_> = (0..2)
             .map(|t| {
-                let mut state = 0x9e37_79b9_7f4a_7c15 ^ t;
-                (0..per_thread).map(|_| xorshift64(&mut state)).collect()
+                let (dir, reclaim, hashes, made) = (dir.clone(), reclaim.clone(), hashes.clone(), made.clone());
+                std::thread::spawn(move || {
+                    for (i, &hash) in hashes[t].iter().enumerate() {
+                        insert(&dir, hash, &reclaim);
+                        made[t].store(i as u32 + 1, Ordering::Release);
+                    }
+                })
             })
             .collect();
-        let made: Vec<AtomicU32> = (0..2).map(|_| AtomicU32::new(0)).collect();
-        std::thread::scope(|s| {
-            let inserters: Vec<_> = hashes
-                .iter()
-                .enumerate()
-                .map(|(t, mine)| {
-                    let (dir, reclaim, made) = (&dir, &reclaim, &made);
-                    s.spawn(move || {
-                        for (i, &hash) in mine.iter().enumerate() {
-                            insert(dir, hash, reclaim);
-                            made[t].store(i as u32 + 1, Ordering::Release);
-                        }
-                    })
-                })
-                .collect();
+        let reader = std::thread::spawn(move || {
             let mut rounds = 0;
-            // Until both are done (or one panicked: the scope then fails).
-            while inserters.iter().any(|i| !i.is_finished()) || rounds == 0 {
+            while made.iter().any(|m| m.load(Ordering::Acquire) < per_thread as u32) || rounds == 0 {
                 let before: Vec<usize> = made.iter().map(|m| m.load(Ordering::Acquire) as usize).collect();
                 let guard = crossbeam_epoch::pin();
                 let listed = dir.after(0, usize::MAX, &guard);
@@ -1082,6 +1082,10 @@ mod tests {
                 rounds += 1;
             }
         });
+        // The reader runs until both inserters are done; one that panicked
+        // (or a walk that never ends) fails it at the deadline.
+        join_soon(reader, 600);
+        inserters.into_iter().for_each(|i| i.join().unwrap());
     }
 
     /// Splits of a bucket and of its halves overlap: hashes that agree on
