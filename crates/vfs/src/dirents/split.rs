@@ -179,8 +179,8 @@ impl Bucket {
     }
 
     /// Links `node` (whose hash is `hash`) at the head of the list, under
-    /// the lock. The class is counted first: a listing that finds the node, and then
-    /// looks its name up, must find the class present.
+    /// the lock. The class is counted first: a listing that finds the
+    /// node, and then looks its name up, must find the class present.
     fn push(&self, node: Owned<Node>, hash: u64, guard: &Guard) {
         self.classes.add(hash);
         node.next.store(self.head.load(Ordering::Relaxed, guard), Ordering::Relaxed);
@@ -1054,10 +1054,23 @@ mod tests {
                 .collect(),
         );
         let made: Arc<Vec<AtomicU32>> = Arc::new((0..2).map(|_| AtomicU32::new(0)).collect());
+        // Set by an inserter that panics, so that the reader stops and the
+        // panic is reported.
+        let failed = Arc::new(AtomicBool::new(false));
+        struct FlagIfPanicking(Arc<AtomicBool>);
+        impl Drop for FlagIfPanicking {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.store(true, Ordering::Release);
+                }
+            }
+        }
         let inserters: Vec<_> = (0..2)
             .map(|t| {
                 let (dir, reclaim, hashes, made) = (dir.clone(), reclaim.clone(), hashes.clone(), made.clone());
+                let flag = FlagIfPanicking(failed.clone());
                 std::thread::spawn(move || {
+                    let _flag = flag;
                     for (i, &hash) in hashes[t].iter().enumerate() {
                         insert(&dir, hash, &reclaim);
                         made[t].store(i as u32 + 1, Ordering::Release);
@@ -1067,7 +1080,8 @@ mod tests {
             .collect();
         let reader = std::thread::spawn(move || {
             let mut rounds = 0;
-            while made.iter().any(|m| m.load(Ordering::Acquire) < per_thread as u32) || rounds == 0 {
+            let inserting = || made.iter().any(|m| m.load(Ordering::Acquire) < per_thread as u32);
+            while (inserting() && !failed.load(Ordering::Acquire)) || rounds == 0 {
                 let before: Vec<usize> = made.iter().map(|m| m.load(Ordering::Acquire) as usize).collect();
                 let guard = crossbeam_epoch::pin();
                 let listed = dir.after(0, usize::MAX, &guard);
@@ -1082,8 +1096,9 @@ mod tests {
                 rounds += 1;
             }
         });
-        // The reader runs until both inserters are done; one that panicked
-        // (or a walk that never ends) fails it at the deadline.
+        // The reader runs until both inserters are done or one panicked
+        // (whose panic the join reports); a walk that never ends fails it
+        // at the deadline.
         join_soon(reader, 600);
         inserters.into_iter().for_each(|i| i.join().unwrap());
     }
