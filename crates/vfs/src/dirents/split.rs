@@ -971,35 +971,49 @@ mod tests {
         walker.join().unwrap()
     }
 
+    /// Stops `walk` (a look-up or a listing, on a thread of its own) at
+    /// the head of the list of [`bucket_of_eight`]'s bucket, splits the
+    /// bucket with a ninth name meanwhile, and returns what the walk
+    /// returned once let go, with the eight names.
+    fn walk_beside_a_split<T: Send + 'static>(
+        seed: u64,
+        bucket: u64,
+        in_place: bool,
+        walk: impl FnOnce(&SplitEntries) -> T + Send + 'static,
+    ) -> (T, Vec<u64>) {
+        use crate::test_pause::{self as pause, Point};
+        let reclaim = Reclaim::default();
+        let (dir, hashes) = bucket_of_eight(seed, bucket, in_place, &reclaim);
+        pause::arm(Point::Walked, &hashes[SPLIT_AT - 1].to_le_bytes());
+        let walker = {
+            let dir = Arc::clone(&dir);
+            std::thread::spawn(move || walk(&dir))
+        };
+        pause::wait_for_the_stop(|| walker.is_finished());
+        insert(&dir, (seed + 0xf) << 20 | bucket, &reclaim);
+        pause::let_go();
+        let walked = join_soon(walker, 120);
+        let split_done = dir.lock(hashes[0]).bucket().depth > INITIAL_DEPTH;
+        assert!(split_done, "in place {in_place}: the ninth name split the bucket");
+        (walked, hashes)
+    }
+
     /// A look-up stopped at the head of a bucket's list while an insert
     /// splits the bucket, doubling the table or rewriting the bucket's
     /// slots: the split moves that node to the end of its half's list, so
     /// the walk ends there. The look-up, finding the bucket replaced,
     /// looks again once the halves are in the table and finds a name of
-    /// the other half, present throughout.
+    /// the other half (the first inserted), present throughout.
     #[test]
     fn a_look_up_led_astray_by_a_split_looks_again() {
-        use crate::test_pause::{self as pause, Point};
-        let _alone = pause::alone();
-        let reclaim = Arc::new(Reclaim::default());
+        let _alone = crate::test_pause::alone();
         // Hashes no other test uses (the pause is the whole binary's).
         for (seed, in_place) in [(0x5ee0, false), (0x5ef0, true)] {
-            let (dir, hashes) = bucket_of_eight(seed, 11, in_place, &reclaim);
-            let (head, wanted) = (hashes[SPLIT_AT - 1], hashes[0]);
-            pause::arm(Point::Walked, &head.to_le_bytes());
-            let looker = {
-                let dir = Arc::clone(&dir);
-                std::thread::spawn(move || {
-                    let guard = crossbeam_epoch::pin();
-                    dir.get(wanted.to_string().as_bytes(), wanted, &guard).is_some()
-                })
-            };
-            pause::wait_for_the_stop(|| looker.is_finished());
-            insert(&dir, (seed + 0xf) << 20 | 11, &reclaim);
-            pause::let_go();
-            assert!(join_soon(looker, 120), "in place {in_place}: a name present throughout the look-up was missed");
-            let split_done = dir.lock(wanted).bucket().depth > INITIAL_DEPTH;
-            assert!(split_done, "in place {in_place}: the ninth name split the bucket");
+            let wanted = seed << 20 | 11;
+            let (found, _) = walk_beside_a_split(seed, 11, in_place, move |dir| {
+                dir.get(wanted.to_string().as_bytes(), wanted, &crossbeam_epoch::pin()).is_some()
+            });
+            assert!(found, "in place {in_place}: a name present throughout the look-up was missed");
         }
     }
 
@@ -1008,27 +1022,12 @@ mod tests {
     /// the same, each once.
     #[test]
     fn a_listing_led_astray_by_a_split_lists_every_name() {
-        use crate::test_pause::{self as pause, Point};
-        let _alone = pause::alone();
-        let reclaim = Arc::new(Reclaim::default());
+        let _alone = crate::test_pause::alone();
         for (seed, in_place) in [(0x7ab0, false), (0x7ac0, true)] {
-            let (dir, hashes) = bucket_of_eight(seed, 13, in_place, &reclaim);
-            pause::arm(Point::Walked, &hashes[SPLIT_AT - 1].to_le_bytes());
-            let lister = {
-                let dir = Arc::clone(&dir);
-                std::thread::spawn(move || {
-                    let guard = crossbeam_epoch::pin();
-                    let names: Vec<Vec<u8>> =
-                        dir.after(0, 100, &guard).iter().map(|e| e.dentry.name.to_vec()).collect();
-                    names
-                })
-            };
-            pause::wait_for_the_stop(|| lister.is_finished());
-            insert(&dir, (seed + 0xf) << 20 | 13, &reclaim);
-            pause::let_go();
-            let listed = join_soon(lister, 120);
-            let split_done = dir.lock(hashes[0]).bucket().depth > INITIAL_DEPTH;
-            assert!(split_done, "in place {in_place}: the ninth name split the bucket");
+            let (listed, hashes) = walk_beside_a_split(seed, 13, in_place, |dir| {
+                let guard = crossbeam_epoch::pin();
+                dir.after(0, 100, &guard).iter().map(|e| e.dentry.name.to_vec()).collect::<Vec<_>>()
+            });
             for hash in &hashes {
                 let count = listed.iter().filter(|name| **name == *hash.to_string().as_bytes()).count();
                 assert_eq!(count, 1, "in place {in_place}: {hash}, in the bucket throughout, listed {count} times");
