@@ -178,30 +178,22 @@ impl Bucket {
         Box::into_raw(Box::new(Bucket { lock, replaced, depth, bits, head, len, split_past, classes }))
     }
 
-    /// Links `node` (whose hash is `hash`) at the head of the list, under
-    /// the lock. The class is counted first: a listing that finds the
-    /// node, and then looks its name up, must find the class present.
-    fn push(&self, node: Owned<Node>, hash: u64, guard: &Guard) {
-        self.classes.add(hash);
-        node.next.store(self.head.load(Ordering::Relaxed, guard), Ordering::Relaxed);
+    /// Links `node` at the head of the list, under the lock: a new node,
+    /// or one that a split of another bucket is moving here (the split
+    /// holds both buckets' locks, and this one is not yet in any slot).
+    /// The class is counted first: a listing that finds the node, and
+    /// then looks its name up, must find the class present. The node's
+    /// own link is released too: a reader that follows a moved node's
+    /// link into this list then sees the bucket the node left replaced.
+    fn link(&self, node: Shared<'_, Node>, guard: &Guard) {
+        // SAFETY: the node is new, or in the locked bucket being split, so
+        // it is neither unlinked nor freed meanwhile; `guard` is pinned.
+        let linked = unsafe { node.deref() };
+        self.classes.add(linked.hash);
+        linked.next.store(self.head.load(Ordering::Relaxed, guard), Ordering::Release);
         self.head.store(node, Ordering::Release);
         #[cfg(test)]
-        crate::test_pause::pause_at(crate::test_pause::Point::Published, &hash.to_le_bytes());
-        self.len.store(self.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    }
-
-    /// Links `node`, which a split of another bucket is moving here, at
-    /// the head of the list: the split holds both buckets' locks, and this
-    /// one is not yet in any slot. The link is released: a reader that
-    /// follows it into this list then sees the bucket the node left
-    /// replaced.
-    fn adopt(&self, node: Shared<'_, Node>, guard: &Guard) {
-        // SAFETY: the node is in the locked bucket being split, so it is
-        // neither unlinked nor freed meanwhile, and `guard` is pinned.
-        let moved = unsafe { node.deref() };
-        self.classes.add(moved.hash);
-        moved.next.store(self.head.load(Ordering::Relaxed, guard), Ordering::Release);
-        self.head.store(node, Ordering::Release);
+        crate::test_pause::pause_at(crate::test_pause::Point::Published, &linked.hash.to_le_bytes());
         self.len.store(self.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
@@ -251,6 +243,12 @@ struct Table {
 }
 
 impl Table {
+    /// The slots that name `bucket` (or its halves, once it splits): those
+    /// whose low `depth` bits are its own, lowest first.
+    fn slots_of(&self, bucket: &Bucket) -> std::iter::StepBy<std::ops::Range<usize>> {
+        (bucket.bits as usize..self.slots.len()).step_by(1 << bucket.depth)
+    }
+
     fn slot(&self, hash: u64) -> &AtomicPtr<Bucket> {
         &self.slots[(hash & ((1u64 << self.depth) - 1)) as usize]
     }
@@ -452,7 +450,7 @@ impl SplitEntries {
             return;
         }
         let table = self.wait_for_split(bucket, guard);
-        for slot in (bucket.bits as usize..table.slots.len()).step_by(1 << bucket.depth) {
+        for slot in table.slots_of(bucket) {
             // SAFETY: as in `Table::bucket`.
             let under = unsafe { &*table.slots[slot].load(Ordering::Acquire) };
             if slot < 1 << under.depth {
@@ -569,7 +567,7 @@ impl BucketGuard {
     /// splits the bucket if that takes it past [`SPLIT_AT`].
     pub fn insert(&mut self, dir: &SplitEntries, entry: Entry, hash: u64, reclaim: &Reclaim) {
         let bucket = self.bucket();
-        bucket.push(Node::new(entry, hash), hash, &self.guard);
+        bucket.link(Node::new(entry, hash).into_shared(&self.guard), &self.guard);
         let len = bucket.len.load(Ordering::Relaxed) as usize;
         if len <= SPLIT_AT {
             return;
@@ -696,7 +694,7 @@ impl SplitEntries {
         while let Some(node) = unsafe { at.as_ref() } {
             let next = node.next.load(Ordering::Relaxed, guard);
             // SAFETY: the halves are not yet in any slot: this thread's alone.
-            unsafe { &*halves[(node.hash >> depth) as usize & 1] }.adopt(at, guard);
+            unsafe { &*halves[(node.hash >> depth) as usize & 1] }.link(at, guard);
             at = next;
         }
         bucket.head.store(Shared::null(), Ordering::Release);
@@ -712,8 +710,7 @@ impl SplitEntries {
             // bucket counts that bucket there, finds it replaced and walks
             // the halves once this slot, rewritten last, names one. So each
             // name is found in the old bucket or in its half.
-            // They are the slots whose low `depth` bits are its own.
-            for slot in (bucket.bits as usize..table.slots.len()).step_by(1 << depth).rev() {
+            for slot in table.slots_of(bucket).rev() {
                 table.slots[slot].store(half_of(slot), Ordering::Release);
             }
         }
