@@ -1,30 +1,28 @@
 //! A directory's entries split by name hash, each bucket under its own
-//! lock on its own line (sv6's and ScaleFS's hashed directory), in an
+//! lock on lines of its own (sv6's and ScaleFS's hashed directory), in an
 //! extendible hash table that grows one bucket at a time.
 //!
 //! Invariant: a bucket holds the entries whose name hashes agree with its
-//! slot on the low `depth` bits; its list changes only under its lock. A
-//! split marks the bucket replaced, moves its nodes onto its two halves'
-//! lists and points its slots at the halves (in place, or in a table
-//! twice the size), all under the bucket's lock, so a writer that finds
-//! its bucket replaced under the lock finds the halves in the table it
-//! loads next. Readers take no lock: list links change by single stores,
-//! a removed node keeps its `next`, and nodes, buckets and tables are
-//! freed through the epoch. A reader whose walk a split's moves may have
-//! sent into a half's list sees the bucket replaced once it is done, and
-//! walks again once the halves are in the table: every name in the bucket
-//! throughout the walk is found there or then.
+//! slot on the low `depth` bits, each in a slot of its own until it goes;
+//! its slots change only under its lock, by single stores. A split copies
+//! the bucket's pointers into its two halves and points its slots at them
+//! (in place, or in a table twice the size), all under the bucket's lock,
+//! and leaves the bucket as it was, marked replaced, so a writer that
+//! finds its bucket replaced under the lock finds the halves in the table
+//! it loads next, and a reader (which takes no lock) on the old bucket
+//! finds every name it held until the split. Nodes, buckets, overflows
+//! and tables are freed through the epoch.
 //!
 //! A directory's first entry makes its table: [`INITIAL_DEPTH`] bits, 64
-//! buckets, so names in small directories rarely share a bucket (4.5 KiB,
-//! the price of a line per bucket). Past [`SPLIT_AT`] entries a bucket
-//! splits, relinking its nodes (none is made or freed): it rewrites its
-//! own slots, under the resize lock held for reading (such splits run
+//! buckets, so names in small directories rarely share a bucket (8 KiB,
+//! the price of two lines per bucket). Past [`SPLIT_AT`] entries a bucket
+//! splits, copying its pointers (no node is made, freed or written): it
+//! rewrites its own slots, under the resize lock held for reading (such splits run
 //! side by side, and the lock is per CPU, so they share no line), or, if
 //! its depth was the table's, makes a table twice the size under the
 //! lock held for writing. The table doubles only
 //! while it has fewer than [`SLOTS_PER_BUCKET`] slots per bucket, so names
-//! whose hashes agree on many bits lengthen one bucket's list rather than
+//! whose hashes agree on many bits fill one bucket's overflow rather than
 //! double the table once per name.
 //! Creates and unlinks that split nothing take no lock but their bucket's,
 //! in the old table or the new one, which share the buckets.
@@ -55,13 +53,15 @@ const MAX_DEPTH: u32 = 40;
 /// (extendible hashing with 8-entry buckets keeps some 15 slots per bucket
 /// at a million entries); names chosen so that their hashes agree on many
 /// low bits would otherwise double the table on each insert, to 2^40
-/// slots, and here lengthen their bucket's list instead.
+/// slots, and here fill their bucket's overflow instead.
 const SLOTS_PER_BUCKET: usize = 64;
 
-/// One entry in a bucket's list, padded as dentries are, so no other
-/// object's bytes share its lines: the allocator may place nodes that two
-/// CPUs made side by side, and a walk of one bucket's list would then
-/// read a line that an insert into another bucket writes. (Padded, not
+/// One entry, padded as dentries are, so no other object's bytes share
+/// its lines: the allocator may place nodes that two CPUs made side by
+/// side, and a look-up that reads one would then read a line that an
+/// insert elsewhere writes. A node is written once, by the CPU that makes
+/// it: buckets hold pointers to nodes, so nothing a bucket later does (an
+/// unlink beside it, a split) writes a node's lines. (Padded, not
 /// aligned: an aligned allocation cost some 600 instructions more in
 /// glibc's allocator, and with mimalloc, the command's, aligned nodes
 /// made no more operations a second.)
@@ -70,25 +70,24 @@ struct Node {
     _head: LinePad,
     entry: Entry,
     hash: u64,
-    next: EpochAtomic<Node>,
     _tail: LinePad,
 }
 
 impl Node {
     fn new(entry: Entry, hash: u64) -> Owned<Node> {
-        Owned::new(Node { _head: LinePad::new(), entry, hash, next: EpochAtomic::null(), _tail: LinePad::new() })
+        Owned::new(Node { _head: LinePad::new(), entry, hash, _tail: LinePad::new() })
     }
 }
 
 /// Which of 64 classes (a hash's top six bits, which no bucket's depth
 /// reaches) a bucket's names fall in, so that a look-up of a name the
-/// bucket lacks reads the bucket's line alone, not its nodes, whose lines
+/// bucket lacks reads the bucket's first line alone, not its nodes, whose lines
 /// the CPUs that made them wrote (in one directory both CPUs' names share
 /// every bucket in turn, and each node read was a line moved). Readers
 /// read `present`; writers, under the bucket's lock, keep a 2-bit count
 /// per class in `low` and `high`. A count that reaches 3 stays there, and
 /// its class reads present until the bucket splits: look-ups then walk
-/// the list, as they would without the classes.
+/// the slots, as they would without the classes.
 #[derive(Default)]
 struct Classes {
     present: AtomicU64,
@@ -103,7 +102,7 @@ impl Classes {
 
     /// Whether a name of `hash` may be in the bucket: an insert counts the
     /// class before it links the node and an unlink uncounts it after, so
-    /// a name in the list always reads present.
+    /// a name in a slot always reads present.
     fn may_hold(&self, hash: u64) -> bool {
         self.present.load(Ordering::Acquire) & Self::of(hash) != 0
     }
@@ -146,70 +145,123 @@ impl Classes {
     }
 }
 
-/// One bucket: its lock, its list and how many low hash bits its entries
-/// share, on a line of their own.
-#[repr(align(64))]
+/// Slots a bucket holds on its own second line: as many as it takes
+/// before it splits.
+const INLINE: usize = SPLIT_AT;
+
+/// A bucket's inline slots, on a line of their own.
+#[repr(C, align(64))]
+struct Inline([EpochAtomic<Node>; INLINE]);
+
+/// A bucket's slots past its inline ones, for the names of a bucket
+/// refused a split (or a half that took all its bucket's names). When
+/// full, it is replaced by one twice the size that holds the same
+/// pointers in the same places; the old one, unchanged from then on, goes
+/// through the epoch.
+struct Overflow {
+    slots: Box<[EpochAtomic<Node>]>,
+}
+
+/// One bucket: its lock, how many low hash bits its entries share and
+/// its classes on one line, the pointers to its nodes on the next. A name
+/// keeps its slot until it goes (a rename over it stores the new node in
+/// the same slot).
+#[repr(C, align(64))]
 struct Bucket {
     lock: TasLock,
-    /// Set by a split, under the lock, before it moves the first node
-    /// away; the bucket then stays out of use (its list empty once the
-    /// split is done) until the epoch frees it.
+    /// Set by a split, under the lock; the bucket then stays out of use,
+    /// its slots as the split found them, until the epoch frees it.
     replaced: AtomicBool,
     depth: u32,
     /// The low `depth` bits every hash in the bucket has.
     bits: u64,
-    head: EpochAtomic<Node>,
-    /// Names in the list. Written under `lock`.
+    /// Names in the slots. Written under `lock`.
     len: AtomicU32,
     /// Names the bucket takes before it tries to split again, once a
     /// split was refused for the table's size (0: [`SPLIT_AT`]), unless
     /// the table deepens past it first. Written under `lock`.
     split_past: AtomicU32,
     classes: Classes,
+    /// Null until the inline slots are full.
+    overflow: EpochAtomic<Overflow>,
+    slots: Inline,
 }
 
-const _: () = assert!(std::mem::size_of::<Bucket>() == 64, "a bucket is one line");
+const _: () = assert!(std::mem::size_of::<Bucket>() == 128, "a bucket is two lines");
 
 impl Bucket {
     /// A new empty bucket, owned by the table whose slots will name it.
     fn new(depth: u32, bits: u64) -> *mut Bucket {
-        let (lock, head, classes) = (TasLock::default(), EpochAtomic::null(), Classes::default());
+        let (lock, classes, overflow) = (TasLock::default(), Classes::default(), EpochAtomic::null());
         let (replaced, len, split_past) = (AtomicBool::new(false), AtomicU32::new(0), AtomicU32::new(0));
-        Box::into_raw(Box::new(Bucket { lock, replaced, depth, bits, head, len, split_past, classes }))
+        let slots = Inline(std::array::from_fn(|_| EpochAtomic::null()));
+        Box::into_raw(Box::new(Bucket { lock, replaced, depth, bits, len, split_past, classes, overflow, slots }))
     }
 
-    /// Links `node` at the head of the list, under the lock: a new node,
-    /// or one that a split of another bucket is moving here (the split
-    /// holds both buckets' locks, and this one is not yet in any slot).
-    /// The class is counted first: a listing that finds the node, and
-    /// then looks its name up, must find the class present. The node's
-    /// own link is released too: a reader that follows a moved node's
-    /// link into this list then sees the bucket the node left replaced.
-    fn link(&self, node: Shared<'_, Node>, guard: &Guard) {
+    /// The slots, inline first, then the overflow's as it is now.
+    fn slots<'g>(&'g self, guard: &'g Guard) -> impl Iterator<Item = &'g EpochAtomic<Node>> {
+        // SAFETY: an overflow is freed through the epoch once replaced (or
+        // with its bucket), and `guard` is pinned.
+        let overflow: &[EpochAtomic<Node>] =
+            unsafe { self.overflow.load(Ordering::Acquire, guard).as_ref() }.map_or(&[], |o| &o.slots);
+        self.slots.0.iter().chain(overflow)
+    }
+
+    /// Puts `node` in the first free slot, under the lock: a new node, or
+    /// one of a bucket a split is dividing (the split holds both buckets'
+    /// locks, and this one is not yet in any table's slot). The class is
+    /// counted first: a listing that finds the node, and then looks its
+    /// name up, must find the class present.
+    fn link(&self, node: Shared<'_, Node>, guard: &Guard, reclaim: &Reclaim) {
         // SAFETY: the node is new, or in the locked bucket being split, so
         // it is neither unlinked nor freed meanwhile; `guard` is pinned.
         let linked = unsafe { node.deref() };
         self.classes.add(linked.hash);
-        linked.next.store(self.head.load(Ordering::Relaxed, guard), Ordering::Release);
-        self.head.store(node, Ordering::Release);
+        let free = self.slots(guard).find(|slot| slot.load(Ordering::Relaxed, guard).is_null());
+        free.unwrap_or_else(|| self.grow(guard, reclaim)).store(node, Ordering::Release);
         #[cfg(test)]
         crate::test_pause::pause_at(crate::test_pause::Point::Published, &linked.hash.to_le_bytes());
         self.len.store(self.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
-    /// The list, read without the lock: beside a split of this bucket, a
-    /// walk may go on into a half's list and miss nodes (the caller then
-    /// finds the bucket replaced).
-    fn nodes<'g>(&self, guard: &'g Guard) -> impl Iterator<Item = &'g Node> {
-        // SAFETY: nodes are freed through the epoch after they are unlinked,
-        // and `guard` is pinned, so every node reachable now stays readable.
-        let mut at = unsafe { self.head.load(Ordering::Acquire, guard).as_ref() };
-        std::iter::from_fn(move || {
-            let node = at?;
+    /// Replaces the overflow, every slot of it taken (or none yet), by one
+    /// twice its size ([`INLINE`] at first) holding its pointers; returns
+    /// the first free slot. Under the lock.
+    fn grow<'g>(&'g self, guard: &'g Guard, reclaim: &Reclaim) -> &'g EpochAtomic<Node> {
+        let old = self.overflow.load(Ordering::Relaxed, guard);
+        // SAFETY: the bucket is locked, so its overflow is not replaced
+        // meanwhile; `guard` is pinned.
+        let kept: &[EpochAtomic<Node>] = unsafe { old.as_ref() }.map_or(&[], |o| &o.slots);
+        let slots: Box<[EpochAtomic<Node>]> = (0..(2 * kept.len()).max(INLINE))
+            .map(|i| {
+                let slot = EpochAtomic::null();
+                if let Some(kept) = kept.get(i) {
+                    slot.store(kept.load(Ordering::Relaxed, guard), Ordering::Relaxed);
+                }
+                slot
+            })
+            .collect();
+        let grown = Owned::new(Overflow { slots }).into_shared(guard);
+        self.overflow.store(grown, Ordering::Release);
+        if !old.is_null() {
+            // SAFETY: replaced just above; readers on it are pinned and it
+            // frees no node.
+            reclaim.defer(guard, unsafe { old.into_owned() });
+        }
+        // SAFETY: made just above; freed only through the epoch.
+        &unsafe { grown.deref() }.slots[kept.len()]
+    }
+
+    /// The nodes, read without the lock. Beside an insert or an unlink, a
+    /// name there throughout is found: it keeps its slot. Beside a split
+    /// too: the split leaves the bucket's slots as they were.
+    fn nodes<'g>(&'g self, guard: &'g Guard) -> impl Iterator<Item = &'g Node> {
+        self.slots(guard).filter_map(move |slot| {
+            // SAFETY: nodes are freed through the epoch after they leave
+            // their slot, and `guard` is pinned.
+            let node = unsafe { slot.load(Ordering::Acquire, guard).as_ref() }?;
             #[cfg(test)]
             crate::test_pause::pause_at(crate::test_pause::Point::Walked, &node.hash.to_le_bytes());
-            // SAFETY: as above.
-            at = unsafe { node.next.load(Ordering::Acquire, guard).as_ref() };
             Some(node)
         })
     }
@@ -218,15 +270,22 @@ impl Bucket {
 impl Drop for Bucket {
     fn drop(&mut self) {
         // SAFETY: a bucket is dropped when its directory is, or through the
-        // epoch once a split took it out of every slot, its list moved away
-        // (empty): no reader is left, and each node is in one list.
+        // epoch once a split took it out of every slot: no reader is left.
+        // A replaced bucket's nodes are its halves' now; any other's are
+        // its own, each in one slot. Its overflow is its alone.
         unsafe {
             let guard = crossbeam_epoch::unprotected();
-            let mut at = self.head.load(Ordering::Relaxed, guard);
-            while !at.is_null() {
-                let next = at.deref().next.load(Ordering::Relaxed, guard);
-                drop(at.into_owned());
-                at = next;
+            if !self.replaced.load(Ordering::Relaxed) {
+                for slot in self.slots(guard) {
+                    let node = slot.load(Ordering::Relaxed, guard);
+                    if !node.is_null() {
+                        drop(node.into_owned());
+                    }
+                }
+            }
+            let overflow = self.overflow.load(Ordering::Relaxed, guard);
+            if !overflow.is_null() {
+                drop(overflow.into_owned());
             }
         }
     }
@@ -305,44 +364,10 @@ impl SplitEntries {
     }
 
     /// The entry named `name` (whose hash is `hash`), locking nothing.
-    /// A miss in a bucket that a split replaced (whose moves may have led
-    /// the walk astray) looks again once the split is done.
     pub fn get<'g>(&self, name: &[u8], hash: u64, guard: &'g Guard) -> Option<&'g Arc<Dentry>> {
-        loop {
-            // SAFETY: tables are released through the epoch; `guard` is pinned.
-            let table = unsafe { self.table.load(Ordering::Acquire, guard).as_ref()? };
-            let bucket = table.bucket(hash, guard);
-            if let Some(node) = find(bucket, name, hash, guard) {
-                return Some(&node.entry.dentry);
-            }
-            if !bucket.replaced.load(Ordering::Acquire) {
-                return None;
-            }
-            self.wait_for_split(bucket, guard);
-        }
-    }
-
-    /// The current table once the split that replaced `bucket` has put its
-    /// halves in it: the split holds the bucket's lock until then, a few
-    /// stores per name. Readers wait for it only after a walk of a
-    /// replaced bucket: a look-up that missed there, a listing.
-    fn wait_for_split<'g>(&self, bucket: &Bucket, guard: &'g Guard) -> &'g Table {
-        let mut spins = 0u32;
-        loop {
-            // SAFETY: as in `get`; the bucket was in a table, so there is one.
-            let table = unsafe { self.table.load(Ordering::Acquire, guard).deref() };
-            // The split rewrites the bucket's first slot last (see `split`);
-            // a table is never shallower than a bucket it held.
-            if !std::ptr::eq(table.slots[bucket.bits as usize].load(Ordering::Acquire), bucket) {
-                return table;
-            }
-            spins += 1;
-            if spins % 64 == 0 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        }
+        // SAFETY: tables are released through the epoch; `guard` is pinned.
+        let table = unsafe { self.table.load(Ordering::Acquire, guard).as_ref()? };
+        find(table.bucket(hash, guard), name, hash, guard).map(|node| &node.entry.dentry)
     }
 
     /// Locks the bucket of `hash`, making the table if there is none.
@@ -427,36 +452,13 @@ impl SplitEntries {
             }
         };
         for (_, bucket) in distinct(table, guard) {
-            self.walk_range(bucket, guard, &mut offer);
+            bucket.nodes(guard).for_each(|node| offer(&node.entry));
         }
         // A reader beside a split may meet an entry in the bucket split and
         // in its half: one cookie, listed once.
         let mut sorted: Vec<&Entry> = smallest.into_sorted_vec().into_iter().map(|e| e.0).collect();
         sorted.dedup_by_key(|e| e.cookie);
         sorted
-    }
-}
-
-impl SplitEntries {
-    /// Offers every entry of `bucket`, and where a split replaced it
-    /// meanwhile (its walk may then have missed entries the split moved),
-    /// every entry of the buckets that hold its names once the split is
-    /// done, each at the first of its slots, as [`distinct`] finds them.
-    fn walk_range<'g>(&self, bucket: &'g Bucket, guard: &'g Guard, offer: &mut impl FnMut(&'g Entry)) {
-        for node in bucket.nodes(guard) {
-            offer(&node.entry);
-        }
-        if !bucket.replaced.load(Ordering::Acquire) {
-            return;
-        }
-        let table = self.wait_for_split(bucket, guard);
-        for slot in table.slots_of(bucket) {
-            // SAFETY: as in `Table::bucket`.
-            let under = unsafe { &*table.slots[slot].load(Ordering::Acquire) };
-            if slot < 1 << under.depth {
-                self.walk_range(under, guard, offer);
-            }
-        }
     }
 }
 
@@ -512,7 +514,7 @@ pub(crate) fn lock_order(hash: u64) -> u64 {
     hash.reverse_bits()
 }
 
-fn find<'g>(bucket: &Bucket, name: &[u8], hash: u64, guard: &'g Guard) -> Option<&'g Node> {
+fn find<'g>(bucket: &'g Bucket, name: &[u8], hash: u64, guard: &'g Guard) -> Option<&'g Node> {
     if !bucket.classes.may_hold(hash) {
         return None;
     }
@@ -530,9 +532,7 @@ impl AllBuckets<'_> {
     pub fn is_empty(&self) -> bool {
         match self {
             AllBuckets::NoTable { .. } => true,
-            AllBuckets::Locked(held) => {
-                held.iter().all(|g| g.bucket().head.load(Ordering::Acquire, &g.guard).is_null())
-            }
+            AllBuckets::Locked(held) => held.iter().all(|g| g.bucket().len.load(Ordering::Relaxed) == 0),
         }
     }
 }
@@ -547,27 +547,22 @@ impl BucketGuard {
         find(self.bucket(), name, hash, &self.guard).map(|node| &node.entry.dentry)
     }
 
-    /// The link (the head or a node's `next`) that points at the node of
-    /// `name`, and that node.
-    fn link_to(&self, name: &[u8], hash: u64) -> Option<(&EpochAtomic<Node>, Shared<'_, Node>)> {
-        let mut link = &self.bucket().head;
-        loop {
-            let at = link.load(Ordering::Acquire, &self.guard);
-            // SAFETY: the bucket is locked, so no node of it is unlinked,
-            // let alone freed, while this guard lives.
-            let node = unsafe { at.as_ref()? };
-            if node.hash == hash && *node.entry.dentry.name == *name {
-                return Some((link, at));
-            }
-            link = &node.next;
-        }
+    /// The slot that holds the node of `name`, and that node.
+    fn slot_of(&self, name: &[u8], hash: u64) -> Option<(&EpochAtomic<Node>, Shared<'_, Node>)> {
+        self.bucket().slots(&self.guard).find_map(|slot| {
+            let at = slot.load(Ordering::Relaxed, &self.guard);
+            // SAFETY: the bucket is locked, so no node of it leaves its
+            // slot, let alone is freed, while this guard lives.
+            let node = unsafe { at.as_ref() }?;
+            (node.hash == hash && *node.entry.dentry.name == *name).then_some((slot, at))
+        })
     }
 
     /// Adds `entry`, whose name (hashing to `hash`) is not in the bucket;
     /// splits the bucket if that takes it past [`SPLIT_AT`].
     pub fn insert(&mut self, dir: &SplitEntries, entry: Entry, hash: u64, reclaim: &Reclaim) {
         let bucket = self.bucket();
-        bucket.link(Node::new(entry, hash).into_shared(&self.guard), &self.guard);
+        bucket.link(Node::new(entry, hash).into_shared(&self.guard), &self.guard, reclaim);
         let len = bucket.len.load(Ordering::Relaxed) as usize;
         if len <= SPLIT_AT {
             return;
@@ -584,13 +579,11 @@ impl BucketGuard {
     /// Puts `entry` in the place of the entry of the same name, in one
     /// store (a reader sees one or the other); returns the old one.
     pub fn replace(&mut self, entry: Entry, hash: u64, reclaim: &Reclaim) -> Option<Entry> {
-        let (link, old) = self.link_to(&entry.dentry.name, hash)?;
-        // SAFETY: `old` is in the locked bucket (see `link_to`).
+        let (slot, old) = self.slot_of(&entry.dentry.name, hash)?;
+        // SAFETY: `old` is in the locked bucket (see `slot_of`).
         let old_node = unsafe { old.deref() };
         let entry = Entry { cookie: old_node.entry.cookie, ..entry };
-        let node = Node::new(entry, hash);
-        node.next.store(old_node.next.load(Ordering::Relaxed, &self.guard), Ordering::Relaxed);
-        link.store(node, Ordering::Release);
+        slot.store(Node::new(entry, hash), Ordering::Release);
         let replaced = old_node.entry.clone();
         // SAFETY: unlinked just above, so no new reader finds it; readers
         // already on it are pinned and outlive nothing of the deferral.
@@ -600,10 +593,10 @@ impl BucketGuard {
 
     /// Takes the entry of `name` out of the bucket.
     pub fn remove(&mut self, name: &[u8], hash: u64, reclaim: &Reclaim) -> Option<Entry> {
-        let (link, old) = self.link_to(name, hash)?;
+        let (slot, old) = self.slot_of(name, hash)?;
         // SAFETY: as in `replace`.
         let old_node = unsafe { old.deref() };
-        link.store(old_node.next.load(Ordering::Relaxed, &self.guard), Ordering::Release);
+        slot.store(Shared::null(), Ordering::Release);
         let bucket = self.bucket();
         let len = bucket.len.load(Ordering::Relaxed) - 1;
         bucket.len.store(len, Ordering::Relaxed);
@@ -655,7 +648,8 @@ impl SplitEntries {
         let table = unsafe { current.deref() };
         let depth = bucket.depth;
         if depth >= table.depth && table.slots.len() >= SLOTS_PER_BUCKET * distinct(table, guard).count() {
-            // Its list grows instead, until it holds twice what it holds now.
+            // It takes more names instead (in its overflow), until it holds
+            // twice what it holds now.
             bucket.split_past.store(2 * bucket.len.load(Ordering::Relaxed), Ordering::Relaxed);
             return;
         }
@@ -670,8 +664,6 @@ impl SplitEntries {
         }
         let old: *const Bucket = bucket;
         let half_of = |slot: usize| halves[(slot >> depth) & 1];
-        // A table twice the size is made before the bucket is marked:
-        // readers that find the bucket replaced wait only for the moves.
         let doubled = (depth >= table.depth).then(|| {
             let slots = (0..1usize << (depth + 1))
                 .map(|slot| {
@@ -681,35 +673,32 @@ impl SplitEntries {
                 .collect();
             Owned::new(Table { depth: depth + 1, slots })
         });
-        // Marked before the first node moves: a reader that a move leads
-        // into a half's list sees it when its walk ends (each move's link
-        // is released after it), and walks again once the halves are in
-        // the table.
-        bucket.replaced.store(true, Ordering::Release);
-        // The nodes themselves move, with their entries: nothing is
-        // allocated or freed, and no dentry's count changes.
-        let mut at = bucket.head.load(Ordering::Acquire, guard);
-        // SAFETY: the bucket is locked: its nodes stay in it, live, until
-        // moved here.
-        while let Some(node) = unsafe { at.as_ref() } {
-            let next = node.next.load(Ordering::Relaxed, guard);
-            // SAFETY: the halves are not yet in any slot: this thread's alone.
-            unsafe { &*halves[(node.hash >> depth) as usize & 1] }.link(at, guard);
-            at = next;
+        // Marked for writers, which look under the lock; readers never
+        // look: the split copies the pointers to the nodes into the halves
+        // and leaves the bucket's own slots as they are, so a reader on
+        // the bucket finds there every name it held until now. No node is
+        // written, allocated or freed, and no dentry's count changes.
+        bucket.replaced.store(true, Ordering::Relaxed);
+        for slot in bucket.slots(guard) {
+            let at = slot.load(Ordering::Relaxed, guard);
+            // SAFETY: the bucket is locked: its nodes stay in it, live.
+            if let Some(node) = unsafe { at.as_ref() } {
+                // SAFETY: the halves are not yet in any slot: this thread's alone.
+                unsafe { &*halves[(node.hash >> depth) as usize & 1] }.link(at, guard, reclaim);
+            }
         }
-        bucket.head.store(Shared::null(), Ordering::Release);
         if let Some(doubled) = doubled {
             self.table.store(doubled, Ordering::Release);
             // SAFETY: the table was just replaced; readers pinned before
             // hold off its release, which frees no bucket.
             reclaim.defer(guard, unsafe { current.into_owned() });
         } else {
-            // Its slots, in place, highest first: a reader (which scans up)
-            // that finds the lowest slot on a half has then found every
+            // Its slots, in place, highest first: a listing (which scans
+            // up) that finds the lowest slot on a half has then found every
             // higher slot on its half too, and one that finds it on the old
-            // bucket counts that bucket there, finds it replaced and walks
-            // the halves once this slot, rewritten last, names one. So each
-            // name is found in the old bucket or in its half.
+            // bucket walks that bucket, which holds every name of both
+            // halves made before the split. So each name made before the
+            // listing is found in the old bucket or in its half.
             for slot in table.slots_of(bucket).rev() {
                 table.slots[slot].store(half_of(slot), Ordering::Release);
             }
@@ -719,9 +708,9 @@ impl SplitEntries {
             // through the epoch, after a later split, so it is live here.
             unsafe { (*half).lock.unlock() };
         }
-        // SAFETY: no slot names the old bucket any more, and its list is
-        // empty; a reader or writer that found it before is pinned and
-        // holds off the release.
+        // SAFETY: no slot names the old bucket any more, and its nodes are
+        // the halves' (its drop frees none of them); a reader or writer
+        // that found it before is pinned and holds off the release.
         reclaim.defer(guard, unsafe { Box::from_raw(old.cast_mut()) });
     }
 }
@@ -769,7 +758,7 @@ mod tests {
     /// A look-up of a name its bucket lacks reads the table, its slot and
     /// the bucket's line, and none of the eight nodes (each on lines the
     /// CPU that made it wrote): the name's class is not among the
-    /// bucket's. One of a class the bucket has walks the list.
+    /// bucket's. One of a class the bucket has reads its nodes.
     #[test]
     fn a_look_up_of_a_missing_name_reads_no_node() {
         let dir = SplitEntries::new();
@@ -785,7 +774,7 @@ mod tests {
         assert_eq!(trace.touched_lines(), 3, "the table, its slot, the bucket");
         let (missing, trace) = look_up(3 << 58 | 1 << 40 | 5);
         assert!(missing);
-        assert!(trace.touched_lines() > 3, "a name of a class present walks the list");
+        assert!(trace.touched_lines() > 3, "a name of a class present reads the nodes");
     }
 
     /// The classes against a model: names of one bucket come and go, two
@@ -823,8 +812,8 @@ mod tests {
     /// the hash can choose such names) would split their bucket lopsidedly
     /// on every insert, each split doubling the table: 2^21 slots for 40
     /// names. The table doubles only while it has fewer than
-    /// [`SLOTS_PER_BUCKET`] slots per bucket; past that the bucket's list
-    /// grows instead, and every name is still found.
+    /// [`SLOTS_PER_BUCKET`] slots per bucket; past that the bucket's
+    /// overflow grows instead, and every name is still found.
     #[test]
     fn names_agreeing_on_many_hash_bits_do_not_double_the_table_for_each() {
         let dir = SplitEntries::new();
@@ -851,15 +840,15 @@ mod tests {
             assert!(dir.lock(hash).remove(hash.to_string().as_bytes(), hash, &reclaim).is_some());
         }
         let held = distinct(table, &guard).filter(|(_, b)| b.split_past.load(Ordering::Relaxed) != 0).count();
-        assert_eq!(held, 0, "a bucket of four names still waits for a longer list to split");
+        assert_eq!(held, 0, "a bucket of four names still waits for more names to split");
     }
 
-    /// A split moves each node, with its reference to its dentry, to a
-    /// half: while the old bucket still waits for the epoch, every dentry
-    /// is counted once (a copy counted each dentry again, a write of a
-    /// line of every dentry in the bucket, most of them made by other
-    /// CPUs), and once the directory and its old buckets are gone, every
-    /// dentry is freed, once.
+    /// A split puts the pointers to its bucket's nodes in the halves:
+    /// while the old bucket still waits for the epoch, every dentry is
+    /// counted once (a copy of the nodes counted each dentry again, a
+    /// write of a line of every dentry in the bucket, most of them made by
+    /// other CPUs), and once the directory and its old buckets are gone,
+    /// every dentry is freed, once (an old bucket frees no node).
     #[test]
     fn a_split_moves_its_dentries_without_counting_them() {
         let dir = SplitEntries::new();
@@ -886,7 +875,7 @@ mod tests {
 
     /// A bucket refused a split for the table's size splits at its next
     /// insert once other buckets have deepened the table, rather than
-    /// growing its list to twice the length it was refused at.
+    /// taking twice the names it was refused at.
     #[test]
     fn a_bucket_refused_a_split_splits_once_the_table_deepens_past_it() {
         let dir = SplitEntries::new();
@@ -939,8 +928,8 @@ mod tests {
     /// halves of four by their parity, in a table made one bit deeper
     /// first where `in_place` (so that the ninth name's split rewrites the
     /// bucket's slots) or as deep as the bucket (so that it doubles the
-    /// table). The head of the list, the last name inserted, is of half
-    /// 1; the first inserted, of half 0, lies at the end.
+    /// table). The first name inserted, in the bucket's first slot, is of
+    /// half 0; the last, in its last inline slot, of half 1.
     fn bucket_of_eight(seed: u64, bucket: u64, in_place: bool, reclaim: &Reclaim) -> (Arc<SplitEntries>, Vec<u64>) {
         let dir = Arc::new(SplitEntries::new());
         if in_place {
@@ -962,14 +951,14 @@ mod tests {
     fn join_soon<T>(walker: std::thread::JoinHandle<T>, secs: u64) -> T {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
         while !walker.is_finished() {
-            assert!(std::time::Instant::now() < deadline, "the walk never finished (a wait for a split that was done)");
+            assert!(std::time::Instant::now() < deadline, "the walk never finished");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         walker.join().unwrap()
     }
 
     /// Stops `walk` (a look-up or a listing, on a thread of its own) at
-    /// the head of the list of [`bucket_of_eight`]'s bucket, splits the
+    /// the first slot of [`bucket_of_eight`]'s bucket, splits the
     /// bucket with a ninth name meanwhile, and returns what the walk
     /// returned once let go, with the eight names.
     fn walk_beside_a_split<T: Send + 'static>(
@@ -981,7 +970,7 @@ mod tests {
         use crate::test_pause::{self as pause, Point};
         let reclaim = Reclaim::default();
         let (dir, hashes) = bucket_of_eight(seed, bucket, in_place, &reclaim);
-        pause::arm(Point::Walked, &hashes[SPLIT_AT - 1].to_le_bytes());
+        pause::arm(Point::Walked, &hashes[0].to_le_bytes());
         let walker = {
             let dir = Arc::clone(&dir);
             std::thread::spawn(move || walk(&dir))
@@ -995,18 +984,18 @@ mod tests {
         (walked, hashes)
     }
 
-    /// A look-up stopped at the head of a bucket's list while an insert
-    /// splits the bucket, doubling the table or rewriting the bucket's
-    /// slots: the split moves that node to the end of its half's list, so
-    /// the walk ends there. The look-up, finding the bucket replaced,
-    /// looks again once the halves are in the table and finds a name of
-    /// the other half (the first inserted), present throughout.
+    /// A look-up stopped at a bucket's first slot while an insert splits
+    /// the bucket, doubling the table or rewriting the bucket's slots,
+    /// goes on over the bucket's slots, which the split left as they
+    /// were, and finds a name of the other half in the last one, present
+    /// throughout (a split that emptied the bucket as it moved its names
+    /// would hide it).
     #[test]
-    fn a_look_up_led_astray_by_a_split_looks_again() {
+    fn a_look_up_beside_a_split_finds_every_name_of_the_bucket() {
         let _alone = crate::test_pause::alone();
         // Hashes no other test uses (the pause is the whole binary's).
         for (seed, in_place) in [(0x5ee0, false), (0x5ef0, true)] {
-            let wanted = seed << 20 | 11;
+            let wanted = (seed + SPLIT_AT as u64 - 1) << 20 | 1 << 6 | 11;
             let (found, _) = walk_beside_a_split(seed, 11, in_place, move |dir| {
                 dir.get(wanted.to_string().as_bytes(), wanted, &crossbeam_epoch::pin()).is_some()
             });
@@ -1014,11 +1003,11 @@ mod tests {
         }
     }
 
-    /// A listing stopped at the head of a bucket's list while an insert
-    /// splits the bucket (either way) lists every name of the bucket all
-    /// the same, each once.
+    /// A listing stopped at a bucket's first slot while an insert splits
+    /// the bucket (either way) lists every name of the bucket all the
+    /// same, each once (the names of a half it meets too are listed once).
     #[test]
-    fn a_listing_led_astray_by_a_split_lists_every_name() {
+    fn a_listing_beside_a_split_lists_every_name_once() {
         let _alone = crate::test_pause::alone();
         for (seed, in_place) in [(0x7ab0, false), (0x7ac0, true)] {
             let (listed, hashes) = walk_beside_a_split(seed, 13, in_place, |dir| {
@@ -1030,6 +1019,47 @@ mod tests {
                 assert_eq!(count, 1, "in place {in_place}: {hash}, in the bucket throughout, listed {count} times");
             }
         }
+    }
+
+    /// A look-up stopped at a bucket's first slot while an insert replaces
+    /// the bucket's full overflow by one twice the size goes on over the
+    /// overflow it loaded, which the insert left as it was, and finds the
+    /// name in its last slot (an insert that emptied the old overflow as
+    /// it copied it would hide the name).
+    #[test]
+    fn a_look_up_beside_a_growing_overflow_finds_every_name() {
+        use crate::test_pause::{self as pause, Point};
+        let _alone = pause::alone();
+        let reclaim = Reclaim::default();
+        let dir = Arc::new(SplitEntries::new());
+        // Names agreeing on their low 20 bits: their bucket is refused a
+        // split and keeps all 40, 8 inline and 32 in a full overflow.
+        // Hashes no other test uses (the pause is the whole binary's).
+        let hashes: Vec<u64> = (0..41u64).map(|k| (0x3c00 + k) << 20 | 7).collect();
+        for &hash in &hashes[..40] {
+            insert(&dir, hash, &reclaim);
+        }
+        let overflow_slots = || {
+            let held = dir.lock(hashes[0]);
+            // SAFETY: as in `Bucket::slots`.
+            let overflow = unsafe { held.bucket().overflow.load(Ordering::Acquire, &held.guard).as_ref() };
+            overflow.map_or(0, |o| o.slots.len())
+        };
+        assert_eq!(overflow_slots(), 32, "the full overflow the test needs");
+        pause::arm(Point::Walked, &hashes[0].to_le_bytes());
+        let wanted = hashes[39];
+        let walker = {
+            let dir = Arc::clone(&dir);
+            std::thread::spawn(move || {
+                dir.get(wanted.to_string().as_bytes(), wanted, &crossbeam_epoch::pin()).is_some()
+            })
+        };
+        pause::wait_for_the_stop(|| walker.is_finished());
+        insert(&dir, hashes[40], &reclaim);
+        pause::let_go();
+        let found = join_soon(walker, 120);
+        assert_eq!(overflow_slots(), 64, "the 41st name grew the overflow");
+        assert!(found, "a name present throughout the look-up was missed");
     }
 
     /// Two threads insert while a third looks names up and lists the
