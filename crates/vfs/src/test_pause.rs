@@ -31,8 +31,8 @@ pub(crate) enum Point {
     Landing,
     /// An attribute change's, between its checks and its first update.
     AttrCommit,
-    /// A split directory's link of a node (an insert's, or a split's
-    /// move), between linking it and counting it.
+    /// A split directory's store of a node in a slot (an insert's, or a
+    /// split's copy into a half), between storing it and counting it.
     Published,
     /// A truncate's, once its size and times landed, still holding its
     /// file's data writer lock.

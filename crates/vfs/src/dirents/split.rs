@@ -17,8 +17,9 @@
 //! buckets, so names in small directories rarely share a bucket (8 KiB,
 //! the price of two lines per bucket). Past [`SPLIT_AT`] entries a bucket
 //! splits, copying its pointers (no node is made, freed or written): it
-//! rewrites its own slots, under the resize lock held for reading (such splits run
-//! side by side, and the lock is per CPU, so they share no line), or, if
+//! rewrites its own slots, under the resize lock held for reading (such
+//! splits run side by side, and the lock is per CPU, so they share no
+//! line), or, if
 //! its depth was the table's, makes a table twice the size under the
 //! lock held for writing. The table doubles only
 //! while it has fewer than [`SLOTS_PER_BUCKET`] slots per bucket, so names
@@ -549,6 +550,9 @@ impl BucketGuard {
 
     /// The slot that holds the node of `name`, and that node.
     fn slot_of(&self, name: &[u8], hash: u64) -> Option<(&EpochAtomic<Node>, Shared<'_, Node>)> {
+        // A replaced bucket's nodes are its halves': one taken out here
+        // would stay in a half, and be freed twice.
+        debug_assert!(!self.bucket().replaced.load(Ordering::Relaxed), "a change through a guard whose bucket split");
         self.bucket().slots(&self.guard).find_map(|slot| {
             let at = slot.load(Ordering::Relaxed, &self.guard);
             // SAFETY: the bucket is locked, so no node of it leaves its
@@ -559,20 +563,22 @@ impl BucketGuard {
     }
 
     /// Adds `entry`, whose name (hashing to `hash`) is not in the bucket;
-    /// splits the bucket if that takes it past [`SPLIT_AT`].
+    /// if that takes the bucket past [`SPLIT_AT`], splits it, putting the
+    /// new name straight in its half (so an ordinary split never fills
+    /// the inline slots and makes an overflow first). The bucket may be
+    /// replaced afterwards: the guard is then only to be dropped.
     pub fn insert(&mut self, dir: &SplitEntries, entry: Entry, hash: u64, reclaim: &Reclaim) {
         let bucket = self.bucket();
-        bucket.link(Node::new(entry, hash).into_shared(&self.guard), &self.guard, reclaim);
-        let len = bucket.len.load(Ordering::Relaxed) as usize;
-        if len <= SPLIT_AT {
-            return;
-        }
+        debug_assert!(!bucket.replaced.load(Ordering::Relaxed), "an insert through a guard whose bucket split");
+        let node = Node::new(entry, hash).into_shared(&self.guard);
+        let len = bucket.len.load(Ordering::Relaxed) as usize + 1;
         let split_past = bucket.split_past.load(Ordering::Relaxed) as usize;
         // A split refused for the table's size holds the bucket back only
         // while the table is as shallow as it: once other buckets deepen
         // the table, splitting this one doubles nothing.
-        if len > split_past || bucket.depth < dir.depth(&self.guard) {
-            dir.split(self.bucket(), &self.guard, reclaim);
+        let splits = len > SPLIT_AT && (len > split_past || bucket.depth < dir.depth(&self.guard));
+        if !(splits && dir.split(bucket, node, &self.guard, reclaim)) {
+            bucket.link(node, &self.guard, reclaim);
         }
     }
 
@@ -622,11 +628,12 @@ impl SplitEntries {
     }
 
     /// Replaces `bucket` (locked by the caller, in the current table) by
-    /// its two halves on the next hash bit, unless it is as deep as
-    /// buckets go.
-    fn split(&self, bucket: &Bucket, guard: &Guard, reclaim: &Reclaim) {
+    /// its two halves on the next hash bit, with `new` (a node being
+    /// inserted) in its half; returns false, having done nothing, if the
+    /// bucket is as deep as buckets go or the table may not double.
+    fn split(&self, bucket: &Bucket, new: Shared<'_, Node>, guard: &Guard, reclaim: &Reclaim) -> bool {
         if bucket.depth >= MAX_DEPTH {
-            return;
+            return false;
         }
         // Splits that rewrite their own slots run side by side (they share
         // no slot); one that doubles the table excludes every other.
@@ -649,9 +656,9 @@ impl SplitEntries {
         let depth = bucket.depth;
         if depth >= table.depth && table.slots.len() >= SLOTS_PER_BUCKET * distinct(table, guard).count() {
             // It takes more names instead (in its overflow), until it holds
-            // twice what it holds now.
-            bucket.split_past.store(2 * bucket.len.load(Ordering::Relaxed), Ordering::Relaxed);
-            return;
+            // twice what it holds with the new one.
+            bucket.split_past.store(2 * (bucket.len.load(Ordering::Relaxed) + 1), Ordering::Relaxed);
+            return false;
         }
         let halves = [Bucket::new(depth + 1, bucket.bits), Bucket::new(depth + 1, bucket.bits | 1 << depth)];
         // Locked until every slot names them: a writer that finds a half
@@ -679,13 +686,13 @@ impl SplitEntries {
         // the bucket finds there every name it held until now. No node is
         // written, allocated or freed, and no dentry's count changes.
         bucket.replaced.store(true, Ordering::Relaxed);
-        for slot in bucket.slots(guard) {
-            let at = slot.load(Ordering::Relaxed, guard);
-            // SAFETY: the bucket is locked: its nodes stay in it, live.
-            if let Some(node) = unsafe { at.as_ref() } {
-                // SAFETY: the halves are not yet in any slot: this thread's alone.
-                unsafe { &*halves[(node.hash >> depth) as usize & 1] }.link(at, guard, reclaim);
-            }
+        let kept = bucket.slots(guard).map(|slot| slot.load(Ordering::Relaxed, guard));
+        for at in kept.filter(|at| !at.is_null()).chain([new]) {
+            // SAFETY: the bucket is locked: its nodes stay in it, live; `new`
+            // is the caller's, not yet in any bucket.
+            let hash = unsafe { at.deref() }.hash;
+            // SAFETY: the halves are not yet in any slot: this thread's alone.
+            unsafe { &*halves[(hash >> depth) as usize & 1] }.link(at, guard, reclaim);
         }
         if let Some(doubled) = doubled {
             self.table.store(doubled, Ordering::Release);
@@ -697,8 +704,8 @@ impl SplitEntries {
             // up) that finds the lowest slot on a half has then found every
             // higher slot on its half too, and one that finds it on the old
             // bucket walks that bucket, which holds every name of both
-            // halves made before the split. So each name made before the
-            // listing is found in the old bucket or in its half.
+            // halves made before the split. So each name present throughout
+            // the listing is found in the old bucket or in its half.
             for slot in table.slots_of(bucket).rev() {
                 table.slots[slot].store(half_of(slot), Ordering::Release);
             }
@@ -712,6 +719,7 @@ impl SplitEntries {
         // the halves' (its drop frees none of them); a reader or writer
         // that found it before is pinned and holds off the release.
         reclaim.defer(guard, unsafe { Box::from_raw(old.cast_mut()) });
+        true
     }
 }
 
@@ -756,7 +764,7 @@ mod tests {
     }
 
     /// A look-up of a name its bucket lacks reads the table, its slot and
-    /// the bucket's line, and none of the eight nodes (each on lines the
+    /// the bucket's first line, and none of the eight nodes (each on lines the
     /// CPU that made it wrote): the name's class is not among the
     /// bucket's. One of a class the bucket has reads its nodes.
     #[test]
@@ -771,7 +779,7 @@ mod tests {
         let look_up = |hash: u64| vfscale_sync::audit::record(|| dir.get(b"missing", hash, &guard).is_none());
         let (missing, trace) = look_up(63 << 58 | 5);
         assert!(missing);
-        assert_eq!(trace.touched_lines(), 3, "the table, its slot, the bucket");
+        assert_eq!(trace.touched_lines(), 3, "the table, its slot, the bucket's first line");
         let (missing, trace) = look_up(3 << 58 | 1 << 40 | 5);
         assert!(missing);
         assert!(trace.touched_lines() > 3, "a name of a class present reads the nodes");
@@ -871,6 +879,30 @@ mod tests {
         drop(dir);
         assert!(reclaim.barrier(std::time::Duration::from_secs(600)), "the old buckets were never freed");
         assert!(dentries.iter().all(|d| d.upgrade().is_none()), "a dentry outlived its directory");
+    }
+
+    /// The name that takes a bucket past [`SPLIT_AT`] goes straight to its
+    /// half: the bucket split never makes an overflow for it (two
+    /// allocations, written under the lock and thrown away with the
+    /// bucket), and every name is found after.
+    #[test]
+    fn an_ordinary_split_makes_no_overflow() {
+        let dir = SplitEntries::new();
+        let reclaim = Reclaim::default();
+        // Nine names of one bucket (low bits 21), four and five to a half.
+        let hashes: Vec<u64> = (0..=SPLIT_AT as u64).map(|k| k << 20 | (k & 1) << 6 | 21).collect();
+        for &hash in &hashes[..SPLIT_AT] {
+            insert(&dir, hash, &reclaim);
+        }
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: as in `get`; `guard` keeps the bucket from being freed.
+        let bucket = unsafe { dir.table.load(Ordering::Acquire, &guard).deref() }.bucket(hashes[0], &guard);
+        insert(&dir, hashes[SPLIT_AT], &reclaim);
+        assert!(bucket.replaced.load(Ordering::Relaxed), "the ninth name split the bucket");
+        assert!(bucket.overflow.load(Ordering::Acquire, &guard).is_null(), "the split bucket made an overflow");
+        for &hash in &hashes {
+            assert!(dir.get(hash.to_string().as_bytes(), hash, &guard).is_some(), "{hash} is lost");
+        }
     }
 
     /// A bucket refused a split for the table's size splits at its next
@@ -976,6 +1008,7 @@ mod tests {
             std::thread::spawn(move || walk(&dir))
         };
         pause::wait_for_the_stop(|| walker.is_finished());
+        assert!(!walker.is_finished(), "in place {in_place}: the walk never stopped at the bucket's first slot");
         insert(&dir, (seed + 0xf) << 20 | bucket, &reclaim);
         pause::let_go();
         let walked = join_soon(walker, 120);
@@ -1021,6 +1054,38 @@ mod tests {
         }
     }
 
+    /// A look-up stopped at a bucket's fourth slot while names before it
+    /// change (one unlinked, its slot filled by a new name, another renamed
+    /// over itself) goes on and finds the name in the last slot: a name
+    /// keeps its slot until it goes (an unlink that filled its hole with
+    /// the last name would hide that name).
+    #[test]
+    fn a_look_up_beside_unlinks_and_renames_finds_every_name() {
+        use crate::test_pause::{self as pause, Point};
+        let _alone = pause::alone();
+        let reclaim = Reclaim::default();
+        // Hashes no other test uses (the pause is the whole binary's).
+        let (dir, hashes) = bucket_of_eight(0x4d10, 15, false, &reclaim);
+        pause::arm(Point::Walked, &hashes[3].to_le_bytes());
+        let wanted = hashes[SPLIT_AT - 1];
+        let walker = {
+            let dir = Arc::clone(&dir);
+            std::thread::spawn(move || {
+                dir.get(wanted.to_string().as_bytes(), wanted, &crossbeam_epoch::pin()).is_some()
+            })
+        };
+        pause::wait_for_the_stop(|| walker.is_finished());
+        assert!(!walker.is_finished(), "the walk never stopped at the bucket's fourth slot");
+        let gone = hashes[1];
+        assert!(dir.lock(gone).remove(gone.to_string().as_bytes(), gone, &reclaim).is_some());
+        insert(&dir, 0x4d1f << 20 | 15, &reclaim);
+        let renamed = hashes[2];
+        let entry = Entry { cookie: next_cookie(), dentry: Dentry::new(1, renamed.to_string().as_bytes(), None, 0) };
+        assert!(dir.lock(renamed).replace(entry, renamed, &reclaim).is_some());
+        pause::let_go();
+        assert!(join_soon(walker, 120), "a name present throughout the look-up was missed");
+    }
+
     /// A look-up stopped at a bucket's first slot while an insert replaces
     /// the bucket's full overflow by one twice the size goes on over the
     /// overflow it loaded, which the insert left as it was, and finds the
@@ -1055,6 +1120,7 @@ mod tests {
             })
         };
         pause::wait_for_the_stop(|| walker.is_finished());
+        assert!(!walker.is_finished(), "the walk never stopped at the bucket's first slot");
         insert(&dir, hashes[40], &reclaim);
         pause::let_go();
         let found = join_soon(walker, 120);
@@ -1064,8 +1130,13 @@ mod tests {
 
     /// Two threads insert while a third looks names up and lists the
     /// directory, over and over, as the table grows from 64 buckets to
-    /// over a thousand, by splits in place and doublings: every name inserted
-    /// before a look-up or a listing began is found by it.
+    /// over a thousand, by splits in place and doublings. Beside each
+    /// insert a thread also makes a passing name and unlinks the one it
+    /// made two inserts before (the holes they leave are filled again),
+    /// and every third insert renames a name it made earlier over
+    /// itself (a new node in its slot). Every name inserted before a
+    /// look-up or a listing began is found by it, and a listing lists no
+    /// name twice.
     #[test]
     fn look_ups_and_listings_beside_splits_miss_no_name() {
         let per_thread = vfscale_sync::test_support::stress_iters(4_000);
@@ -1097,9 +1168,25 @@ mod tests {
                 let flag = FlagIfPanicking(failed.clone());
                 std::thread::spawn(move || {
                     let _flag = flag;
+                    // Passing names: their own bit 63, so no other name.
+                    let mut passing = std::collections::VecDeque::new();
+                    let mut state = 0x2545_f491_4f6c_dd1d_u64 ^ t as u64;
                     for (i, &hash) in hashes[t].iter().enumerate() {
-                        insert(&dir, hash, &reclaim);
+                        insert(&dir, hash | 1 << 63, &reclaim);
                         made[t].store(i as u32 + 1, Ordering::Release);
+                        let pass = xorshift64(&mut state) & !(1 << 63);
+                        insert(&dir, pass, &reclaim);
+                        passing.push_back(pass);
+                        if passing.len() > 2 {
+                            let gone = passing.pop_front().unwrap();
+                            assert!(dir.lock(gone).remove(gone.to_string().as_bytes(), gone, &reclaim).is_some());
+                        }
+                        if i % 3 == 0 {
+                            let renamed = hashes[t][i / 2] | 1 << 63;
+                            let dentry = Dentry::new(1, renamed.to_string().as_bytes(), None, 0);
+                            let entry = Entry { cookie: next_cookie(), dentry };
+                            assert!(dir.lock(renamed).replace(entry, renamed, &reclaim).is_some());
+                        }
                     }
                 })
             })
@@ -1112,8 +1199,9 @@ mod tests {
                 let guard = crossbeam_epoch::pin();
                 let listed = dir.after(0, usize::MAX, &guard);
                 let names: std::collections::HashSet<&[u8]> = listed.iter().map(|e| &*e.dentry.name).collect();
+                assert_eq!(names.len(), listed.len(), "round {rounds}: a name listed twice");
                 for (mine, &count) in hashes.iter().zip(&before) {
-                    for &hash in &mine[..count] {
+                    for hash in mine[..count].iter().map(|h| h | 1 << 63) {
                         let name = hash.to_string();
                         assert!(names.contains(name.as_bytes()), "round {rounds}: {name}, made before, not listed");
                         assert!(dir.get(name.as_bytes(), hash, &guard).is_some(), "round {rounds}: {name} not found");

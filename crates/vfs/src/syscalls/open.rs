@@ -233,8 +233,8 @@ fn open_or_create(ctx: &Ctx<'_>, path: &[u8], flags: OpenFlags, perm: u32) -> Vf
 /// dcache holds every name of its directories, so a positive dentry there
 /// answers; a miss (or a negative) goes on to the create, which looks
 /// again under the name's lock. That spares a create of a new name in a
-/// split directory one walk of its bucket's list, whose nodes other CPUs
-/// wrote.
+/// split directory a read of its bucket's nodes, which other CPUs
+/// made.
 fn existing_child(dir: &ParentDir, name: &[u8]) -> VfsResult<Option<Arc<Inode>>> {
     let directory = dir.dir()?;
     let sb = &dir.mount.sb;
