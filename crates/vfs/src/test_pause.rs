@@ -32,7 +32,11 @@ pub(crate) enum Point {
     /// An attribute change's, between its checks and its first update.
     AttrCommit,
     /// A split directory's store of a node in a slot (an insert's, or a
-    /// split's copy into a half), between storing it and counting it.
+    /// split's copy into a half), between storing it and counting it. In
+    /// a split (the name that makes one included) the stop holds the
+    /// bucket's and its halves' locks, and the resize lock, and the node
+    /// is in no table yet: a test that stops there must not lock the
+    /// bucket, nor expect readers to find the node, before letting go.
     Published,
     /// A truncate's, once its size and times landed, still holding its
     /// file's data writer lock.

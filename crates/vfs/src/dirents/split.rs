@@ -158,7 +158,7 @@ struct Inline([EpochAtomic<Node>; INLINE]);
 /// refused a split (or a half that took all its bucket's names). When
 /// full, it is replaced by one twice the size that holds the same
 /// pointers in the same places; the old one, unchanged from then on, goes
-/// through the epoch.
+/// through the epoch. Once unlinks empty it, it goes too.
 struct Overflow {
     slots: Box<[EpochAtomic<Node>]>,
 }
@@ -251,6 +251,23 @@ impl Bucket {
         }
         // SAFETY: made just above; freed only through the epoch.
         &unsafe { grown.deref() }.slots[kept.len()]
+    }
+
+    /// Takes the overflow away once no slot of it holds a name (under the
+    /// lock), so that the bucket's walks read its eight slots alone again.
+    fn drop_empty_overflow(&self, guard: &Guard, reclaim: &Reclaim) {
+        let overflow = self.overflow.load(Ordering::Relaxed, guard);
+        // SAFETY: the bucket is locked, so its overflow is not replaced
+        // meanwhile; `guard` is pinned.
+        let Some(slots) = (unsafe { overflow.as_ref() }).map(|o| &o.slots) else {
+            return;
+        };
+        if slots.iter().all(|slot| slot.load(Ordering::Relaxed, guard).is_null()) {
+            self.overflow.store(Shared::null(), Ordering::Release);
+            // SAFETY: no longer in the bucket; readers on it are pinned,
+            // and it frees no node.
+            reclaim.defer(guard, unsafe { overflow.into_owned() });
+        }
     }
 
     /// The nodes, read without the lock. Beside an insert or an unlink, a
@@ -545,6 +562,7 @@ impl BucketGuard {
     }
 
     pub fn get(&self, name: &[u8], hash: u64) -> Option<&Arc<Dentry>> {
+        debug_assert!(!self.bucket().replaced.load(Ordering::Relaxed), "a look-up through a guard whose bucket split");
         find(self.bucket(), name, hash, &self.guard).map(|node| &node.entry.dentry)
     }
 
@@ -612,6 +630,7 @@ impl BucketGuard {
             // length no longer holds it back.
             bucket.split_past.store(0, Ordering::Relaxed);
         }
+        bucket.drop_empty_overflow(&self.guard, reclaim);
         let removed = old_node.entry.clone();
         // SAFETY: as in `replace`.
         reclaim.defer(&self.guard, unsafe { old.into_owned() });
@@ -629,8 +648,9 @@ impl SplitEntries {
 
     /// Replaces `bucket` (locked by the caller, in the current table) by
     /// its two halves on the next hash bit, with `new` (a node being
-    /// inserted) in its half; returns false, having done nothing, if the
-    /// bucket is as deep as buckets go or the table may not double.
+    /// inserted) in its half; returns false, having moved nothing, if the
+    /// bucket is as deep as buckets go or the table may not double (then
+    /// noting in `split_past` when to try again).
     fn split(&self, bucket: &Bucket, new: Shared<'_, Node>, guard: &Guard, reclaim: &Reclaim) -> bool {
         if bucket.depth >= MAX_DEPTH {
             return false;
@@ -821,7 +841,8 @@ mod tests {
     /// on every insert, each split doubling the table: 2^21 slots for 40
     /// names. The table doubles only while it has fewer than
     /// [`SLOTS_PER_BUCKET`] slots per bucket; past that the bucket's
-    /// overflow grows instead, and every name is still found.
+    /// overflow grows instead, and every name is still found; once its
+    /// names are unlinked, the overflow goes.
     #[test]
     fn names_agreeing_on_many_hash_bits_do_not_double_the_table_for_each() {
         let dir = SplitEntries::new();
@@ -849,6 +870,8 @@ mod tests {
         }
         let held = distinct(table, &guard).filter(|(_, b)| b.split_past.load(Ordering::Relaxed) != 0).count();
         assert_eq!(held, 0, "a bucket of four names still waits for more names to split");
+        let overflows = distinct(table, &guard).filter(|(_, b)| !b.overflow.load(Ordering::Acquire, &guard).is_null());
+        assert_eq!(overflows.count(), 0, "the emptied overflow stayed");
     }
 
     /// A split puts the pointers to its bucket's nodes in the halves:
@@ -1133,7 +1156,7 @@ mod tests {
     /// over a thousand, by splits in place and doublings. Beside each
     /// insert a thread also makes a passing name and unlinks the one it
     /// made two inserts before (the holes they leave are filled again),
-    /// and every third insert renames a name it made earlier over
+    /// and every third insert renames a name it made (earlier, or just) over
     /// itself (a new node in its slot). Every name inserted before a
     /// look-up or a listing began is found by it, and a listing lists no
     /// name twice.
