@@ -183,7 +183,7 @@ struct Bucket {
     /// the table deepens past it first. Written under `lock`.
     split_past: AtomicU32,
     classes: Classes,
-    /// Null until the inline slots are full.
+    /// Null while the inline slots hold every name.
     overflow: EpochAtomic<Overflow>,
     slots: Inline,
 }
@@ -201,8 +201,8 @@ impl Bucket {
 
     /// The slots, inline first, then the overflow's as it is now.
     fn slots<'g>(&'g self, guard: &'g Guard) -> impl Iterator<Item = &'g EpochAtomic<Node>> {
-        // SAFETY: an overflow is freed through the epoch once replaced (or
-        // with its bucket), and `guard` is pinned.
+        // SAFETY: an overflow is freed through the epoch once replaced or
+        // taken away empty (or with its bucket), and `guard` is pinned.
         let overflow: &[EpochAtomic<Node>] =
             unsafe { self.overflow.load(Ordering::Acquire, guard).as_ref() }.map_or(&[], |o| &o.slots);
         self.slots.0.iter().chain(overflow)
@@ -225,7 +225,7 @@ impl Bucket {
         self.len.store(self.len.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
-    /// Replaces the overflow, every slot of it taken (or none yet), by one
+    /// Replaces the overflow, every slot of it taken (or none), by one
     /// twice its size ([`INLINE`] at first) holding its pointers; returns
     /// the first free slot. Under the lock.
     fn grow<'g>(&'g self, guard: &'g Guard, reclaim: &Reclaim) -> &'g EpochAtomic<Node> {
@@ -630,7 +630,11 @@ impl BucketGuard {
             // length no longer holds it back.
             bucket.split_past.store(0, Ordering::Relaxed);
         }
-        bucket.drop_empty_overflow(&self.guard, reclaim);
+        // Only the unlink of an overflow's name, with no more names than
+        // the inline slots take, can leave the overflow empty.
+        if len as usize <= INLINE && !bucket.slots.0.as_ptr_range().contains(&std::ptr::from_ref(slot)) {
+            bucket.drop_empty_overflow(&self.guard, reclaim);
+        }
         let removed = old_node.entry.clone();
         // SAFETY: as in `replace`.
         reclaim.defer(&self.guard, unsafe { old.into_owned() });
@@ -842,7 +846,7 @@ mod tests {
     /// names. The table doubles only while it has fewer than
     /// [`SLOTS_PER_BUCKET`] slots per bucket; past that the bucket's
     /// overflow grows instead, and every name is still found; once its
-    /// names are unlinked, the overflow goes.
+    /// names are unlinked, the overflow goes, and grows again for more.
     #[test]
     fn names_agreeing_on_many_hash_bits_do_not_double_the_table_for_each() {
         let dir = SplitEntries::new();
@@ -872,6 +876,13 @@ mod tests {
         assert_eq!(held, 0, "a bucket of four names still waits for more names to split");
         let overflows = distinct(table, &guard).filter(|(_, b)| !b.overflow.load(Ordering::Acquire, &guard).is_null());
         assert_eq!(overflows.count(), 0, "the emptied overflow stayed");
+        // And past eight names again, a new one grows.
+        for &hash in &hashes[4..12] {
+            insert(&dir, hash, &reclaim);
+        }
+        for &hash in &hashes[..12] {
+            assert!(dir.get(hash.to_string().as_bytes(), hash, &guard).is_some(), "{hash} is lost after the regrowth");
+        }
     }
 
     /// A split puts the pointers to its bucket's nodes in the halves:
