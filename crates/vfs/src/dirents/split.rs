@@ -1023,6 +1023,30 @@ mod tests {
         walker.join().unwrap()
     }
 
+    /// Starts `walk` (a look-up or a listing of `dir`) on a thread of its
+    /// own and returns once it has stopped at the node of hash `stop`,
+    /// until [`crate::test_pause::let_go`].
+    fn stopped_walk<T: Send + 'static>(
+        dir: &Arc<SplitEntries>,
+        stop: u64,
+        walk: impl FnOnce(&SplitEntries) -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        use crate::test_pause::{self as pause, Point};
+        pause::arm(Point::Walked, &stop.to_le_bytes());
+        let walker = {
+            let dir = Arc::clone(dir);
+            std::thread::spawn(move || walk(&dir))
+        };
+        pause::wait_for_the_stop(|| walker.is_finished());
+        assert!(!walker.is_finished(), "the walk never stopped at the node of {stop}");
+        walker
+    }
+
+    /// A look-up of the name of hash `wanted` in `dir`.
+    fn look_up(wanted: u64) -> impl FnOnce(&SplitEntries) -> bool + Send + 'static {
+        move |dir| dir.get(wanted.to_string().as_bytes(), wanted, &crossbeam_epoch::pin()).is_some()
+    }
+
     /// Stops `walk` (a look-up or a listing, on a thread of its own) at
     /// the first slot of [`bucket_of_eight`]'s bucket, splits the
     /// bucket with a ninth name meanwhile, and returns what the walk
@@ -1033,18 +1057,11 @@ mod tests {
         in_place: bool,
         walk: impl FnOnce(&SplitEntries) -> T + Send + 'static,
     ) -> (T, Vec<u64>) {
-        use crate::test_pause::{self as pause, Point};
         let reclaim = Reclaim::default();
         let (dir, hashes) = bucket_of_eight(seed, bucket, in_place, &reclaim);
-        pause::arm(Point::Walked, &hashes[0].to_le_bytes());
-        let walker = {
-            let dir = Arc::clone(&dir);
-            std::thread::spawn(move || walk(&dir))
-        };
-        pause::wait_for_the_stop(|| walker.is_finished());
-        assert!(!walker.is_finished(), "in place {in_place}: the walk never stopped at the bucket's first slot");
+        let walker = stopped_walk(&dir, hashes[0], walk);
         insert(&dir, (seed + 0xf) << 20 | bucket, &reclaim);
-        pause::let_go();
+        crate::test_pause::let_go();
         let walked = join_soon(walker, 120);
         let split_done = dir.lock(hashes[0]).bucket().depth > INITIAL_DEPTH;
         assert!(split_done, "in place {in_place}: the ninth name split the bucket");
@@ -1063,9 +1080,7 @@ mod tests {
         // Hashes no other test uses (the pause is the whole binary's).
         for (seed, in_place) in [(0x5ee0, false), (0x5ef0, true)] {
             let wanted = (seed + SPLIT_AT as u64 - 1) << 20 | 1 << 6 | 11;
-            let (found, _) = walk_beside_a_split(seed, 11, in_place, move |dir| {
-                dir.get(wanted.to_string().as_bytes(), wanted, &crossbeam_epoch::pin()).is_some()
-            });
+            let (found, _) = walk_beside_a_split(seed, 11, in_place, look_up(wanted));
             assert!(found, "in place {in_place}: a name present throughout the look-up was missed");
         }
     }
@@ -1095,21 +1110,12 @@ mod tests {
     /// the last name would hide that name).
     #[test]
     fn a_look_up_beside_unlinks_and_renames_finds_every_name() {
-        use crate::test_pause::{self as pause, Point};
+        use crate::test_pause as pause;
         let _alone = pause::alone();
         let reclaim = Reclaim::default();
         // Hashes no other test uses (the pause is the whole binary's).
         let (dir, hashes) = bucket_of_eight(0x4d10, 15, false, &reclaim);
-        pause::arm(Point::Walked, &hashes[3].to_le_bytes());
-        let wanted = hashes[SPLIT_AT - 1];
-        let walker = {
-            let dir = Arc::clone(&dir);
-            std::thread::spawn(move || {
-                dir.get(wanted.to_string().as_bytes(), wanted, &crossbeam_epoch::pin()).is_some()
-            })
-        };
-        pause::wait_for_the_stop(|| walker.is_finished());
-        assert!(!walker.is_finished(), "the walk never stopped at the bucket's fourth slot");
+        let walker = stopped_walk(&dir, hashes[3], look_up(hashes[SPLIT_AT - 1]));
         let gone = hashes[1];
         assert!(dir.lock(gone).remove(gone.to_string().as_bytes(), gone, &reclaim).is_some());
         insert(&dir, 0x4d1f << 20 | 15, &reclaim);
@@ -1127,7 +1133,7 @@ mod tests {
     /// it copied it would hide the name).
     #[test]
     fn a_look_up_beside_a_growing_overflow_finds_every_name() {
-        use crate::test_pause::{self as pause, Point};
+        use crate::test_pause as pause;
         let _alone = pause::alone();
         let reclaim = Reclaim::default();
         let dir = Arc::new(SplitEntries::new());
@@ -1145,16 +1151,7 @@ mod tests {
             overflow.map_or(0, |o| o.slots.len())
         };
         assert_eq!(overflow_slots(), 32, "the full overflow the test needs");
-        pause::arm(Point::Walked, &hashes[0].to_le_bytes());
-        let wanted = hashes[39];
-        let walker = {
-            let dir = Arc::clone(&dir);
-            std::thread::spawn(move || {
-                dir.get(wanted.to_string().as_bytes(), wanted, &crossbeam_epoch::pin()).is_some()
-            })
-        };
-        pause::wait_for_the_stop(|| walker.is_finished());
-        assert!(!walker.is_finished(), "the walk never stopped at the bucket's first slot");
+        let walker = stopped_walk(&dir, hashes[0], look_up(hashes[39]));
         insert(&dir, hashes[40], &reclaim);
         pause::let_go();
         let found = join_soon(walker, 120);
