@@ -609,8 +609,9 @@ impl BucketGuard {
         let entry = Entry { cookie: old_node.entry.cookie, ..entry };
         slot.store(Node::new(entry, hash), Ordering::Release);
         let replaced = old_node.entry.clone();
-        // SAFETY: unlinked just above, so no new reader finds it; readers
-        // already on it are pinned and outlive nothing of the deferral.
+        // SAFETY: out of its slot just above, so no new reader finds it;
+        // readers already on it are pinned and outlive nothing of the
+        // deferral.
         reclaim.defer(&self.guard, unsafe { old.into_owned() });
         Some(replaced)
     }
