@@ -198,7 +198,23 @@ pub fn run_cells(
             thread_elapsed: Vec::new(),
         });
     }
-    for round in 0..plan.runs {
+    more_rounds(cells, &mut results, plan.runs, before_run);
+    results
+}
+
+/// Runs `rounds` more rounds of `cells`, whose runs so far are `results`
+/// (in the order of `cells`, from [`run_cells`]): each cell once per
+/// round with the iteration count it has, the rotation and run numbers
+/// going on from where they stopped.
+pub fn more_rounds(
+    cells: &[(&dyn Subject, usize)],
+    results: &mut [CellRuns],
+    rounds: usize,
+    mut before_run: impl FnMut(usize, usize),
+) {
+    assert_eq!(cells.len(), results.len(), "one result per cell");
+    let done = results.iter().map(|r| r.elapsed.len()).min().unwrap_or(0);
+    for round in done..done + rounds {
         for offset in 0..cells.len() {
             let index = (round + offset) % cells.len();
             let (subject, threads) = cells[index];
@@ -210,7 +226,6 @@ pub fn run_cells(
             runs.thread_elapsed.push(run.threads);
         }
     }
-    results
 }
 
 /// What one run measured.
@@ -323,6 +338,22 @@ mod tests {
         // 3 threads x (10 warm-up + 4 x 100 measured).
         assert_eq!(subject.ops.load(Ordering::Relaxed), 3 * (10 + 400));
         assert_eq!(subject.runs.load(Ordering::Relaxed), 5);
+    }
+
+    /// More rounds run every cell again with the count it had (no second
+    /// warm-up), go on with the run numbers, and keep the rotation: the
+    /// cell that started round r is cell r mod the cells.
+    #[test]
+    fn more_rounds_go_on_where_the_rounds_stopped() {
+        let subjects = [0, 1].map(|_| Counting { ops: AtomicU64::new(0), runs: AtomicU64::new(0) });
+        let cells: [(&dyn Subject, usize); 2] = [(&subjects[0], 1), (&subjects[1], 2)];
+        let mut starts = Vec::new();
+        let mut results = run_cells(&cells, RunPlan::new(3, 100), |cell, run| starts.push((run, cell)));
+        more_rounds(&cells, &mut results, 2, |cell, run| starts.push((run, cell)));
+        assert!(results.iter().all(|r| r.elapsed.len() == 5 && r.iterations == 100), "five rounds of each cell");
+        assert_eq!(subjects[1].ops.load(Ordering::Relaxed), 2 * (10 + 5 * 100), "one warm-up, five runs");
+        let firsts: Vec<(usize, usize)> = starts.iter().copied().filter(|&(run, _)| run > 0).step_by(2).collect();
+        assert_eq!(firsts, [(1, 0), (2, 1), (3, 0), (4, 1), (5, 0)], "(run, the cell that starts its round)");
     }
 
     #[test]

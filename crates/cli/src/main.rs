@@ -142,14 +142,18 @@ struct CommuteArgs {
     #[arg(long)]
     list: bool,
     /// Run only the conflict checker, measure nothing (seconds).
-    #[arg(long, conflicts_with_all = ["quick", "runs", "iterations"])]
+    #[arg(long, conflicts_with_all = ["quick", "runs", "max_runs", "iterations"])]
     check_only: bool,
-    /// 3 runs per cell of about 5 ms each; figures are noisier.
+    /// 3 runs per cell of about 5 ms each, none more for undecided pairs; figures are noisier.
     #[arg(long)]
     quick: bool,
     /// Measured runs per cell, after one warm-up run [default: 25, --quick: 3].
     #[arg(long)]
     runs: Option<usize>,
+    /// Runs per cell a pair left inconclusive goes on to, --runs more at a time, judged then on its 99%
+    /// interval [default: 4 x --runs, --quick: --runs; equal to --runs: none more].
+    #[arg(long, value_name = "N")]
+    max_runs: Option<usize>,
     /// Operations per thread per run [default: calibrated per pair so that a 1-thread run takes about 20 ms].
     #[arg(long)]
     iterations: Option<u64>,
@@ -452,12 +456,21 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
     // rounds the 95% intervals of a quarter of the pairs (14 of 56, most
     // of them at 1.0 x private) reached below 0.9 (docs/results/commute.md).
     let (runs, run_ms) = if args.quick { (3, 5) } else { (25, 20) };
+    let runs = args.runs.unwrap_or(runs);
     let plan = commute::Plan {
-        runs: args.runs.unwrap_or(runs),
+        runs,
+        // Four looks at most: with the first at 95% and each later one at
+        // 99%, a pair at the bar is called met at most 4% of the time
+        // (nominally: see docs/commutativity.md). Three rounds decide too
+        // little for more of them to help, so --quick takes none.
+        max_runs: args.max_runs.unwrap_or(if args.quick { runs } else { runs.saturating_mul(4) }),
         iterations: args.iterations,
         run_time: std::time::Duration::from_millis(run_ms),
     };
     check_plan(&[1, 2], plan.runs)?;
+    if plan.max_runs < plan.runs {
+        return Err(format!("--max-runs ({}) must be at least --runs ({})", plan.max_runs, plan.runs));
+    }
     if plan.iterations == Some(0) {
         return Err("--iterations must be at least 1".into());
     }
@@ -499,7 +512,12 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
                     || format!("operations per run calibrated to about {run_ms} ms per 1-thread run"),
                     |n| format!("{n} operations per thread per run"),
                 );
-                format!("{} runs per cell after a warm-up, {each}", plan.runs)
+                let more = if plan.max_runs > plan.runs {
+                    format!(" (up to {} for a pair left undecided)", plan.max_runs)
+                } else {
+                    String::new()
+                };
+                format!("{} runs per cell after a warm-up{more}, {each}", plan.runs)
             } else {
                 "checker only".to_string()
             }

@@ -139,7 +139,20 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 /// `resamples` samples of the same size with replacement, and take the 2.5%
 /// and 97.5% quantiles of the statistic. Panics on an empty sample.
 pub fn bootstrap_ci(values: &[f64], resamples: usize, seed: u64, statistic: impl Fn(&[f64]) -> f64) -> [f64; 2] {
+    bootstrap_interval(values, resamples, seed, 0.95, statistic)
+}
+
+/// As [`bootstrap_ci`], at confidence `level` (0.99: the 0.5% and 99.5%
+/// quantiles).
+pub fn bootstrap_interval(
+    values: &[f64],
+    resamples: usize,
+    seed: u64,
+    level: f64,
+    statistic: impl Fn(&[f64]) -> f64,
+) -> [f64; 2] {
     assert!(!values.is_empty() && resamples > 0, "bootstrap of an empty sample");
+    assert!(level > 0.0 && level < 1.0, "a confidence level is a share");
     if values.len() == 1 {
         let v = statistic(values);
         return [v, v];
@@ -155,7 +168,8 @@ pub fn bootstrap_ci(values: &[f64], resamples: usize, seed: u64, statistic: impl
         })
         .collect();
     stats.sort_by(f64::total_cmp);
-    [quantile(&stats, 0.025), quantile(&stats, 0.975)]
+    let tail = (1.0 - level) / 2.0;
+    [quantile(&stats, tail), quantile(&stats, 1.0 - tail)]
 }
 
 /// Percentile-bootstrap 95% interval of `mean(after) / mean(before)`,
@@ -192,24 +206,30 @@ impl RoundRatio {
     /// The median and interval of per-round values; `None` when there are
     /// none or any is not finite.
     pub fn of(per_round: &[f64]) -> Option<Self> {
+        let ci95 = Self::interval(per_round, 0.95)?;
+        Some(Self { median: median(per_round)?, ci95 })
+    }
+
+    /// The bootstrap interval of the median of `per_round` at confidence
+    /// `level`; `None` when there are none or any is not finite.
+    fn interval(per_round: &[f64], level: f64) -> Option<[f64; 2]> {
         if per_round.is_empty() || per_round.iter().any(|v| !v.is_finite()) {
             return None;
         }
         let median_of = |values: &[f64]| median(values).expect("a resample is never empty");
-        Some(Self { median: median_of(per_round), ci95: bootstrap_ci(per_round, RESAMPLES, SEED, median_of) })
+        Some(bootstrap_interval(per_round, RESAMPLES, SEED, level, median_of))
     }
 
     /// `ratio(round)` for every round that all of `cells` ran (each cell's
     /// samples are in round order), reduced as [`RoundRatio::of`].
     pub fn of_rounds(cells: &[&[f64]], ratio: impl Fn(&[f64]) -> f64) -> Option<Self> {
-        let rounds = cells.iter().map(|c| c.len()).min()?;
-        let per_round: Vec<f64> = (0..rounds)
-            .map(|r| {
-                let round: Vec<f64> = cells.iter().map(|c| c[r]).collect();
-                ratio(&round)
-            })
-            .collect();
-        Self::of(&per_round)
+        Self::of(&per_round(cells, ratio)?)
+    }
+
+    /// The interval of the median of the same per-round values at
+    /// confidence `level`; `None` as for [`RoundRatio::of_rounds`].
+    pub fn interval_of_rounds(cells: &[&[f64]], ratio: impl Fn(&[f64]) -> f64, level: f64) -> Option<[f64; 2]> {
+        Self::interval(&per_round(cells, ratio)?, level)
     }
 
     /// Whether the figure itself is pinned down: its whole 95% interval
@@ -219,6 +239,19 @@ impl RoundRatio {
     pub fn pinned_within(&self, tolerance: f64) -> bool {
         self.ci95[0] >= self.median - tolerance && self.ci95[1] <= self.median + tolerance
     }
+}
+
+/// `ratio(round)` for every round that all of `cells` ran.
+fn per_round(cells: &[&[f64]], ratio: impl Fn(&[f64]) -> f64) -> Option<Vec<f64>> {
+    let rounds = cells.iter().map(|c| c.len()).min()?;
+    Some(
+        (0..rounds)
+            .map(|r| {
+                let round: Vec<f64> = cells.iter().map(|c| c[r]).collect();
+                ratio(&round)
+            })
+            .collect(),
+    )
 }
 
 impl std::fmt::Display for RoundRatio {
@@ -611,6 +644,21 @@ mod tests {
         let other = bootstrap_ci(&values, RESAMPLES, SEED + 1, mean_of);
         assert_ne!(a, other, "the seed matters");
         assert!(close(other[0], 44.8, 1.0) && close(other[1], 56.2, 1.0), "{other:?}");
+    }
+
+    /// The 99% interval of the same resamples: 50.5 +- 2.576 * 2.901 =
+    /// [43.0, 58.0], holding the 95% one.
+    #[test]
+    fn a_99_percent_interval_holds_the_95_percent_one() {
+        let values: Vec<f64> = (1..=100).map(f64::from).collect();
+        let ci95 = bootstrap_interval(&values, RESAMPLES, SEED, 0.95, mean_of);
+        assert_eq!(ci95, bootstrap_ci(&values, RESAMPLES, SEED, mean_of));
+        let ci99 = bootstrap_interval(&values, RESAMPLES, SEED, 0.99, mean_of);
+        assert!(close(ci99[0], 43.0, 1.0) && close(ci99[1], 58.0, 1.0), "{ci99:?}");
+        assert!(ci99[0] < ci95[0] && ci95[1] < ci99[1], "{ci99:?} holds {ci95:?}");
+        let per_round = [&values[..]];
+        let of_rounds = RoundRatio::interval_of_rounds(&per_round, |round| round[0], 0.99).unwrap();
+        assert!(of_rounds[0] < 50.5 && 50.5 < of_rounds[1], "the median's: {of_rounds:?}");
     }
 
     #[test]

@@ -22,6 +22,12 @@
 //! (0.9 less [`DRIFT`], the move between runs one run's rounds cannot
 //! see), and is `inconclusive` otherwise. That cancels the drift between
 //! rounds a shared machine shows, which a ratio of two medians does not.
+//! A pair left inconclusive runs more rounds, `runs` at a time, up to
+//! `max_runs` in all, until a look decides it; each later look judges the
+//! median of all its rounds on the 99% interval ([`MORE_ROUNDS_LEVEL`]),
+//! so that looking again buys no verdict: at the nominal levels, the
+//! default four looks call a pair at the bar met at most 2.5% + 3 x 0.5%
+//! of the time (each look past four adds 0.5%).
 //! The host's rounds are its own, so its S2 (round by round, with its
 //! interval) is judged against 0.9 times private's S2, `not met` below
 //! 0.85 times it.
@@ -36,7 +42,7 @@ use super::host_sys::own_file_table;
 use super::pairs::{Ops, Pair};
 use super::plain;
 use super::world::World;
-use crate::harness::{run_cells, CellRuns, RunPlan};
+use crate::harness::{more_rounds, run_cells, CellRuns, RunPlan};
 use crate::stats::{Bound, Judgement, RoundRatio};
 use crate::workloads::Subject;
 use serde::Serialize;
@@ -62,8 +68,9 @@ pub struct Scaling {
     /// Median 2-thread throughput over median 1-thread throughput.
     pub s2: f64,
     /// For vfscale and host: whether it scales like private, judged on
-    /// the 95% interval (vfscale: `vs_private` at least 0.9; host: its S2
-    /// at least 0.9 times private's).
+    /// the 95% interval, or on `ci99` after more rounds (vfscale:
+    /// `vs_private` at least 0.9; host: its S2 at least 0.9 times
+    /// private's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judgement: Option<Judgement>,
     /// `judgement` is `met`.
@@ -81,6 +88,10 @@ pub struct Scaling {
     /// (host).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ci95: Option<[f64; 2]>,
+    /// For a pair that ran more rounds than the first `runs`: the 99%
+    /// interval its judgement was made on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ci99: Option<[f64; 2]>,
     /// Operations per thread per run.
     pub iterations: u64,
     /// Median operations per second, 1 thread.
@@ -94,7 +105,7 @@ pub struct Scaling {
 }
 
 impl Scaling {
-    fn of(one: &CellRuns, two: &CellRuns) -> Scaling {
+    pub(super) fn of(one: &CellRuns, two: &CellRuns) -> Scaling {
         let iterations = one.iterations;
         let (one, two) = (one.stats(), two.stats());
         Scaling {
@@ -104,6 +115,7 @@ impl Scaling {
             vs_private: None,
             alone: None,
             ci95: None,
+            ci99: None,
             iterations,
             ops_per_sec_1: one.ops_per_sec.median,
             ops_per_sec_2: two.ops_per_sec.median,
@@ -113,28 +125,85 @@ impl Scaling {
     }
 
     /// This S2, round by round with its interval, judged against 0.9
-    /// times the ceiling's.
-    pub(super) fn judged(self, ceiling: &Scaling) -> Scaling {
-        let by_round = RoundRatio::of_rounds(&[&self.runs_2, &self.runs_1], |round| round[0] / round[1]);
-        self.with(by_round, Bound::AtLeast(SCALES * ceiling.s2), DRIFT * ceiling.s2)
+    /// times the ceiling's, on the interval `look` judges on.
+    pub(super) fn judged(self, ceiling: &Scaling, look: Look) -> Scaling {
+        let cells = [&self.runs_2[..], &self.runs_1[..]];
+        let estimate = RoundRatio::of_rounds(&cells, over);
+        let judged_on = look.judged_on(estimate, &cells);
+        self.with(estimate, look, judged_on, Bound::AtLeast(SCALES * ceiling.s2), DRIFT * ceiling.s2)
     }
 
     /// vfscale's S2 judged against the ceiling measured in the same rounds:
-    /// by the median of the rounds' 2-thread ratios and its interval.
-    pub(super) fn judged_by_round(mut self, ceiling: &Scaling) -> Scaling {
-        let by_round = RoundRatio::of_rounds(&[&self.runs_2, &ceiling.runs_2], |round| round[0] / round[1]);
-        self.vs_private = by_round.map(|r| r.median);
-        self.with(by_round, Bound::AtLeast(SCALES), DRIFT)
+    /// by the median of the rounds' 2-thread ratios and the interval `look`
+    /// judges on.
+    pub(super) fn judged_by_round(mut self, ceiling: &Scaling, look: Look) -> Scaling {
+        let cells = [&self.runs_2[..], &ceiling.runs_2[..]];
+        let estimate = RoundRatio::of_rounds(&cells, over);
+        let judged_on = look.judged_on(estimate, &cells);
+        self.vs_private = estimate.map(|r| r.median);
+        self.with(estimate, look, judged_on, Bound::AtLeast(SCALES), DRIFT)
     }
 
-    fn with(mut self, estimate: Option<RoundRatio>, bar: Bound, margin: f64) -> Scaling {
-        let judgement = estimate.map(|e| bar.judge_clear_of(e.ci95, margin));
+    /// Records `estimate`'s 95% interval and the judgement of the interval
+    /// `look` judges on (that same interval at the first look; after more
+    /// rounds the 99% one, recorded as `ci99`).
+    fn with(
+        mut self,
+        estimate: Option<RoundRatio>,
+        look: Look,
+        judged_on: Option<[f64; 2]>,
+        bar: Bound,
+        margin: f64,
+    ) -> Scaling {
+        let judgement = judged_on.map(|interval| bar.judge_clear_of(interval, margin));
         self.ci95 = estimate.map(|e| e.ci95);
+        self.ci99 = judged_on.filter(|_| look == Look::More);
         self.judgement = judgement;
         self.scales = judgement.map(|j| j == Judgement::Met);
         self
     }
+
+    /// How many more rounds this pair runs under `plan`: none once a look
+    /// decided it or it ran `plan.max_runs`; otherwise `plan.runs`, or what
+    /// is left below the cap.
+    pub(super) fn more_rounds_wanted(&self, plan: Plan) -> Option<usize> {
+        let undecided = self.judgement == Some(Judgement::Inconclusive);
+        (undecided && self.rounds() < plan.max_runs).then(|| plan.runs.min(plan.max_runs - self.rounds()))
+    }
+
+    /// Measured rounds: runs of each of its cells.
+    pub fn rounds(&self) -> usize {
+        self.runs_1.len().min(self.runs_2.len())
+    }
 }
+
+/// A round's first cell over its second.
+fn over(round: &[f64]) -> f64 {
+    round[0] / round[1]
+}
+
+/// Which look at a pair's rounds a judgement is: the first, on the first
+/// `runs` rounds, or one after more rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Look {
+    First,
+    More,
+}
+
+impl Look {
+    /// The interval this look judges on: the first, `estimate`'s own 95%
+    /// one; a later one, the [`MORE_ROUNDS_LEVEL`] interval of the median
+    /// of the same rounds' ratios.
+    fn judged_on(self, estimate: Option<RoundRatio>, cells: &[&[f64]]) -> Option<[f64; 2]> {
+        match self {
+            Look::First => estimate.map(|e| e.ci95),
+            Look::More => RoundRatio::interval_of_rounds(cells, over, MORE_ROUNDS_LEVEL),
+        }
+    }
+}
+
+/// The confidence of the interval a look after more rounds judges on.
+pub const MORE_ROUNDS_LEVEL: f64 = 0.99;
 
 /// The rule: a pair scales when its S2 is at least this share of
 /// the S2 of `private`.
@@ -165,6 +234,9 @@ pub struct Measured {
 pub struct Plan {
     /// Measured runs per cell, after one warm-up run.
     pub runs: usize,
+    /// Runs per cell a pair left inconclusive goes on to, `runs` more at
+    /// a time (equal to `runs`: none more).
+    pub max_runs: usize,
     /// Operations per thread per run; `None` calibrates them per pair and
     /// target so that a 1-thread run takes about `run_time`.
     pub iterations: Option<u64>,
@@ -191,20 +263,47 @@ pub fn measure(pair: &Pair, plan: Plan, mut before_run: impl FnMut(usize, usize)
     let run_plan = RunPlan::new(plan.runs, iterations);
     let vfscale = PairSubject::new(pair, Target::Vfscale, iterations);
     let private = PairSubject::new(pair, Target::Private, iterations);
-    let runs = run_cells(&[(&vfscale, 1), (&vfscale, 2), (&private, 2)], run_plan, &mut before_run);
-    for subject in [&vfscale, &private] {
-        subject.failure().map_or(Ok(()), |e| Err(format!("{}: {e}", pair.name)))?;
-    }
-    let private_s2 = Scaling::of(&runs[0], &runs[2]);
-    let vfscale_s2 = Scaling::of(&runs[0], &runs[1]).judged_by_round(&private_s2);
+    let cells: [(&dyn Subject, usize); 3] = [(&vfscale, 1), (&vfscale, 2), (&private, 2)];
+    let runs = run_cells(&cells, run_plan, &mut before_run);
+    let judge = |runs: &[CellRuns], look| -> Result<(Scaling, Scaling), String> {
+        for subject in [&vfscale, &private] {
+            subject.failure().map_or(Ok(()), |e| Err(format!("{}: {e}", pair.name)))?;
+        }
+        let private_s2 = Scaling::of(&runs[0], &runs[2]);
+        Ok((Scaling::of(&runs[0], &runs[1]).judged_by_round(&private_s2, look), private_s2))
+    };
+    let (vfscale_s2, private_s2) = until_decided(&cells, runs, plan, &mut before_run, judge, |(v, _)| v)?;
     let host = World::host(pair.fs).map(drop).and_then(|()| {
         let iterations = calibrate(pair, Target::Host, plan)?;
         let host = PairSubject::new(pair, Target::Host, iterations);
-        let runs = run_cells(&[(&host, 1), (&host, 2)], RunPlan::new(plan.runs, iterations), &mut before_run);
-        host.failure().map_or(Ok(()), Err)?;
-        Ok(Scaling::of(&runs[0], &runs[1]).judged(&private_s2))
+        let cells: [(&dyn Subject, usize); 2] = [(&host, 1), (&host, 2)];
+        let runs = run_cells(&cells, RunPlan::new(plan.runs, iterations), &mut before_run);
+        let judge = |runs: &[CellRuns], look| -> Result<Scaling, String> {
+            host.failure().map_or(Ok(()), Err)?;
+            Ok(Scaling::of(&runs[0], &runs[1]).judged(&private_s2, look))
+        };
+        until_decided(&cells, runs, plan, &mut before_run, judge, |s| s)
     });
     Ok(Measured { vfscale: vfscale_s2, private: private_s2, host })
+}
+
+/// `judge`s the first look at `runs` (of `cells`), then, while the
+/// [`Scaling`] `side` picks from the judgement wants more rounds under
+/// `plan`, runs them and judges again (a later look).
+pub(super) fn until_decided<T>(
+    cells: &[(&dyn Subject, usize)],
+    mut runs: Vec<CellRuns>,
+    plan: Plan,
+    before_run: &mut impl FnMut(usize, usize),
+    judge: impl Fn(&[CellRuns], Look) -> Result<T, String>,
+    side: impl Fn(&T) -> &Scaling,
+) -> Result<T, String> {
+    let mut judged = judge(&runs, Look::First)?;
+    while let Some(rounds) = side(&judged).more_rounds_wanted(plan) {
+        more_rounds(cells, &mut runs, rounds, &mut *before_run);
+        judged = judge(&runs, Look::More)?;
+    }
+    Ok(judged)
 }
 
 /// `plan`'s iteration count, or one calibrated by short 1-thread runs on

@@ -94,7 +94,15 @@ pub fn run(options: &Options, mut progress: impl FnMut(usize, &str, &str)) -> Re
         progress(index, pair.name, "checker");
         let verdict = check(pair)?;
         let measured = if options.timed {
-            let step = |_, run| progress(index, pair.name, &format!("run {run} of {}", options.plan.runs));
+            let plan = options.plan;
+            let step = |_, run| {
+                let step = if run <= plan.runs {
+                    format!("run {run} of {}", plan.runs)
+                } else {
+                    format!("run {run}, more rounds (up to {})", plan.max_runs)
+                };
+                progress(index, pair.name, &step)
+            };
             Some(measure::measure(pair, options.plan, step)?)
         } else {
             None
@@ -104,6 +112,7 @@ pub fn run(options: &Options, mut progress: impl FnMut(usize, &str, &str)) -> Re
     let conditions = Conditions {
         timed: options.timed,
         runs: options.plan.runs,
+        max_runs: options.plan.max_runs,
         iterations: options.plan.iterations,
         run_ms: options.plan.run_time.as_secs_f64() * 1e3,
         quick: options.quick,

@@ -142,8 +142,10 @@ pub struct Summary {
 pub struct Conditions {
     /// Whether S2 was measured.
     pub timed: bool,
-    /// Measured runs per cell.
+    /// Measured runs per cell of a pair the first look decides.
     pub runs: usize,
+    /// Runs per cell a pair left inconclusive could go on to.
+    pub max_runs: usize,
     /// Operations per thread per run, when fixed by `--iterations` (each
     /// cell's own count is in its figures).
     pub iterations: Option<u64>,
@@ -303,6 +305,22 @@ fn s2_cell(s: Option<&Scaling>) -> String {
     }
 }
 
+/// `more rounds: NAME vfscale 50 (met), host 100 (inconclusive)`, for a
+/// pair whose vfscale or host side ran more than its first `runs` rounds.
+fn more_rounds(r: &PairResult, runs: usize) -> Option<String> {
+    let sides = [("vfscale", r.vfscale.as_ref()), ("host", r.host.as_ref())];
+    let more: Vec<String> = sides
+        .iter()
+        .filter_map(|(side, s)| {
+            let s = s.filter(|s| s.rounds() > runs)?;
+            // This run's own verdict, not one an earlier run's (`--against`) changed.
+            let judgement = s.alone.or(s.judgement).map_or("-".to_string(), |j| j.to_string());
+            Some(format!("{side} {} ({judgement})", s.rounds()))
+        })
+        .collect();
+    (!more.is_empty()).then(|| format!("more rounds: {} {}", r.name, more.join(", ")))
+}
+
 fn mark(judgement: Judgement) -> &'static str {
     match judgement {
         Judgement::Met => "",
@@ -344,8 +362,19 @@ pub fn table(run: &Commute) -> String {
             "S2 = 2-thread / 1-thread throughput (medians); rounds = the median over rounds of vfscale's 2-thread \
              throughput over private's (its S2 over private's, round by round); * = below 0.85 x private's S2 \
              (vfscale: rounds below 0.85), ? = inconclusive (the interval reaches below 0.9, not wholly below 0.85), each judged on its \
-             whole 95% interval; 0.05 below the bar is left for the drift between runs\n",
+             whole 95% interval (99% after more rounds); 0.05 below the bar is left for the drift between runs\n",
         );
+        if s.conditions.max_runs > s.conditions.runs {
+            let _ = writeln!(
+                out,
+                "a pair left inconclusive by its first {} rounds runs {} more at a time, up to {}, each later look \
+                 judged on the 99% interval of all its rounds",
+                s.conditions.runs, s.conditions.runs, s.conditions.max_runs
+            );
+        }
+        for line in run.pairs.iter().filter_map(|r| more_rounds(r, s.conditions.runs)) {
+            let _ = writeln!(out, "{line}");
+        }
     }
     for (name, why) in &s.host_skipped {
         let _ = writeln!(out, "host skipped {name}: {why}");

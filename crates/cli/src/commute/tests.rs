@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::stats::Judgement;
-use measure::{Scaling, SCALES};
+use measure::{Look, Plan, Scaling, SCALES};
 use outcome::{Conditions, PairResult, Summary};
 
 #[test]
@@ -79,6 +79,7 @@ fn result(name: &'static str, conflict_free: bool, s2: Option<(f64, f64, Option<
         vs_private: None,
         alone: None,
         ci95: None,
+        ci99: None,
         iterations: 100,
         ops_per_sec_1: 1e6,
         ops_per_sec_2: s2 * 1e6,
@@ -88,8 +89,8 @@ fn result(name: &'static str, conflict_free: bool, s2: Option<(f64, f64, Option<
     let measured = s2.map(|(vfscale, private, host)| {
         let private = scaling(private);
         measure::Measured {
-            vfscale: scaling(vfscale).judged_by_round(&private),
-            host: host.map(|h| scaling(h).judged(&private)).ok_or_else(|| "no sysfs here".to_string()),
+            vfscale: scaling(vfscale).judged_by_round(&private, Look::First),
+            host: host.map(|h| scaling(h).judged(&private, Look::First)).ok_or_else(|| "no sysfs here".to_string()),
             private,
         }
     });
@@ -107,6 +108,7 @@ fn vfscale_is_judged_against_private_round_by_round() {
         vs_private: None,
         alone: None,
         ci95: None,
+        ci99: None,
         iterations: 100,
         ops_per_sec_1: 0.0,
         ops_per_sec_2: 0.0,
@@ -117,10 +119,11 @@ fn vfscale_is_judged_against_private_round_by_round() {
     let private = cell(one.clone(), vec![13.6, 14.0, 13.9, 13.8, 13.9, 9.8, 9.8, 9.8, 9.8]);
     let drifted = cell(one.clone(), vec![15.7, 15.3, 15.0, 15.1, 9.9, 9.8, 9.8, 9.8, 9.8]);
     assert!(drifted.s2 < 0.9 * private.s2, "the ratio of medians says it does not scale");
-    let judged = drifted.judged_by_round(&private);
+    let judged = drifted.judged_by_round(&private, Look::First);
     assert_eq!((judged.judgement, judged.scales), (Some(Judgement::Met), Some(true)));
     assert!((judged.vs_private.unwrap() - 1.0).abs() < 1e-9, "{:?}", judged.vs_private);
-    let slower = cell(one, vec![10.0, 10.5, 10.4, 10.2, 7.0, 7.1, 7.0, 7.0, 7.0]).judged_by_round(&private);
+    let slower =
+        cell(one, vec![10.0, 10.5, 10.4, 10.2, 7.0, 7.1, 7.0, 7.0, 7.0]).judged_by_round(&private, Look::First);
     assert_eq!(slower.judgement, Some(Judgement::NotMet), "0.5-0.75 of private in every round");
 }
 
@@ -134,7 +137,7 @@ fn a_pair_whose_rounds_straddle_the_bar_is_inconclusive() {
     let private = straddling.private.clone().unwrap();
     let rounds = Scaling { runs_1: vec![1e6; 6], runs_2: vec![1.6e6, 2.0e6, 1.7e6, 1.9e6, 1.75e6, 1.95e6], ..vfscale };
     let private = Scaling { runs_1: vec![1e6; 6], runs_2: vec![2e6; 6], ..private };
-    straddling.vfscale = Some(rounds.judged_by_round(&private));
+    straddling.vfscale = Some(rounds.judged_by_round(&private, Look::First));
     assert_eq!(straddling.vfscale.as_ref().unwrap().judgement, Some(Judgement::Inconclusive));
     let mut results = vec![straddling];
     results.extend((0..19).map(|_| result("stat-same-file", true, Some((1.9, 2.0, Some(1.0))))));
@@ -159,7 +162,8 @@ fn a_pair_just_below_the_bar_is_inconclusive_not_an_exception() {
         runs_2: share.iter().map(|s| s * 2e6).collect(),
         ..vfscale.clone()
     };
-    let just_below = rounds(&[0.80, 0.84, 0.86, 0.88, 0.89, 0.87, 0.85, 0.83, 0.86]).judged_by_round(&private);
+    let just_below =
+        rounds(&[0.80, 0.84, 0.86, 0.88, 0.89, 0.87, 0.85, 0.83, 0.86]).judged_by_round(&private, Look::First);
     let [low, high] = just_below.ci95.unwrap();
     assert!((SCALES - measure::DRIFT..SCALES).contains(&high), "[{low}, {high}] misses 0.9 by less than the margin");
     assert_eq!(just_below.judgement, Some(Judgement::Inconclusive));
@@ -167,9 +171,91 @@ fn a_pair_just_below_the_bar_is_inconclusive_not_an_exception() {
     let s = Summary::of(&[near.clone()], KNOWN_CONFLICTS, conditions(true));
     assert!(s.checker_exceptions.is_empty() && s.inconclusive == ["stat-diff-files"], "{s:?}");
 
-    near.vfscale = Some(rounds(&[0.70, 0.74, 0.76, 0.78, 0.79, 0.77, 0.75, 0.73, 0.76]).judged_by_round(&private));
+    near.vfscale =
+        Some(rounds(&[0.70, 0.74, 0.76, 0.78, 0.79, 0.77, 0.75, 0.73, 0.76]).judged_by_round(&private, Look::First));
     let s = Summary::of(&[near], KNOWN_CONFLICTS, conditions(true));
     assert_eq!(s.checker_exceptions, ["stat-diff-files"], "0.70-0.79 of private is below the margin too");
+}
+
+/// A pair the first look leaves inconclusive runs more rounds, `runs` at
+/// a time up to `max_runs`; a decided one, or one at the cap, runs none.
+/// A later look judges on the 99% interval: rounds whose 95% interval
+/// clears 0.9 and whose 99% one does not are met at the first look and
+/// inconclusive at a later one.
+#[test]
+fn an_undecided_pair_runs_more_rounds_judged_on_its_99_percent_interval() {
+    let base = result("create-one-dir", true, Some((1.9, 2.0, None)));
+    let rounds = |shares: &[f64]| Scaling {
+        runs_1: vec![1e6; shares.len()],
+        runs_2: shares.iter().map(|s| s * 2e6).collect(),
+        ..base.vfscale.clone().unwrap()
+    };
+    let private = |n: usize| Scaling { runs_1: vec![1e6; n], runs_2: vec![2e6; n], ..base.private.clone().unwrap() };
+    // 50 rounds spread evenly over 0.66-1.36 of private, median 1.01: the
+    // 95% interval's low end comes to about 0.91, the 99% one's to 0.88.
+    let spread: Vec<f64> = (0..50).map(|i| 0.66 + 0.70 * f64::from(i) / 49.0).collect();
+    let first = rounds(&spread).judged_by_round(&private(50), Look::First);
+    let later = rounds(&spread).judged_by_round(&private(50), Look::More);
+    let (ci95, ci99) = (later.ci95.unwrap(), later.ci99.unwrap());
+    assert!(ci95[0] >= SCALES && ci99[0] < SCALES, "the data straddle only at 99%: {ci95:?} {ci99:?}");
+    assert_eq!((first.judgement, first.ci95, first.ci99), (Some(Judgement::Met), Some(ci95), None));
+    assert_eq!(later.judgement, Some(Judgement::Inconclusive));
+
+    let plan = Plan { runs: 25, max_runs: 100, iterations: None, run_time: std::time::Duration::from_millis(20) };
+    let undecided = |n: usize| Scaling { judgement: Some(Judgement::Inconclusive), ..rounds(&spread[..n]) };
+    assert_eq!(undecided(25).more_rounds_wanted(plan), Some(25));
+    assert_eq!(undecided(50).more_rounds_wanted(Plan { max_runs: 60, ..plan }), Some(10), "what is left below the cap");
+    assert_eq!(undecided(50).more_rounds_wanted(Plan { max_runs: 50, ..plan }), None, "at the cap");
+    assert_eq!(undecided(25).more_rounds_wanted(Plan { max_runs: 25, ..plan }), None, "--max-runs equal to --runs");
+    assert_eq!(first.more_rounds_wanted(plan), None, "decided");
+    let not_met = Scaling { judgement: Some(Judgement::NotMet), ..rounds(&spread[..25]) };
+    assert_eq!(not_met.more_rounds_wanted(plan), None, "decided");
+}
+
+/// The measuring loop runs more rounds of every cell while a judgement
+/// wants them, each judged as a later look: a pair a third look decides
+/// ran 75 rounds, judged first, more, more; one no look decides stops at
+/// the cap.
+#[test]
+fn more_rounds_run_until_a_look_decides_or_the_cap() {
+    struct Idle;
+    impl crate::workloads::Subject for Idle {
+        fn run_thread(&self, _thread: usize, _iterations: u64) {}
+    }
+    let plan = Plan { runs: 25, max_runs: 100, iterations: Some(1), run_time: std::time::Duration::from_millis(1) };
+    let cells: [(&dyn crate::workloads::Subject, usize); 2] = [(&Idle, 1), (&Idle, 2)];
+    let first_runs = || crate::harness::run_cells(&cells, crate::harness::RunPlan::new(plan.runs, 1), |_, _| {});
+    let looks = std::cell::RefCell::new(Vec::new());
+    let decided_at = |rounds: usize| {
+        let looks = &looks;
+        move |runs: &[crate::harness::CellRuns], look| {
+            looks.borrow_mut().push(look);
+            let s = Scaling::of(&runs[0], &runs[1]);
+            let judgement = if s.rounds() >= rounds { Judgement::Met } else { Judgement::Inconclusive };
+            Ok(Scaling { judgement: Some(judgement), ..s })
+        }
+    };
+    let judged = measure::until_decided(&cells, first_runs(), plan, &mut |_, _| {}, decided_at(75), |s| s).unwrap();
+    assert_eq!((judged.rounds(), judged.judgement), (75, Some(Judgement::Met)));
+    assert_eq!(*looks.borrow(), [Look::First, Look::More, Look::More]);
+    let capped = Plan { max_runs: 60, ..plan };
+    let open = measure::until_decided(&cells, first_runs(), capped, &mut |_, _| {}, decided_at(usize::MAX), |s| s);
+    assert_eq!(open.map(|s| (s.rounds(), s.judgement)), Ok((60, Some(Judgement::Inconclusive))), "25 + 25 + 10");
+}
+
+/// The table names each pair that ran more rounds, with its count and
+/// its verdict then, and says how far they go.
+#[test]
+fn the_table_names_the_pairs_that_ran_more_rounds() {
+    let mut more = result("create-one-dir", true, Some((1.9, 2.0, None)));
+    let vfscale = more.vfscale.take().unwrap();
+    more.vfscale = Some(Scaling { runs_1: vec![1e6; 10], runs_2: vec![1.9e6; 10], ..vfscale });
+    let results = vec![more, result("stat-diff-files", true, Some((1.9, 2.0, None)))];
+    let summary = Summary::of(&results, KNOWN_CONFLICTS, conditions(true));
+    let table = table(&Commute { pairs: results, summary, generated: None });
+    assert!(table.contains("up to 20, each later look judged on the 99% interval"), "{table}");
+    assert!(table.contains("\nmore rounds: create-one-dir vfscale 10 (met)\n"), "{table}");
+    assert!(!table.contains("more rounds: stat-diff-files"), "{table}");
 }
 
 /// Judged against an earlier run, a pair whose verdict differed there is
@@ -239,7 +325,15 @@ const SAMPLE_KNOWN: &[(&str, &str)] =
     &[("mkdir-one-dir", "each new directory's `..` counts a reference on the parent")];
 
 fn conditions(timed: bool) -> Conditions {
-    Conditions { timed, runs: 5, iterations: None, run_ms: 20.0, quick: false, load_average: [0.1, 0.2, 0.3] }
+    Conditions {
+        timed,
+        runs: 5,
+        max_runs: 20,
+        iterations: None,
+        run_ms: 20.0,
+        quick: false,
+        load_average: [0.1, 0.2, 0.3],
+    }
 }
 
 #[test]
@@ -333,7 +427,7 @@ fn json_has_the_issues_shape_and_the_table_one_line_per_pair() {
 /// uses per-thread file tables: every cell measured, S2 finite.
 #[test]
 fn measuring_gives_every_cell() {
-    let calibrated = Plan { runs: 1, iterations: None, run_time: std::time::Duration::from_millis(1) };
+    let calibrated = Plan { runs: 1, max_runs: 1, iterations: None, run_time: std::time::Duration::from_millis(1) };
     let fixed = Plan { iterations: Some(40), ..calibrated };
     for (name, plan) in [("unlink-one-dir", calibrated), ("posix-disjoint-ranges", fixed)] {
         let pair = select(&[name.to_string()]).unwrap()[0];
