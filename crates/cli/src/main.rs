@@ -461,8 +461,7 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
         runs,
         // Four looks at most: with the first at 95% and each later one at
         // 99%, a pair at the bar is called met at most 4% of the time
-        // (nominally: see docs/commutativity.md). Three rounds decide too
-        // little for more of them to help, so --quick takes none.
+        // (nominally: see docs/commutativity.md). --quick stays quick.
         max_runs: args.max_runs.unwrap_or(if args.quick { runs } else { runs.saturating_mul(4) }),
         iterations: args.iterations,
         run_time: std::time::Duration::from_millis(run_ms),

@@ -57,8 +57,7 @@ fn head(html: &mut String, run: &Commute) {
          thread a state of its own (the ceiling), <em>host</em> runs the same system calls on this machine's \
          kernel. A pair <em>scales</em> when its S2 is at least 0.9 &times; private's (for vfscale, judged \
          round by round: the median of each round's 2-thread throughput over private's); it does not scale when \
-         the whole 95% interval is below 0.85 &times; private's, and is undecided in between; a pair left \
-         undecided runs more rounds, judged then on their 99% interval.</p>\n\
+         the whole 95% interval is below 0.85 &times; private's, and is undecided in between.</p>\n\
          <p><strong>{}</strong></p>\n<ul>\n",
         escape(&m.kernel),
         m.cpus,
@@ -69,9 +68,16 @@ fn head(html: &mut String, run: &Commute) {
         s.conditions.load_average[2],
         if s.conditions.timed {
             format!(
-                "{} measured runs per cell after a warm-up (up to {} for a pair left undecided), {}{}.",
+                "{} measured runs per cell after a warm-up{}, {}{}.",
                 s.conditions.runs,
-                s.conditions.max_runs,
+                if s.conditions.max_runs > s.conditions.runs {
+                    format!(
+                        " (up to {} for a pair left undecided, judged then on the 99% interval of all its rounds)",
+                        s.conditions.max_runs
+                    )
+                } else {
+                    String::new()
+                },
                 s.conditions.iterations.map_or_else(
                     || format!("each cell's 1-thread run calibrated to about {} ms", s.conditions.run_ms),
                     |n| format!("{n} operations per thread per run")
