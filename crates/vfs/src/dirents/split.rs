@@ -783,9 +783,24 @@ mod tests {
         assert!(found, "listed, then not found");
     }
 
+    /// A new entry for the name `hash` spells, in decimal.
+    fn entry(hash: u64) -> Entry {
+        Entry { cookie: next_cookie(), dentry: Dentry::new(1, hash.to_string().as_bytes(), None, 0) }
+    }
+
     fn insert(dir: &SplitEntries, hash: u64, reclaim: &Reclaim) {
-        let entry = Entry { cookie: next_cookie(), dentry: Dentry::new(1, hash.to_string().as_bytes(), None, 0) };
-        dir.lock(hash).insert(dir, entry, hash, reclaim);
+        dir.lock(hash).insert(dir, entry(hash), hash, reclaim);
+    }
+
+    /// Unlinks the name of `hash`; whether it was there.
+    fn unlink(dir: &SplitEntries, hash: u64, reclaim: &Reclaim) -> bool {
+        dir.lock(hash).remove(hash.to_string().as_bytes(), hash, reclaim).is_some()
+    }
+
+    /// Renames the name of `hash` over itself (a new node in its slot);
+    /// whether it was there.
+    fn rename_over(dir: &SplitEntries, hash: u64, reclaim: &Reclaim) -> bool {
+        dir.lock(hash).replace(entry(hash), hash, reclaim).is_some()
     }
 
     /// A look-up of a name its bucket lacks reads the table, its slot and
@@ -826,9 +841,8 @@ mod tests {
         for step in 0..2_000 {
             let k = (xorshift64(&mut state) % 8) as usize;
             let hash = hashes[k];
-            let name = hash.to_string();
             if present[k] {
-                assert!(dir.lock(hash).remove(name.as_bytes(), hash, &reclaim).is_some(), "step {step}");
+                assert!(unlink(&dir, hash, &reclaim), "step {step}");
             } else {
                 insert(&dir, hash, &reclaim);
             }
@@ -871,7 +885,7 @@ mod tests {
         }
         // Back within a bucket's size, the bucket splits as any other.
         for &hash in &hashes[4..] {
-            assert!(dir.lock(hash).remove(hash.to_string().as_bytes(), hash, &reclaim).is_some());
+            assert!(unlink(&dir, hash, &reclaim));
         }
         let held = distinct(table, &guard).filter(|(_, b)| b.split_past.load(Ordering::Relaxed) != 0).count();
         assert_eq!(held, 0, "a bucket of four names still waits for more names to split");
@@ -1118,11 +1132,9 @@ mod tests {
         let (dir, hashes) = bucket_of_eight(0x4d10, 15, false, &reclaim);
         let walker = stopped_walk(&dir, hashes[3], look_up(hashes[SPLIT_AT - 1]));
         let gone = hashes[1];
-        assert!(dir.lock(gone).remove(gone.to_string().as_bytes(), gone, &reclaim).is_some());
+        assert!(unlink(&dir, gone, &reclaim));
         insert(&dir, 0x4d1f << 20 | 15, &reclaim);
-        let renamed = hashes[2];
-        let entry = Entry { cookie: next_cookie(), dentry: Dentry::new(1, renamed.to_string().as_bytes(), None, 0) };
-        assert!(dir.lock(renamed).replace(entry, renamed, &reclaim).is_some());
+        assert!(rename_over(&dir, hashes[2], &reclaim));
         pause::let_go();
         assert!(join_soon(walker, 120), "a name present throughout the look-up was missed");
     }
@@ -1147,9 +1159,7 @@ mod tests {
         }
         let overflow_slots = || {
             let held = dir.lock(hashes[0]);
-            // SAFETY: as in `Bucket::slots`.
-            let overflow = unsafe { held.bucket().overflow.load(Ordering::Acquire, &held.guard).as_ref() };
-            overflow.map_or(0, |o| o.slots.len())
+            held.bucket().slots(&held.guard).count() - INLINE
         };
         assert_eq!(overflow_slots(), 32, "the full overflow the test needs");
         let walker = stopped_walk(&dir, hashes[0], look_up(hashes[39]));
@@ -1211,13 +1221,10 @@ mod tests {
                         passing.push_back(pass);
                         if passing.len() > 2 {
                             let gone = passing.pop_front().unwrap();
-                            assert!(dir.lock(gone).remove(gone.to_string().as_bytes(), gone, &reclaim).is_some());
+                            assert!(unlink(&dir, gone, &reclaim));
                         }
                         if i % 3 == 0 {
-                            let renamed = hashes[t][i / 2] | 1 << 63;
-                            let dentry = Dentry::new(1, renamed.to_string().as_bytes(), None, 0);
-                            let entry = Entry { cookie: next_cookie(), dentry };
-                            assert!(dir.lock(renamed).replace(entry, renamed, &reclaim).is_some());
+                            assert!(rename_over(&dir, hashes[t][i / 2] | 1 << 63, &reclaim));
                         }
                     }
                 })
