@@ -9,9 +9,18 @@
 //! T threads that the design gets. 1 means the design scales like unshared
 //! work; at 1 thread it is 1 by definition. Each is the median over rounds,
 //! with a bootstrap 95% interval (`speedup_ci95`, `efficiency_ci95`).
+//!
+//! A design's efficiency above 1 thread is judged against [`SCALES`] on
+//! its interval: met when the whole interval clears the bar, not met when
+//! none of it does, inconclusive when it straddles it. Where the plan
+//! allows more runs than it starts with ([`RunPlan::max_runs`]), all
+//! cells run `runs` more rounds at a time while any design's efficiency is
+//! inconclusive; after more rounds every efficiency is judged on its 99%
+//! interval (`efficiency_ci99`, [`Look::More`]), so that looking again
+//! buys no verdict.
 
-use crate::harness::{run_cells, CellStats, RunPlan};
-use crate::stats::RoundRatio;
+use crate::harness::{run_cells, until_decided, CellRuns, CellStats, RunPlan};
+use crate::stats::{Bound, Judgement, Look, RoundRatio};
 use crate::workloads::{Params, Subject, Workload, PRIVATE};
 use serde::Serialize;
 
@@ -39,7 +48,8 @@ pub struct CellReport {
     pub variant: &'static str,
     /// Threads that ran concurrently.
     pub threads: usize,
-    /// Measured runs.
+    /// Measured runs (rounds): the plan's, or more where an efficiency
+    /// was undecided.
     pub runs: usize,
     /// Operations per thread per run.
     pub iterations: u64,
@@ -66,11 +76,19 @@ pub struct CellReport {
     pub efficiency: Option<f64>,
     /// 95% interval of `efficiency`.
     pub efficiency_ci95: Option<[f64; 2]>,
+    /// 99% interval of `efficiency`, given where the cells ran more rounds
+    /// than planned: the interval its verdict is judged on then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efficiency_ci99: Option<[f64; 2]>,
     /// Whether `efficiency` is pinned to within [`FIGURE_TOLERANCE`]
     /// either side by its interval; `false` marks the figure itself
     /// inconclusive: another run may give it more than twice that apart.
     pub efficiency_pinned: Option<bool>,
 }
+
+/// The bar of the efficiency goal: a design scales when it gets at least
+/// this share of what unshared work gets here.
+pub const SCALES: Bound = Bound::AtLeast(0.9);
 
 /// How far either side of an efficiency its 95% interval may reach for
 /// the figure to count as pinned down: two runs whose figures are both
@@ -86,6 +104,18 @@ impl CellReport {
     /// `efficiency` with its interval.
     pub fn efficiency_estimate(&self) -> Option<RoundRatio> {
         Some(RoundRatio { median: self.efficiency?, ci95: self.efficiency_ci95? })
+    }
+
+    /// The interval `efficiency` is judged on: the 99% one after more
+    /// rounds, the 95% one otherwise.
+    pub fn efficiency_judged_on(&self) -> Option<[f64; 2]> {
+        self.efficiency_ci99.or(self.efficiency_ci95)
+    }
+
+    /// What that interval says of [`SCALES`]; `None` without an
+    /// efficiency.
+    pub fn efficiency_judgement(&self) -> Option<Judgement> {
+        self.efficiency_judged_on().map(|interval| SCALES.judge(interval))
     }
 
     /// `~`, printed before an efficiency that is not pinned (the figure
@@ -132,8 +162,9 @@ pub struct Cells {
 impl Cells {
     /// Runs each (variant, thread count) cell, their runs interleaved, and
     /// reports every cell, variant-major, with its speedup and efficiency
-    /// (see [`scaling`]). `progress(variant, threads, run)` is called
-    /// before each run; run 0 is the warm-up.
+    /// (see [`scaling`]); then, while [`more_rounds_wanted`] says so, more
+    /// rounds of every cell, judged again. `progress(variant, threads,
+    /// run)` is called before each run; run 0 is the warm-up.
     pub fn measure(
         &self,
         subjects: &[(&'static str, &dyn Subject)],
@@ -145,7 +176,15 @@ impl Cells {
             subjects.iter().flat_map(|&(variant, _)| threads.iter().map(move |&t| (variant, t))).collect();
         let cells: Vec<(&dyn Subject, usize)> =
             subjects.iter().flat_map(|&(_, subject)| threads.iter().map(move |&t| (subject, t))).collect();
-        let runs = run_cells(&cells, plan, |cell, run| progress(labels[cell].0, labels[cell].1, run));
+        let mut before_run = |cell: usize, run: usize| progress(labels[cell].0, labels[cell].1, run);
+        let runs = run_cells(&cells, plan, &mut before_run);
+        let judge = |runs: &[CellRuns], look| self.reports(&labels, runs, look);
+        until_decided(&cells, runs, before_run, judge, |reports| more_rounds_wanted(reports, plan))
+    }
+
+    /// The reports of cells `labels` that ran `runs`, with their scaling
+    /// judged as `look`.
+    fn reports(&self, labels: &[(&'static str, usize)], runs: &[CellRuns], look: Look) -> Vec<CellReport> {
         let mut reports: Vec<CellReport> = labels
             .iter()
             .zip(runs)
@@ -153,7 +192,7 @@ impl Cells {
                 workload: self.workload,
                 variant,
                 threads,
-                runs: plan.runs,
+                runs: runs.elapsed.len(),
                 iterations: runs.iterations,
                 hold_us: self.hold.map(|p| p.hold_us),
                 work_us: self.hold.map(|p| p.work_us),
@@ -163,40 +202,58 @@ impl Cells {
                 speedup_ci95: None,
                 efficiency: None,
                 efficiency_ci95: None,
+                efficiency_ci99: None,
                 efficiency_pinned: None,
             })
             .collect();
-        scaling(&mut reports);
+        scaling(&mut reports, look);
         reports
     }
+}
+
+/// How many more rounds the cells of `reports` run under `plan`: none
+/// once every design's efficiency above 1 thread is decided (met or not
+/// met on the interval it is judged on) or the cells ran
+/// `plan.max_runs`; otherwise `plan.runs`, or what is left below the cap.
+pub fn more_rounds_wanted(reports: &[CellReport], plan: RunPlan) -> Option<usize> {
+    let rounds = reports.iter().map(|r| r.runs).min()?;
+    let undecided = reports
+        .iter()
+        .filter(|r| r.threads > 1 && r.variant != PRIVATE)
+        .any(|r| r.efficiency_judgement() == Some(Judgement::Inconclusive));
+    (undecided && rounds < plan.max_runs).then(|| plan.runs.min(plan.max_runs - rounds))
 }
 
 /// Fills in every report's `speedup` (against the 1-thread cell of its
 /// variant) and `efficiency` (that speedup over the speedup of `private` at
 /// the same thread count), each estimated round by round with its
-/// interval; each stays `None` where a cell it needs is missing.
-pub fn scaling(reports: &mut [CellReport]) {
+/// interval, and, at a [`Look::More`], the efficiency's 99% interval; each
+/// stays `None` where a cell it needs is missing.
+pub fn scaling(reports: &mut [CellReport], look: Look) {
     let samples = |variant: &str, of: &CellReport, threads: usize| {
         let cell = reports.iter().find(|r| (r.workload, r.variant, r.threads) == (of.workload, variant, threads))?;
         Some(cell.stats.ops_per_sec_samples.as_slice())
     };
-    let estimates: Vec<(Option<RoundRatio>, Option<RoundRatio>)> = reports
+    let efficiency_of = |c: &[f64]| (c[0] / c[1]) / (c[2] / c[3]);
+    type Estimates = (Option<RoundRatio>, Option<RoundRatio>, Option<[f64; 2]>);
+    let estimates: Vec<Estimates> = reports
         .iter()
         .map(|r| {
             let (at_t, at_1) = (&r.stats.ops_per_sec_samples[..], samples(r.variant, r, 1));
             let speedup = at_1.and_then(|at_1| RoundRatio::of_rounds(&[at_t, at_1], |c| c[0] / c[1]));
-            let efficiency = (|| {
-                let cells = [at_t, at_1?, samples(PRIVATE, r, r.threads)?, samples(PRIVATE, r, 1)?];
-                RoundRatio::of_rounds(&cells, |c| (c[0] / c[1]) / (c[2] / c[3]))
-            })();
-            (speedup, efficiency)
+            let cells = (|| Some([at_t, at_1?, samples(PRIVATE, r, r.threads)?, samples(PRIVATE, r, 1)?]))();
+            let efficiency = cells.and_then(|cells| RoundRatio::of_rounds(&cells, efficiency_of));
+            let ci99 =
+                cells.filter(|_| look == Look::More).and_then(|cells| look.interval(efficiency, &cells, efficiency_of));
+            (speedup, efficiency, ci99)
         })
         .collect();
-    for (report, (speedup, efficiency)) in reports.iter_mut().zip(estimates) {
+    for (report, (speedup, efficiency, ci99)) in reports.iter_mut().zip(estimates) {
         report.speedup = speedup.map(|s| s.median);
         report.speedup_ci95 = speedup.map(|s| s.ci95);
         report.efficiency = efficiency.map(|e| e.median);
         report.efficiency_ci95 = efficiency.map(|e| e.ci95);
+        report.efficiency_ci99 = ci99;
         report.efficiency_pinned = efficiency.map(|e| e.pinned_within(FIGURE_TOLERANCE));
     }
 }
@@ -219,6 +276,54 @@ pub fn noise_line(cells: &[CellReport]) -> Option<String> {
         })
         .collect();
     (!spreads.is_empty()).then(|| format!("noise (private's S per round): {}", spreads.join(", ")))
+}
+
+/// Each design's efficiency at every thread count above 1, the median of
+/// rounds with the interval it is judged on and what that says of
+/// [`SCALES`], as "efficiency (S / S private, >= 0.9 scales; ~ figure
+/// inconclusive): x2 rcu 0.93 [0.90, 0.97] met, rwsem ~0.41 [0.30, 0.45]
+/// not met; x16 ..."; an interval marked "99%" is the one a run judges on
+/// after more rounds (95% otherwise); `~` marks a figure whose 95%
+/// interval reaches more than [`FIGURE_TOLERANCE`] from it. `None` when no
+/// cell above 1 thread has one.
+pub fn efficiency_line(cells: &[CellReport]) -> Option<String> {
+    let threads: std::collections::BTreeSet<usize> =
+        cells.iter().filter(|c| c.threads > 1 && c.efficiency.is_some()).map(|c| c.threads).collect();
+    let per_count: Vec<String> = threads
+        .into_iter()
+        .map(|t| {
+            let designs: Vec<String> = cells
+                .iter()
+                .filter(|c| c.threads == t && c.variant != PRIVATE)
+                .filter_map(|c| {
+                    let judged = RoundRatio { median: c.efficiency?, ci95: c.efficiency_judged_on()? };
+                    let level = if c.efficiency_ci99.is_some() { " 99%" } else { "" };
+                    Some(format!("{} {}{judged}{level} {}", c.variant, c.loose_mark(), c.efficiency_judgement()?))
+                })
+                .collect();
+            format!("x{t} {}", designs.join(", "))
+        })
+        .collect();
+    (!per_count.is_empty()).then(|| {
+        format!(
+            "efficiency (S / S private, {} scales; ~ figure inconclusive): {}",
+            SCALES.show(""),
+            per_count.join("; ")
+        )
+    })
+}
+
+/// Where cells ran more rounds than the `runs` planned, a line saying how
+/// many and why: "more rounds: 50 per cell (up to 100) while an efficiency
+/// at 2+ threads was inconclusive; each judged on its 99% interval".
+pub fn more_rounds_line(cells: &[CellReport], runs: usize, max_runs: usize) -> Option<String> {
+    let rounds = cells.iter().map(|c| c.runs).max()?;
+    (rounds > runs).then(|| {
+        format!(
+            "more rounds: {rounds} per cell (up to {max_runs}) while an efficiency at 2+ threads was inconclusive; \
+             each judged on its 99% interval"
+        )
+    })
 }
 
 /// Renders reports as an aligned text table: for the lockperf analogs
@@ -390,7 +495,7 @@ pub(crate) mod tests {
             workload: "w",
             variant,
             threads,
-            runs: 1,
+            runs: ops.len(),
             iterations: 1,
             hold_us: None,
             work_us: None,
@@ -400,6 +505,7 @@ pub(crate) mod tests {
             speedup_ci95: None,
             efficiency: None,
             efficiency_ci95: None,
+            efficiency_ci99: None,
             efficiency_pinned: None,
         }
     }
@@ -417,7 +523,7 @@ pub(crate) mod tests {
             rounds(PRIVATE, 1, &one),
             rounds(PRIVATE, 2, &[200.0, 202.0, 198.0, 200.0, 201.0]),
         ];
-        scaling(&mut reports);
+        scaling(&mut reports, Look::First);
         reports
     }
 
@@ -429,6 +535,115 @@ pub(crate) mod tests {
         assert_eq!(at_2("loose").efficiency_pinned, Some(false), "{:?}", at_2("loose").efficiency_estimate());
         let json = serde_json::to_value(at_2("loose")).unwrap();
         assert_eq!(json["efficiency_pinned"], false);
+    }
+
+    /// More rounds while a design's efficiency above 1 thread straddles
+    /// the bar, `runs` at a time up to the cap; none once all are decided,
+    /// and `private` and 1-thread cells never ask for them.
+    #[test]
+    fn more_rounds_are_wanted_while_a_design_is_undecided() {
+        let reports = steady_and_loose();
+        let judgement = |variant| reports.iter().find(|r| r.variant == variant && r.threads == 2).unwrap();
+        assert_eq!(judgement("steady").efficiency_judgement(), Some(Judgement::Met));
+        assert_eq!(judgement("loose").efficiency_judgement(), Some(Judgement::Inconclusive));
+        let plan = |max_runs| RunPlan { max_runs, ..RunPlan::new(5, 1) };
+        assert_eq!(more_rounds_wanted(&reports, plan(20)), Some(5));
+        assert_eq!(more_rounds_wanted(&reports, plan(8)), Some(3), "what is left below the cap");
+        assert_eq!(more_rounds_wanted(&reports, plan(5)), None, "at the cap");
+        let decided: Vec<CellReport> = reports.iter().filter(|r| r.variant != "loose").cloned().collect();
+        assert_eq!(more_rounds_wanted(&decided, plan(20)), None, "every design decided");
+        let mut undecided_private = decided.clone();
+        undecided_private
+            .iter_mut()
+            .filter(|r| r.variant == PRIVATE)
+            .for_each(|r| r.efficiency_ci95 = Some([0.8, 1.0]));
+        assert_eq!(more_rounds_wanted(&undecided_private, plan(20)), None, "private is the reference, never judged");
+        let mut undecided_at_one = decided;
+        undecided_at_one.iter_mut().filter(|r| r.threads == 1).for_each(|r| r.efficiency_ci95 = Some([0.8, 1.0]));
+        assert_eq!(more_rounds_wanted(&undecided_at_one, plan(20)), None, "1 thread is 1 by definition");
+    }
+
+    /// After more rounds every efficiency has its 99% interval, which holds
+    /// the 95% one and is what its verdict is judged on.
+    #[test]
+    fn a_later_look_judges_efficiency_on_its_99_percent_interval() {
+        let one = [100.0; 25];
+        let two: Vec<f64> =
+            (0..25).map(|i| 180.0 + (i % 7) as f64 * 3.0 - if i % 5 == 0 { 30.0 } else { 0.0 }).collect();
+        let mut reports = vec![rounds("ours", 1, &one), rounds("ours", 2, &two), rounds(PRIVATE, 1, &one)];
+        reports.push(rounds(PRIVATE, 2, &[200.0; 25]));
+        scaling(&mut reports, Look::First);
+        assert!(reports.iter().all(|r| r.efficiency_ci99.is_none()), "a first look has no 99% interval");
+        scaling(&mut reports, Look::More);
+        let ours = &reports[1];
+        let (ci95, ci99) = (ours.efficiency_ci95.unwrap(), ours.efficiency_ci99.unwrap());
+        assert!(ci99[0] <= ci95[0] && ci95[1] <= ci99[1] && ci99[1] - ci99[0] > ci95[1] - ci95[0], "{ci95:?} {ci99:?}");
+        assert_eq!(ours.efficiency_judged_on(), Some(ci99));
+        let mut straddling = ours.clone();
+        straddling.efficiency_ci95 = Some([0.91, 1.0]);
+        straddling.efficiency_ci99 = Some([0.88, 1.02]);
+        assert_eq!(straddling.efficiency_judgement(), Some(Judgement::Inconclusive), "judged on the 99% interval");
+        straddling.efficiency_ci99 = None;
+        assert_eq!(straddling.efficiency_judgement(), Some(Judgement::Met), "judged on the 95% interval");
+        let line = efficiency_line(&reports).unwrap();
+        assert!(line.contains(&format!("[{:.2}, {:.2}] 99% ", ci99[0], ci99[1])), "{line}");
+        let json = serde_json::to_value(ours).unwrap();
+        assert_eq!(json["efficiency_ci99"].as_array().map(Vec::len), Some(2));
+    }
+
+    /// Sleeps 4 ms a run; at 2 threads, when `uneven`, 2 ms and 32 ms on
+    /// alternate runs, so that its efficiency is about 2 in one round and
+    /// 1/8 in the next: undecided however many rounds run, on any machine.
+    struct Sleeper {
+        uneven: bool,
+        runs_at_two: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Subject for Sleeper {
+        fn prepare_run(&self, threads: usize) {
+            if threads == 2 {
+                self.runs_at_two.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+
+        fn run_thread(&self, _thread: usize, _iterations: u64) {
+            let odd = self.runs_at_two.load(std::sync::atomic::Ordering::Relaxed) % 2 == 1;
+            let ms = match (self.uneven, odd) {
+                (false, _) => 4,
+                (true, true) => 2,
+                (true, false) => 32,
+            };
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+    }
+
+    /// An efficiency no number of rounds decides runs more rounds of every
+    /// cell up to the cap, each cell's report counting them and judged on
+    /// its 99% interval; with the cap at the planned runs, none run.
+    #[test]
+    fn an_undecided_efficiency_runs_more_rounds_up_to_the_cap() {
+        let sleeper = |uneven| Sleeper { uneven, runs_at_two: Default::default() };
+        let (design, private) = (sleeper(true), sleeper(false));
+        let subjects: [(&'static str, &dyn Subject); 2] = [("design", &design), (PRIVATE, &private)];
+        let cells = Cells { workload: "w", hold: None, note: None };
+        let plan = RunPlan { max_runs: 8, ..RunPlan::new(4, 1) };
+        let mut last_run = 0;
+        let reports = cells.measure(&subjects, &[1, 2], plan, |_, _, run| last_run = last_run.max(run));
+        assert_eq!(last_run, 8, "runs are numbered on from the planned four");
+        assert!(reports.iter().all(|r| r.runs == 8 && r.stats.ops_per_sec_samples.len() == 8), "{reports:?}");
+        assert!(reports.iter().all(|r| r.efficiency_ci99.is_some()), "a later look gives every efficiency its 99%");
+        let at_2 = reports.iter().find(|r| r.variant == "design" && r.threads == 2).unwrap();
+        assert_eq!(at_2.efficiency_judgement(), Some(Judgement::Inconclusive), "{:?}", at_2.efficiency_judged_on());
+        let planned = cells.measure(&subjects, &[1, 2], RunPlan::new(4, 1), |_, _, _| {});
+        assert!(planned.iter().all(|r| r.runs == 4 && r.efficiency_ci99.is_none()), "{planned:?}");
+    }
+
+    #[test]
+    fn the_more_rounds_line_says_how_many_ran_and_why() {
+        let reports = steady_and_loose();
+        assert_eq!(more_rounds_line(&reports, 5, 20), None, "the planned five");
+        let line = more_rounds_line(&reports, 3, 20).unwrap();
+        assert!(line.starts_with("more rounds: 5 per cell (up to 20) while an efficiency at 2+ threads"), "{line}");
     }
 
     #[test]
@@ -444,7 +659,7 @@ pub(crate) mod tests {
             cell(PRIVATE, 2, 2000.0),
             cell(PRIVATE, 16, 1500.0),
         ];
-        scaling(&mut reports);
+        scaling(&mut reports, Look::First);
         let got: Vec<(Option<f64>, Option<f64>)> = reports.iter().map(|r| (r.speedup, r.efficiency)).collect();
         let close = |a: Option<f64>, b: f64| (a.expect("known") - b).abs() < 1e-6;
         let expected = [
@@ -484,7 +699,7 @@ pub(crate) mod tests {
             rounds(PRIVATE, 1, &[100.0, 100.0, 50.0, 100.0, 100.0]),
             rounds(PRIVATE, 2, &[200.0, 200.0, 100.0, 200.0, 120.0]),
         ];
-        scaling(&mut reports);
+        scaling(&mut reports, Look::First);
         let ours = reports[1].speedup_estimate().unwrap();
         assert!((ours.median - 1.9).abs() < 1e-6 && ours.ci95[1] - ours.ci95[0] < 1e-6, "{ours}");
         let efficiency = reports[1].efficiency_estimate().unwrap();
@@ -498,14 +713,14 @@ pub(crate) mod tests {
     #[test]
     fn no_efficiency_without_private_or_its_one_thread_cell() {
         let mut without = vec![cell("ours", 1, 100.0), cell("ours", 2, 190.0)];
-        scaling(&mut without);
+        scaling(&mut without, Look::First);
         assert!((without[1].speedup.unwrap() - 1.9).abs() < 1e-6);
         assert!(without.iter().all(|r| r.efficiency.is_none()));
         let mut no_base = vec![cell("ours", 1, 100.0), cell("ours", 2, 190.0), cell(PRIVATE, 2, 400.0)];
-        scaling(&mut no_base);
+        scaling(&mut no_base, Look::First);
         assert!(no_base.iter().all(|r| r.efficiency.is_none()), "private has no 1-thread cell");
         let mut no_match = vec![cell("ours", 1, 100.0), cell("ours", 2, 190.0), cell(PRIVATE, 1, 400.0)];
-        scaling(&mut no_match);
+        scaling(&mut no_match, Look::First);
         assert!((no_match[0].efficiency.unwrap() - 1.0).abs() < 1e-6);
         assert_eq!(no_match[1].efficiency, None, "private has no 2-thread cell");
     }

@@ -14,7 +14,7 @@
 //! per-op time distribution of the report, and the fairness figures (a
 //! thread that was starved finishes late).
 
-use crate::stats::Summary;
+use crate::stats::{Look, Summary};
 use crate::workloads::Subject;
 use serde::{Deserialize, Serialize};
 use std::sync::Barrier;
@@ -25,6 +25,10 @@ use std::time::{Duration, Instant};
 pub struct RunPlan {
     /// Measured runs (the warm-up comes on top).
     pub runs: usize,
+    /// Runs per cell that [`crate::bench::Cells::measure`] goes on to,
+    /// `runs` more at a time, while a design's efficiency above 1 thread is
+    /// undecided (equal to `runs`: none more). [`run_cells`] runs `runs`.
+    pub max_runs: usize,
     /// Operations per thread per run.
     pub iterations: u64,
     /// Where set, a cell whose warm-up says a run of `iterations` would
@@ -35,9 +39,10 @@ pub struct RunPlan {
 }
 
 impl RunPlan {
-    /// `runs` runs of `iterations` operations per thread, of any length.
+    /// `runs` runs of `iterations` operations per thread, of any length,
+    /// and none more.
     pub fn new(runs: usize, iterations: u64) -> RunPlan {
-        RunPlan { runs, iterations, min_run: None }
+        RunPlan { runs, max_runs: runs, iterations, min_run: None }
     }
 
     /// Operations per thread for a cell whose warm-up of `warm_up`
@@ -226,6 +231,25 @@ pub fn more_rounds(
             runs.thread_elapsed.push(run.threads);
         }
     }
+}
+
+/// Judges `runs` (the first rounds of `cells`, from [`run_cells`]) as the
+/// first look; then, while `wanted` asks more rounds of the judgement,
+/// runs them ([`more_rounds`]) and judges all rounds again as a later
+/// look.
+pub fn until_decided<T>(
+    cells: &[(&dyn Subject, usize)],
+    mut runs: Vec<CellRuns>,
+    mut before_run: impl FnMut(usize, usize),
+    judge: impl Fn(&[CellRuns], Look) -> T,
+    wanted: impl Fn(&T) -> Option<usize>,
+) -> T {
+    let mut judged = judge(&runs, Look::First);
+    while let Some(rounds) = wanted(&judged) {
+        more_rounds(cells, &mut runs, rounds, &mut before_run);
+        judged = judge(&runs, Look::More);
+    }
+    judged
 }
 
 /// What one run measured.

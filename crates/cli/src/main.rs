@@ -97,6 +97,10 @@ struct BenchArgs {
     /// Measured runs per cell (after one warm-up run).
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Runs per cell to go on to, --runs more at a time, while a design's efficiency at 2+ threads is
+    /// inconclusive, judged then on its 99% interval (`bench` only) [default: --runs, none more].
+    #[arg(long, value_name = "N")]
+    max_runs: Option<usize>,
     /// Operations per thread per run [default: the workload's].
     #[arg(long)]
     iterations: Option<u64>,
@@ -132,6 +136,10 @@ struct ReproduceArgs {
     /// Thread counts, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2,16")]
     threads: Vec<usize>,
+    /// Runs per cell a case goes on to, its runs more at a time, while a design's efficiency at 2+
+    /// threads is inconclusive, judged then on its 99% interval [default: none more].
+    #[arg(long, value_name = "N")]
+    max_runs: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -236,7 +244,11 @@ fn bench_command(args: BenchArgs) -> Result<(), String> {
         println!("{}, {} CPUs ({}); {}", machine.kernel, machine.cpus, machine.cpu_model, calibration.line());
         print!("{}", describe(&request));
         print!("{}", bench::table(&reports));
-        if let Some(line) = bench::noise_line(&reports) {
+        let judged = [
+            bench::efficiency_line(&reports),
+            bench::more_rounds_line(&reports, request.plan.runs, request.plan.max_runs),
+        ];
+        for line in judged.into_iter().chain([bench::noise_line(&reports)]).flatten() {
             println!("{line}");
         }
         for note in calibration.ceiling_notes(&reports) {
@@ -271,6 +283,7 @@ fn bench_request(args: &BenchArgs) -> Result<BenchRequest, String> {
             .collect::<Result<_, _>>()?
     };
     check_plan(&args.threads, args.runs)?;
+    let max_runs = max_runs(args.max_runs, args.runs)?;
     if !workload.takes_hold && (args.hold_us.is_some() || args.work_us.is_some()) {
         return Err(format!("--hold-us and --work-us apply to prim-mprotect, not {}", workload.name));
     }
@@ -284,7 +297,7 @@ fn bench_request(args: &BenchArgs) -> Result<BenchRequest, String> {
         workload,
         variants,
         threads: args.threads.clone(),
-        plan: RunPlan::new(args.runs, iterations),
+        plan: RunPlan { max_runs, ..RunPlan::new(args.runs, iterations) },
         params,
     })
 }
@@ -295,9 +308,15 @@ fn describe(request: &BenchRequest) -> String {
     } else {
         String::new()
     };
+    let plan = request.plan;
+    let more = if plan.max_runs > plan.runs {
+        format!(" (up to {} while an efficiency at 2+ threads is inconclusive)", plan.max_runs)
+    } else {
+        String::new()
+    };
     format!(
-        "{}: {} iterations per thread, {} runs per cell after a warm-up, runs of all cells interleaved{hold}\n",
-        request.workload.name, request.plan.iterations, request.plan.runs
+        "{}: {} iterations per thread, {} runs per cell after a warm-up{more}, runs of all cells interleaved{hold}\n",
+        request.workload.name, plan.iterations, plan.runs
     )
 }
 
@@ -322,6 +341,11 @@ fn host_command(args: BenchArgs) -> Result<(), String> {
     }
     if args.hold_us.is_some() || args.work_us.is_some() {
         return Err("--hold-us and --work-us apply to vfscale's prim-mprotect, not to host drivers".into());
+    }
+    if args.max_runs.is_some() {
+        return Err(
+            "--max-runs applies to `vfscale bench`: a host driver has no `private` to judge an efficiency by".into()
+        );
     }
     if !targets.is_empty() && !driver.takes_dir() {
         return Err(format!("host {name} runs where its seed ran; --dir applies to the file drivers (inode-exit, dir-create, dir-unlink, file-overwrite, walk, flock01..lease02)"));
@@ -362,6 +386,15 @@ fn host_command(args: BenchArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// `--max-runs`, or `runs` where it is not given; never below `runs`.
+fn max_runs(max_runs: Option<usize>, runs: usize) -> Result<usize, String> {
+    match max_runs {
+        Some(max) if max < runs => Err(format!("--max-runs ({max}) must be at least --runs ({runs})")),
+        Some(max) => Ok(max),
+        None => Ok(runs),
+    }
+}
+
 fn check_plan(threads: &[usize], runs: usize) -> Result<(), String> {
     if threads.is_empty() || threads.contains(&0) {
         return Err("--threads needs positive thread counts, e.g. --threads 1,2,16".into());
@@ -387,15 +420,21 @@ fn reproduce_command(args: ReproduceArgs) -> Result<(), String> {
             .collect::<Result<_, _>>()?
     };
     check_plan(&args.threads, 1)?;
-    let options = reproduce::Options { quick: args.quick, threads: args.threads.clone() };
+    let mut options = reproduce::Options { quick: args.quick, threads: args.threads.clone(), max_runs: None };
+    options.max_runs = Some(max_runs(args.max_runs, options.runs())?);
     let machine = machine::Machine::this();
     println!(
-        "vfscale {} reproduce on {}, {} CPUs ({}): {} runs per cell after a warm-up, threads {}",
+        "vfscale {} reproduce on {}, {} CPUs ({}): {} runs per cell after a warm-up{}, threads {}",
         env!("CARGO_PKG_VERSION"),
         machine.kernel,
         machine.cpus,
         machine.cpu_model,
         options.runs(),
+        if options.max_runs() > options.runs() {
+            format!(" (up to {} while an efficiency at 2+ threads is inconclusive)", options.max_runs())
+        } else {
+            String::new()
+        },
         options.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",")
     );
     if args.quick {
@@ -412,7 +451,10 @@ fn reproduce_command(args: ReproduceArgs) -> Result<(), String> {
     );
     let mut results = Vec::new();
     for experiment in experiments {
-        let result = reproduce::run(experiment, &options, &mut |what: &str| {
+        let result = reproduce::run(experiment, &options, &mut |what: &str, planned| {
+            if planned == reproduce::Planned::No {
+                bar.inc_length(1);
+            }
             bar.set_message(what.to_string());
             bar.inc(1);
         });
@@ -427,6 +469,7 @@ fn reproduce_command(args: ReproduceArgs) -> Result<(), String> {
         machine,
         quick: args.quick,
         runs: options.runs(),
+        max_runs: options.max_runs(),
         threads: options.threads,
         calibration,
         experiments: results,
@@ -467,9 +510,7 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
         run_time: std::time::Duration::from_millis(run_ms),
     };
     check_plan(&[1, 2], plan.runs)?;
-    if plan.max_runs < plan.runs {
-        return Err(format!("--max-runs ({}) must be at least --runs ({})", plan.max_runs, plan.runs));
-    }
+    max_runs(Some(plan.max_runs), plan.runs)?;
     if plan.iterations == Some(0) {
         return Err("--iterations must be at least 1".into());
     }

@@ -9,8 +9,8 @@
 //! The charts are drawn with plotters' SVG backend and its built-in font
 //! metrics, so no font files or network are needed to write or view them.
 
-use crate::bench::{human, CellReport};
-use crate::reproduce::{efficiency_line, verdict_line, CaseResult, ExperimentResult, Reproduction};
+use crate::bench::{efficiency_line, human, CellReport};
+use crate::reproduce::{verdict_line, CaseResult, ExperimentResult, Reproduction};
 use crate::stats::Verdict;
 use crate::workloads::PRIVATE;
 use plotters::element::DashedPathElement;
@@ -48,19 +48,27 @@ fn head(html: &mut String, repro: &Reproduction) {
          td:first-child,th:first-child{{text-align:left}}.faster{{background:#d4f7d4}}.slower{{background:#f7d4d4}}\
          .same{{background:#eee}}img{{max-width:100%}}.note{{color:#835}}code{{background:#f4f4f4}}\
          </style></head><body>\n<h1>vfscale: the seed experiments, reproduced</h1>\n\
-         <p>Machine: {} &middot; {} CPUs &middot; {} &middot; {}. vfscale {}; {} measured runs per cell after a warm-up; \
+         <p>Machine: {} &middot; {} CPUs &middot; {} &middot; {}. vfscale {}; {} measured runs per cell after a warm-up{}; \
          threads {}{}.</p>\n<p>{}</p>\n\
          <p>Every cell runs its threads behind a barrier; throughput is all threads' operations per second. \
          Verdicts compare the throughput of the \"after\" design with the \"before\" design at the same thread count: \
          ratio of means with a bootstrap 95% interval, and a two-sided Mann&ndash;Whitney U test at 95% \
          (&ldquo;no significant difference&rdquo; is a result). <em>host</em> is the same workload on this machine's \
-         own Linux kernel. <em>private</em> is the machine's ceiling: the first design's work with nothing shared          between threads (each its own instance), run in the same rounds; the dashed line on the throughput charts.          A design's <em>efficiency</em> at T threads is its speedup S<sub>T</sub> (throughput at T over throughput          at 1) over the speedup of private at T: 1 is as well as unshared work scales here.</p>\n",
+         own Linux kernel. <em>private</em> is the machine's ceiling: the first design's work with nothing shared between threads (each its own instance), run in the same rounds; the dashed line on the throughput charts. A design's <em>efficiency</em> at T threads is its speedup S<sub>T</sub> (throughput at T over throughput at 1) over the speedup of private at T: 1 is as well as unshared work scales here.</p>\n",
         escape(&m.kernel),
         m.cpus,
         escape(&m.cpu_model),
         escape(&m.arch),
         repro.vfscale_version,
         repro.runs,
+        if repro.max_runs > repro.runs {
+            format!(
+                " (up to {} in a case while a design's efficiency at 2+ threads is inconclusive, judged then on its 99% interval)",
+                repro.max_runs
+            )
+        } else {
+            String::new()
+        },
         repro.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
         if repro.quick { " (--quick: fewer runs and iterations, noisier)" } else { "" },
         escape(&repro.calibration.line()),
@@ -349,13 +357,14 @@ mod tests {
             format: Format::Table,
             cases: &[reproduce::Case { host: false, ..CASE }],
         };
-        let options = Options { quick: true, threads: vec![1, 2] };
-        let result = reproduce::run(&experiment, &options, &mut |_| {});
+        let options = Options { quick: true, threads: vec![1, 2], max_runs: None };
+        let result = reproduce::run(&experiment, &options, &mut |_, _| {});
         let repro = Reproduction {
             vfscale_version: "test",
             machine: crate::machine::Machine::this(),
             quick: true,
             runs: options.runs(),
+            max_runs: options.max_runs(),
             threads: options.threads.clone(),
             calibration: crate::calibration::Calibration::measure(&[1, 2], 1, std::time::Duration::from_millis(1)),
             experiments: vec![result],

@@ -15,12 +15,12 @@
 //! machine's ceiling, against which each design's efficiency is given. It
 //! is a reference, never half of a verdict pair.
 
-use crate::bench::{self, BenchRequest, CellReport, Cells, FIGURE_TOLERANCE};
+use crate::bench::{self, efficiency_line, BenchRequest, CellReport, Cells, FIGURE_TOLERANCE, SCALES};
 use crate::calibration::Calibration;
 use crate::harness::RunPlan;
 use crate::host;
 use crate::machine::Machine;
-use crate::stats::{self, Bound, Comparison, Judgement};
+use crate::stats::{self, Comparison, Judgement};
 use crate::workloads::{self, Params, Workload, PRIVATE};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -171,6 +171,9 @@ pub struct Options {
     pub quick: bool,
     /// Thread counts of every case.
     pub threads: Vec<usize>,
+    /// Runs per cell a case goes on to while a design's efficiency above
+    /// 1 thread is inconclusive ([`RunPlan::max_runs`]); `None`: none more.
+    pub max_runs: Option<usize>,
 }
 
 impl Options {
@@ -182,6 +185,11 @@ impl Options {
         } else {
             5
         }
+    }
+
+    /// Runs per cell a case may go on to: `max_runs`, or [`Options::runs`].
+    pub fn max_runs(&self) -> usize {
+        self.max_runs.unwrap_or_else(|| self.runs())
     }
 
     fn iterations(&self, default: u64) -> u64 {
@@ -256,6 +264,9 @@ pub struct Reproduction {
     pub quick: bool,
     /// Measured runs per cell.
     pub runs: usize,
+    /// Runs per cell a case could go on to while an efficiency was
+    /// inconclusive (equal to `runs`: none more).
+    pub max_runs: usize,
     /// Thread counts.
     pub threads: Vec<usize>,
     /// The machine's ceiling outside the process's shared state.
@@ -302,7 +313,8 @@ impl Plan {
 pub const MIN_LOCK_RUN: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The number of runs, warm-ups included, that `run` will report to its
-/// `progress` callback (for the progress bar).
+/// `progress` callback as planned (for the progress bar); more rounds come
+/// on top.
 pub fn run_count(experiments: &[&Experiment], options: &Options) -> usize {
     let cells: usize =
         experiments.iter().flat_map(|e| e.cases).map(|c| Plan::resolve(c).cells(options.threads.len())).sum();
@@ -310,8 +322,9 @@ pub fn run_count(experiments: &[&Experiment], options: &Options) -> usize {
 }
 
 /// Runs one experiment; `progress` is told about each run (warm-ups too)
-/// before it starts.
-pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(&str)) -> ExperimentResult {
+/// before it starts, and whether it is one of the planned runs
+/// ([`run_count`]) or of the more rounds a case took beyond them.
+pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(&str, Planned)) -> ExperimentResult {
     let mut notes = Vec::new();
     let mut cases = Vec::new();
     let runs = options.runs();
@@ -337,11 +350,12 @@ pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(
                 workload,
                 variants: workload.all_variants(),
                 threads: options.threads.clone(),
-                plan: RunPlan { min_run, ..RunPlan::new(runs, iterations) },
+                plan: RunPlan { min_run, max_runs: options.max_runs(), ..RunPlan::new(runs, iterations) },
                 params,
             };
-            result.cells.extend(request.run(|v: &str, t: usize, _: usize| {
-                progress(&format!("[{}] {} {v} x{t}", experiment.name, workload.name))
+            result.cells.extend(request.run(|v: &str, t: usize, run: usize| {
+                let planned = if run <= runs { Planned::Yes } else { Planned::No };
+                progress(&format!("[{}] {} {v} x{t}", experiment.name, workload.name), planned)
             }));
             result.verdicts = judge(workload, case, &result.cells);
         }
@@ -350,8 +364,9 @@ pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(
             let outcome = driver.probe().and_then(|built| {
                 let cells = Cells { workload: driver.name, hold: None, note: built.note };
                 let subjects = [(host::VARIANT, built.subject.as_ref())];
-                let mut tell =
-                    |_: &str, t: usize, _: usize| progress(&format!("[{}] host {} x{t}", experiment.name, driver.name));
+                let mut tell = |_: &str, t: usize, _: usize| {
+                    progress(&format!("[{}] host {} x{t}", experiment.name, driver.name), Planned::Yes)
+                };
                 host::quietly(|| cells.measure(&subjects, &options.threads, RunPlan::new(runs, iterations), &mut tell))
             });
             match outcome {
@@ -363,7 +378,10 @@ pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(
                     // Keep the progress bar honest about the runs skipped.
                     for &t in &options.threads {
                         for _ in 0..=runs {
-                            progress(&format!("[{}] host {} x{t} (skipped)", experiment.name, driver.name));
+                            progress(
+                                &format!("[{}] host {} x{t} (skipped)", experiment.name, driver.name),
+                                Planned::Yes,
+                            );
                         }
                     }
                     notes.push(format!("host {}: skipped: {reason}", driver.name));
@@ -380,6 +398,16 @@ pub fn run(experiment: &Experiment, options: &Options, progress: &mut dyn FnMut(
         notes,
         cases,
     }
+}
+
+/// Whether a run `run` reports is one [`run_count`] counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Planned {
+    /// A warm-up or one of the planned runs.
+    Yes,
+    /// A run of the more rounds a case took while an efficiency was
+    /// inconclusive.
+    No,
 }
 
 /// The (before, after) pairs judged for `workload` in `case`: designs only,
@@ -471,6 +499,9 @@ pub fn render(experiment: &Experiment, result: &ExperimentResult, options: &Opti
             Format::Table => {}
         }
         out.push_str(&bench::table(&case.cells));
+        if let Some(line) = bench::more_rounds_line(&case.cells, options.runs(), options.max_runs()) {
+            let _ = writeln!(out, "{line}");
+        }
         for cell in case.cells.iter().filter(|c| c.threads == 1) {
             if let Some(note) = &cell.note {
                 let _ = writeln!(out, "note: {} {}: {note}", cell.workload, cell.variant);
@@ -583,55 +614,18 @@ pub fn lockperf(cells: &[CellReport]) -> String {
     out
 }
 
-/// The bar of the efficiency goal: a design scales when it gets at least
-/// this share of what unshared work gets here.
-pub const SCALES: Bound = Bound::AtLeast(0.9);
-
-/// Each design's efficiency at every thread count above 1, the median of
-/// rounds with its 95% interval and what the interval says of [`SCALES`],
-/// as "efficiency (S / S private, >= 0.9 scales; ~ figure inconclusive):
-/// x2 rcu 0.93 [0.90, 0.97] met, rwsem ~0.41 [0.30, 0.45] not met; x16
-/// ..."; `~` marks a figure whose interval reaches more than
-/// [`FIGURE_TOLERANCE`] from it. `None` when no cell above 1 thread has
-/// one.
-pub fn efficiency_line(cells: &[CellReport]) -> Option<String> {
-    let threads: std::collections::BTreeSet<usize> =
-        cells.iter().filter(|c| c.threads > 1 && c.efficiency.is_some()).map(|c| c.threads).collect();
-    let per_count: Vec<String> = threads
-        .into_iter()
-        .map(|t| {
-            let designs: Vec<String> = cells
-                .iter()
-                .filter(|c| c.threads == t && c.variant != PRIVATE)
-                .filter_map(|c| {
-                    let e = c.efficiency_estimate()?;
-                    Some(format!("{} {}{e} {}", c.variant, c.loose_mark(), SCALES.judge(e.ci95)))
-                })
-                .collect();
-            format!("x{t} {}", designs.join(", "))
-        })
-        .collect();
-    (!per_count.is_empty()).then(|| {
-        format!(
-            "efficiency (S / S private, {} scales; ~ figure inconclusive): {}",
-            SCALES.show(""),
-            per_count.join("; ")
-        )
-    })
-}
-
 /// The tallies that close the summary, over every design's efficiency
 /// above 1 thread in `cells`: how many met [`SCALES`], missed it or could
 /// not tell, and how many figures are themselves inconclusive (`~`).
 fn efficiency_tallies<'a>(cells: impl Iterator<Item = &'a CellReport>) -> String {
     let designs: Vec<&CellReport> =
         cells.filter(|c| c.threads > 1 && c.variant != PRIVATE && c.efficiency.is_some()).collect();
-    let judged = designs.iter().filter_map(|c| c.efficiency_estimate()).map(|e| SCALES.judge(e.ci95));
+    let judged = designs.iter().filter_map(|c| c.efficiency_judgement());
     let [met, not_met, inconclusive] = Judgement::tally(judged);
     let loose = designs.iter().filter(|c| !c.loose_mark().is_empty()).count();
     format!(
-        "efficiency {} at 2+ threads: met {met}, not met {not_met}, inconclusive {inconclusive} (the 95% interval \
-         straddles the bar: more runs, or a quieter machine, can decide)\n\
+        "efficiency {} at 2+ threads: met {met}, not met {not_met}, inconclusive {inconclusive} (the interval \
+         straddles the bar: more runs (--max-runs), or a quieter machine, can decide)\n\
          efficiency figures inconclusive (~): {loose} of {} (the 95% interval reaches more than \
          {FIGURE_TOLERANCE} from the figure: another run may give it more than {} apart)\n",
         SCALES.show(""),
@@ -726,12 +720,51 @@ mod tests {
             format: Format::Sysfs,
             cases: &[LOCKREF_ONLY],
         };
-        let options = Options { quick: true, threads: vec![1, 2] };
+        let options = Options { quick: true, threads: vec![1, 2], max_runs: None };
         let mut seen = 0;
-        let result = run(&experiment, &options, &mut |_| seen += 1);
+        let result = run(&experiment, &options, &mut |_, planned| {
+            assert_eq!(planned, Planned::Yes, "no more rounds without --max-runs");
+            seen += 1
+        });
         assert_eq!(seen, 8 * (options.runs() + 1), "3 designs and private x 2 thread counts, each warm-up and runs");
         assert_eq!(seen, run_count(&[&experiment], &options), "the progress bar's length");
         result
+    }
+
+    /// With `max_runs`, a case runs more rounds only while a design's
+    /// efficiency is inconclusive: the progress callback counts them
+    /// apart from the planned runs, and the text says how many ran.
+    #[test]
+    fn more_rounds_are_counted_apart_and_named() {
+        let experiment = Experiment {
+            name: "test",
+            seed: "001",
+            title: "t",
+            claim: "c",
+            format: Format::Table,
+            cases: &[LOCKREF_ONLY],
+        };
+        let options = Options { quick: true, threads: vec![1, 2], max_runs: Some(8) };
+        let (mut planned, mut more) = (0, 0);
+        let result = run(&experiment, &options, &mut |_, counted| match counted {
+            Planned::Yes => planned += 1,
+            Planned::No => more += 1,
+        });
+        assert_eq!(planned, run_count(&[&experiment], &options), "the progress bar's length");
+        let cells = &result.cases[0].cells;
+        let rounds = cells[0].runs;
+        assert!(cells.iter().all(|c| c.runs == rounds) && [4, 8].contains(&rounds), "{rounds} rounds");
+        assert_eq!(more, cells.len() * (rounds - options.runs()));
+        let undecided = cells.iter().any(|c| {
+            c.threads > 1 && c.variant != PRIVATE && c.efficiency_judgement() == Some(Judgement::Inconclusive)
+        });
+        let text = render(&experiment, &result, &options);
+        if rounds == 4 {
+            assert!(!undecided && !text.contains("more rounds: "), "decided on the first rounds:\n{text}");
+        } else {
+            assert!(cells.iter().all(|c| c.efficiency_ci99.is_some()), "judged on the 99% interval");
+            assert!(text.contains("more rounds: 8 per cell (up to 8)"), "{text}");
+        }
     }
 
     #[test]

@@ -261,6 +261,39 @@ impl std::fmt::Display for RoundRatio {
     }
 }
 
+/// Which look at a set of rounds a judgement is: the first, on the rounds
+/// a run was planned with, or one after more rounds, which judges on the
+/// wider [`MORE_ROUNDS_LEVEL`] interval so that looking again buys no
+/// verdict (at the nominal levels, k looks call a figure at the bar met at
+/// most 2.5% + (k - 1) x 0.5% of the time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Look {
+    /// The first look.
+    First,
+    /// A look after more rounds.
+    More,
+}
+
+impl Look {
+    /// The interval this look judges on: the first, `estimate`'s own 95%
+    /// one; a later one, the [`MORE_ROUNDS_LEVEL`] interval of the median
+    /// of the same rounds' `ratio`s over `cells`.
+    pub fn interval(
+        self,
+        estimate: Option<RoundRatio>,
+        cells: &[&[f64]],
+        ratio: impl Fn(&[f64]) -> f64,
+    ) -> Option<[f64; 2]> {
+        match self {
+            Look::First => estimate.map(|e| e.ci95),
+            Look::More => RoundRatio::interval_of_rounds(cells, ratio, MORE_ROUNDS_LEVEL),
+        }
+    }
+}
+
+/// The confidence of the interval a look after more rounds judges on.
+pub const MORE_ROUNDS_LEVEL: f64 = 0.99;
+
 /// A bar a measured figure must clear to meet a goal.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Bound {

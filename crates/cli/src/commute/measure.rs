@@ -24,7 +24,7 @@
 //! rounds a shared machine shows, which a ratio of two medians does not.
 //! A pair left inconclusive runs more rounds, `runs` at a time, up to
 //! `max_runs` in all, until a look decides it; each later look judges the
-//! median of all its rounds on the 99% interval ([`MORE_ROUNDS_LEVEL`]),
+//! median of all its rounds on the 99% interval ([`Look::More`]),
 //! so that looking again buys no verdict: at the nominal levels, the
 //! default four looks call a pair at the bar met at most 2.5% + 3 x 0.5%
 //! of the time (each look past four adds 0.5%).
@@ -42,8 +42,8 @@ use super::host_sys::own_file_table;
 use super::pairs::{Ops, Pair};
 use super::plain;
 use super::world::World;
-use crate::harness::{more_rounds, run_cells, CellRuns, RunPlan};
-use crate::stats::{Bound, Judgement, RoundRatio};
+use crate::harness::{run_cells, until_decided, CellRuns, RunPlan};
+use crate::stats::{Bound, Judgement, Look, RoundRatio};
 use crate::workloads::Subject;
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -129,7 +129,7 @@ impl Scaling {
     pub(super) fn judged(self, ceiling: &Scaling, look: Look) -> Scaling {
         let cells = [&self.runs_2[..], &self.runs_1[..]];
         let estimate = RoundRatio::of_rounds(&cells, over);
-        let judged_on = look.judged_on(estimate, &cells);
+        let judged_on = look.interval(estimate, &cells, over);
         self.with(estimate, look, judged_on, Bound::AtLeast(SCALES * ceiling.s2), DRIFT * ceiling.s2)
     }
 
@@ -139,7 +139,7 @@ impl Scaling {
     pub(super) fn judged_by_round(mut self, ceiling: &Scaling, look: Look) -> Scaling {
         let cells = [&self.runs_2[..], &ceiling.runs_2[..]];
         let estimate = RoundRatio::of_rounds(&cells, over);
-        let judged_on = look.judged_on(estimate, &cells);
+        let judged_on = look.interval(estimate, &cells, over);
         self.vs_private = estimate.map(|r| r.median);
         self.with(estimate, look, judged_on, Bound::AtLeast(SCALES), DRIFT)
     }
@@ -181,29 +181,6 @@ impl Scaling {
 fn over(round: &[f64]) -> f64 {
     round[0] / round[1]
 }
-
-/// Which look at a pair's rounds a judgement is: the first, on the first
-/// `runs` rounds, or one after more rounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Look {
-    First,
-    More,
-}
-
-impl Look {
-    /// The interval this look judges on: the first, `estimate`'s own 95%
-    /// one; a later one, the [`MORE_ROUNDS_LEVEL`] interval of the median
-    /// of the same rounds' ratios.
-    fn judged_on(self, estimate: Option<RoundRatio>, cells: &[&[f64]]) -> Option<[f64; 2]> {
-        match self {
-            Look::First => estimate.map(|e| e.ci95),
-            Look::More => RoundRatio::interval_of_rounds(cells, over, MORE_ROUNDS_LEVEL),
-        }
-    }
-}
-
-/// The confidence of the interval a look after more rounds judges on.
-pub const MORE_ROUNDS_LEVEL: f64 = 0.99;
 
 /// The rule: a pair scales when its S2 is at least this share of
 /// the S2 of `private`.
@@ -272,7 +249,8 @@ pub fn measure(pair: &Pair, plan: Plan, mut before_run: impl FnMut(usize, usize)
         let private_s2 = Scaling::of(&runs[0], &runs[2]);
         Ok((Scaling::of(&runs[0], &runs[1]).judged_by_round(&private_s2, look), private_s2))
     };
-    let (vfscale_s2, private_s2) = until_decided(&cells, runs, plan, &mut before_run, judge, |(v, _)| v)?;
+    let wanted = |judged: &Result<(Scaling, Scaling), String>| judged.as_ref().ok()?.0.more_rounds_wanted(plan);
+    let (vfscale_s2, private_s2) = until_decided(&cells, runs, &mut before_run, judge, wanted)?;
     let host = World::host(pair.fs).map(drop).and_then(|()| {
         let iterations = calibrate(pair, Target::Host, plan)?;
         let host = PairSubject::new(pair, Target::Host, iterations);
@@ -282,28 +260,9 @@ pub fn measure(pair: &Pair, plan: Plan, mut before_run: impl FnMut(usize, usize)
             host.failure().map_or(Ok(()), Err)?;
             Ok(Scaling::of(&runs[0], &runs[1]).judged(&private_s2, look))
         };
-        until_decided(&cells, runs, plan, &mut before_run, judge, |s| s)
+        until_decided(&cells, runs, &mut before_run, judge, |judged| judged.as_ref().ok()?.more_rounds_wanted(plan))
     });
     Ok(Measured { vfscale: vfscale_s2, private: private_s2, host })
-}
-
-/// `judge`s the first look at `runs` (of `cells`), then, while the
-/// [`Scaling`] `side` picks from the judgement wants more rounds under
-/// `plan`, runs them and judges again (a later look).
-pub(super) fn until_decided<T>(
-    cells: &[(&dyn Subject, usize)],
-    mut runs: Vec<CellRuns>,
-    plan: Plan,
-    before_run: &mut impl FnMut(usize, usize),
-    judge: impl Fn(&[CellRuns], Look) -> Result<T, String>,
-    side: impl Fn(&T) -> &Scaling,
-) -> Result<T, String> {
-    let mut judged = judge(&runs, Look::First)?;
-    while let Some(rounds) = side(&judged).more_rounds_wanted(plan) {
-        more_rounds(cells, &mut runs, rounds, &mut *before_run);
-        judged = judge(&runs, Look::More)?;
-    }
-    Ok(judged)
 }
 
 /// `plan`'s iteration count, or one calibrated by short 1-thread runs on

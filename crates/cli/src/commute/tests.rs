@@ -1,8 +1,8 @@
 //! The checker's verdict on every pair, and the summary's arithmetic.
 
 use super::*;
-use crate::stats::Judgement;
-use measure::{Look, Plan, Scaling, SCALES};
+use crate::stats::{Judgement, Look};
+use measure::{Plan, Scaling, SCALES};
 use outcome::{Conditions, PairResult, Summary};
 
 #[test]
@@ -235,11 +235,13 @@ fn more_rounds_run_until_a_look_decides_or_the_cap() {
             Ok(Scaling { judgement: Some(judgement), ..s })
         }
     };
-    let judged = measure::until_decided(&cells, first_runs(), plan, &mut |_, _| {}, decided_at(75), |s| s).unwrap();
+    let wanted = |plan: Plan| move |s: &Result<Scaling, String>| s.as_ref().ok()?.more_rounds_wanted(plan);
+    use crate::harness::until_decided;
+    let judged = until_decided(&cells, first_runs(), |_, _| {}, decided_at(75), wanted(plan)).unwrap();
     assert_eq!((judged.rounds(), judged.judgement), (75, Some(Judgement::Met)));
     assert_eq!(*looks.borrow(), [Look::First, Look::More, Look::More]);
     let capped = Plan { max_runs: 60, ..plan };
-    let open = measure::until_decided(&cells, first_runs(), capped, &mut |_, _| {}, decided_at(usize::MAX), |s| s);
+    let open = until_decided(&cells, first_runs(), |_, _| {}, decided_at(usize::MAX), wanted(capped));
     assert_eq!(open.map(|s| (s.rounds(), s.judgement)), Ok((60, Some(Judgement::Inconclusive))), "25 + 25 + 10");
 }
 
