@@ -16,10 +16,11 @@
 //! allows more runs than it starts with ([`RunPlan::max_runs`]), all
 //! cells run `runs` more rounds at a time while any design's efficiency is
 //! inconclusive; after more rounds every efficiency is judged on its 99%
-//! interval (`efficiency_ci99`, [`Look::More`]), so that looking again
-//! buys no verdict.
+//! interval (`efficiency_ci99`, [`Look::More`]), which keeps the chance
+//! that k looks call a design at the bar met at most 2.5% + (k - 1) x 0.5%
+//! (nominal).
 
-use crate::harness::{run_cells, until_decided, CellRuns, CellStats, RunPlan};
+use crate::harness::{rounds_to_go, run_cells, until_decided, CellRuns, CellStats, RunPlan};
 use crate::stats::{Bound, Judgement, Look, RoundRatio};
 use crate::workloads::{Params, Subject, Workload, PRIVATE};
 use serde::Serialize;
@@ -221,7 +222,7 @@ pub fn more_rounds_wanted(reports: &[CellReport], plan: RunPlan) -> Option<usize
         .iter()
         .filter(|r| r.threads > 1 && r.variant != PRIVATE)
         .any(|r| r.efficiency_judgement() == Some(Judgement::Inconclusive));
-    (undecided && rounds < plan.max_runs).then(|| plan.runs.min(plan.max_runs - rounds))
+    rounds_to_go(undecided, rounds, plan.runs, plan.max_runs)
 }
 
 /// Fills in every report's `speedup` (against the 1-thread cell of its
@@ -313,11 +314,23 @@ pub fn efficiency_line(cells: &[CellReport]) -> Option<String> {
     })
 }
 
+/// What a header says of a plan of `runs` that may go on to `max_runs`:
+/// " (up to 100 while an efficiency at 2+ threads is inconclusive)", or
+/// nothing where it may not.
+pub fn up_to(runs: usize, max_runs: usize) -> String {
+    if max_runs > runs {
+        format!(" (up to {max_runs} while an efficiency at 2+ threads is inconclusive)")
+    } else {
+        String::new()
+    }
+}
+
 /// Where cells ran more rounds than the `runs` planned, a line saying how
 /// many and why: "more rounds: 50 per cell (up to 100) while an efficiency
-/// at 2+ threads was inconclusive; each judged on its 99% interval".
+/// at 2+ threads was inconclusive; each judged on its 99% interval". Host
+/// cells, which run only the planned rounds, are left out.
 pub fn more_rounds_line(cells: &[CellReport], runs: usize, max_runs: usize) -> Option<String> {
-    let rounds = cells.iter().map(|c| c.runs).max()?;
+    let rounds = cells.iter().filter(|c| c.variant != crate::host::VARIANT).map(|c| c.runs).max()?;
     (rounds > runs).then(|| {
         format!(
             "more rounds: {rounds} per cell (up to {max_runs}) while an efficiency at 2+ threads was inconclusive; \

@@ -233,6 +233,13 @@ pub fn more_rounds(
     }
 }
 
+/// How many more rounds a judgement that is `undecided` after `rounds`
+/// runs under a cap of `max_runs`: `runs` at a time, or what is left
+/// below the cap; none once it is decided or at the cap.
+pub fn rounds_to_go(undecided: bool, rounds: usize, runs: usize, max_runs: usize) -> Option<usize> {
+    (undecided && rounds < max_runs).then(|| runs.min(max_runs - rounds))
+}
+
 /// Judges `runs` (the first rounds of `cells`, from [`run_cells`]) as the
 /// first look; then, while `wanted` asks more rounds of the judgement,
 /// runs them ([`more_rounds`]) and judges all rounds again as a later

@@ -97,8 +97,8 @@ struct BenchArgs {
     /// Measured runs per cell (after one warm-up run).
     #[arg(long, default_value_t = 5)]
     runs: usize,
-    /// Runs per cell to go on to, --runs more at a time, while a design's efficiency at 2+ threads is
-    /// inconclusive, judged then on its 99% interval (`bench` only) [default: --runs, none more].
+    /// `bench` only: runs per cell to go on to, --runs more at a time, while a design's efficiency at 2+
+    /// threads is inconclusive, judged then on its 99% interval [default: --runs, none more].
     #[arg(long, value_name = "N")]
     max_runs: Option<usize>,
     /// Operations per thread per run [default: the workload's].
@@ -136,8 +136,8 @@ struct ReproduceArgs {
     /// Thread counts, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2,16")]
     threads: Vec<usize>,
-    /// Runs per cell a case goes on to, its runs more at a time, while a design's efficiency at 2+
-    /// threads is inconclusive, judged then on its 99% interval [default: none more].
+    /// Runs per cell a case goes on to, 5 (--quick: 4) more at a time, while a design's efficiency at 2+
+    /// threads is inconclusive, judged then on its 99% interval [default: 5, --quick: 4; none more].
     #[arg(long, value_name = "N")]
     max_runs: Option<usize>,
 }
@@ -237,6 +237,8 @@ fn bench_command(args: BenchArgs) -> Result<(), String> {
             "vfscale_version": env!("CARGO_PKG_VERSION"),
             "machine": machine,
             "calibration": calibration,
+            "runs": request.plan.runs,
+            "max_runs": request.plan.max_runs,
             "cells": reports,
         });
         println!("{}", serde_json::to_string_pretty(&run).map_err(|e| e.to_string())?);
@@ -283,7 +285,13 @@ fn bench_request(args: &BenchArgs) -> Result<BenchRequest, String> {
             .collect::<Result<_, _>>()?
     };
     check_plan(&args.threads, args.runs)?;
-    let max_runs = max_runs(args.max_runs, args.runs)?;
+    let max_runs = max_runs(args.max_runs, args.runs, "--runs")?;
+    let judged = variants.contains(&workloads::PRIVATE) && variants.len() > 1;
+    if max_runs > args.runs && !(judged && args.threads.contains(&1) && args.threads.iter().any(|&t| t > 1)) {
+        return Err("--max-runs goes on while an efficiency is undecided, which needs `private`, a design, \
+                    1 thread and a count above 1 among the cells"
+            .into());
+    }
     if !workload.takes_hold && (args.hold_us.is_some() || args.work_us.is_some()) {
         return Err(format!("--hold-us and --work-us apply to prim-mprotect, not {}", workload.name));
     }
@@ -309,14 +317,12 @@ fn describe(request: &BenchRequest) -> String {
         String::new()
     };
     let plan = request.plan;
-    let more = if plan.max_runs > plan.runs {
-        format!(" (up to {} while an efficiency at 2+ threads is inconclusive)", plan.max_runs)
-    } else {
-        String::new()
-    };
     format!(
-        "{}: {} iterations per thread, {} runs per cell after a warm-up{more}, runs of all cells interleaved{hold}\n",
-        request.workload.name, plan.iterations, plan.runs
+        "{}: {} iterations per thread, {} runs per cell after a warm-up{}, runs of all cells interleaved{hold}\n",
+        request.workload.name,
+        plan.iterations,
+        plan.runs,
+        bench::up_to(plan.runs, plan.max_runs)
     )
 }
 
@@ -386,10 +392,11 @@ fn host_command(args: BenchArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `--max-runs`, or `runs` where it is not given; never below `runs`.
-fn max_runs(max_runs: Option<usize>, runs: usize) -> Result<usize, String> {
+/// `--max-runs`, or `runs` where it is not given; never below `runs`
+/// (what the error calls `runs_are`).
+fn max_runs(max_runs: Option<usize>, runs: usize, runs_are: &str) -> Result<usize, String> {
     match max_runs {
-        Some(max) if max < runs => Err(format!("--max-runs ({max}) must be at least --runs ({runs})")),
+        Some(max) if max < runs => Err(format!("--max-runs ({max}) must be at least {runs_are} ({runs})")),
         Some(max) => Ok(max),
         None => Ok(runs),
     }
@@ -421,7 +428,7 @@ fn reproduce_command(args: ReproduceArgs) -> Result<(), String> {
     };
     check_plan(&args.threads, 1)?;
     let mut options = reproduce::Options { quick: args.quick, threads: args.threads.clone(), max_runs: None };
-    options.max_runs = Some(max_runs(args.max_runs, options.runs())?);
+    options.max_runs = Some(max_runs(args.max_runs, options.runs(), "the runs per cell")?);
     let machine = machine::Machine::this();
     println!(
         "vfscale {} reproduce on {}, {} CPUs ({}): {} runs per cell after a warm-up{}, threads {}",
@@ -430,11 +437,7 @@ fn reproduce_command(args: ReproduceArgs) -> Result<(), String> {
         machine.cpus,
         machine.cpu_model,
         options.runs(),
-        if options.max_runs() > options.runs() {
-            format!(" (up to {} while an efficiency at 2+ threads is inconclusive)", options.max_runs())
-        } else {
-            String::new()
-        },
+        bench::up_to(options.runs(), options.max_runs()),
         options.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",")
     );
     if args.quick {
@@ -510,7 +513,7 @@ fn commute_command(args: CommuteArgs) -> Result<(), String> {
         run_time: std::time::Duration::from_millis(run_ms),
     };
     check_plan(&[1, 2], plan.runs)?;
-    max_runs(Some(plan.max_runs), plan.runs)?;
+    max_runs(Some(plan.max_runs), plan.runs, "--runs")?;
     if plan.iterations == Some(0) {
         return Err("--iterations must be at least 1".into());
     }

@@ -9,7 +9,7 @@
 //! The charts are drawn with plotters' SVG backend and its built-in font
 //! metrics, so no font files or network are needed to write or view them.
 
-use crate::bench::{efficiency_line, human, CellReport};
+use crate::bench::{efficiency_line, human, more_rounds_line, CellReport};
 use crate::reproduce::{verdict_line, CaseResult, ExperimentResult, Reproduction};
 use crate::stats::Verdict;
 use crate::workloads::PRIVATE;
@@ -25,7 +25,7 @@ pub fn write(repro: &Reproduction, dir: &Path) -> Result<PathBuf, String> {
     let mut html = String::new();
     head(&mut html, repro);
     for experiment in &repro.experiments {
-        section(&mut html, experiment, dir)?;
+        section(&mut html, repro, experiment, dir)?;
     }
     html.push_str("</body></html>\n");
     let index = dir.join("index.html");
@@ -61,21 +61,14 @@ fn head(html: &mut String, repro: &Reproduction) {
         escape(&m.arch),
         repro.vfscale_version,
         repro.runs,
-        if repro.max_runs > repro.runs {
-            format!(
-                " (up to {} in a case while a design's efficiency at 2+ threads is inconclusive, judged then on its 99% interval)",
-                repro.max_runs
-            )
-        } else {
-            String::new()
-        },
+        crate::bench::up_to(repro.runs, repro.max_runs),
         repro.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
         if repro.quick { " (--quick: fewer runs and iterations, noisier)" } else { "" },
         escape(&repro.calibration.line()),
     );
 }
 
-fn section(html: &mut String, e: &ExperimentResult, dir: &Path) -> Result<(), String> {
+fn section(html: &mut String, repro: &Reproduction, e: &ExperimentResult, dir: &Path) -> Result<(), String> {
     let _ = write!(
         html,
         "<h2 id=\"{}\">{} (seed {})</h2>\n<p>{}</p>\n<p>The seed reported: {}</p>\n",
@@ -98,7 +91,8 @@ fn section(html: &mut String, e: &ExperimentResult, dir: &Path) -> Result<(), St
         }
         let _ = writeln!(html, "<h3>{}</h3>", escape(&title));
         verdicts(html, case);
-        if let Some(line) = efficiency_line(&case.cells) {
+        let judged = [efficiency_line(&case.cells), more_rounds_line(&case.cells, repro.runs, repro.max_runs)];
+        for line in judged.into_iter().flatten() {
             let _ = writeln!(html, "<p>{}</p>", escape(&line));
         }
         let stem = format!("{}-{}", e.name, i);

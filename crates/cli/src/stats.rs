@@ -263,9 +263,9 @@ impl std::fmt::Display for RoundRatio {
 
 /// Which look at a set of rounds a judgement is: the first, on the rounds
 /// a run was planned with, or one after more rounds, which judges on the
-/// wider [`MORE_ROUNDS_LEVEL`] interval so that looking again buys no
-/// verdict (at the nominal levels, k looks call a figure at the bar met at
-/// most 2.5% + (k - 1) x 0.5% of the time).
+/// wider [`MORE_ROUNDS_LEVEL`] interval, so that k looks call a figure at
+/// the bar met at most 2.5% + (k - 1) x 0.5% of the time (nominal levels,
+/// Bonferroni) instead of 2.5% at every look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Look {
     /// The first look.
@@ -312,11 +312,12 @@ impl Bound {
         }
     }
 
-    /// What the data say: [`Judgement::Met`] when the whole 95% interval
-    /// clears the bar, [`Judgement::NotMet`] when none of it does, and
-    /// [`Judgement::Inconclusive`] when it straddles the bar.
-    pub fn judge(self, ci95: [f64; 2]) -> Judgement {
-        match (self.holds(ci95[0]), self.holds(ci95[1])) {
+    /// What the data say: [`Judgement::Met`] when the whole interval (95%,
+    /// or 99% at a later [`Look`]) clears the bar, [`Judgement::NotMet`]
+    /// when none of it does, and [`Judgement::Inconclusive`] when it
+    /// straddles the bar.
+    pub fn judge(self, interval: [f64; 2]) -> Judgement {
+        match (self.holds(interval[0]), self.holds(interval[1])) {
             (true, true) => Judgement::Met,
             (false, false) => Judgement::NotMet,
             _ => Judgement::Inconclusive,

@@ -24,7 +24,14 @@ fn a_cap_below_the_runs_or_on_a_host_driver_is_one_line_error() {
         "--max-runs (4) must be at least --runs (5)",
     );
     one_line_error(&["host", "dir-create", "--max-runs", "10"], "--max-runs applies to `vfscale bench`");
-    one_line_error(&["reproduce", "locks", "--quick", "--max-runs", "3"], "--max-runs (3) must be at least --runs (4)");
+    one_line_error(
+        &["reproduce", "locks", "--quick", "--max-runs", "3"],
+        "--max-runs (3) must be at least the runs per cell (4)",
+    );
+    let no_private = ["bench", "prim-lockref", "--variant", "lockref", "--threads", "1,2", "--max-runs", "10"];
+    one_line_error(&no_private, "--max-runs goes on while an efficiency is undecided, which needs `private`");
+    let no_two = ["bench", "prim-lockref", "--variant", "lockref,private", "--threads", "1", "--max-runs", "10"];
+    one_line_error(&no_two, "needs `private`, a design, 1 thread and a count above 1");
 }
 
 /// Two planned rounds, up to four: cells that ran two were all decided by
@@ -38,6 +45,7 @@ fn only_an_undecided_efficiency_runs_more_rounds() {
     let output = vfscale(&[&args[..], &["--json"]].concat());
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!((v["runs"].as_u64(), v["max_runs"].as_u64()), (Some(2), Some(4)));
     let cells = v["cells"].as_array().unwrap();
     let runs = cells[0]["runs"].as_u64().unwrap();
     assert!(cells.iter().all(|c| c["runs"].as_u64() == Some(runs)), "every cell runs every round: {cells:?}");

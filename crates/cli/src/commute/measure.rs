@@ -42,7 +42,7 @@ use super::host_sys::own_file_table;
 use super::pairs::{Ops, Pair};
 use super::plain;
 use super::world::World;
-use crate::harness::{run_cells, until_decided, CellRuns, RunPlan};
+use crate::harness::{rounds_to_go, run_cells, until_decided, CellRuns, RunPlan};
 use crate::stats::{Bound, Judgement, Look, RoundRatio};
 use crate::workloads::Subject;
 use serde::Serialize;
@@ -168,7 +168,7 @@ impl Scaling {
     /// is left below the cap.
     pub(super) fn more_rounds_wanted(&self, plan: Plan) -> Option<usize> {
         let undecided = self.judgement == Some(Judgement::Inconclusive);
-        (undecided && self.rounds() < plan.max_runs).then(|| plan.runs.min(plan.max_runs - self.rounds()))
+        rounds_to_go(undecided, self.rounds(), plan.runs, plan.max_runs)
     }
 
     /// Measured rounds: runs of each of its cells.

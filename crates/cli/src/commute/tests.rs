@@ -218,6 +218,7 @@ fn an_undecided_pair_runs_more_rounds_judged_on_its_99_percent_interval() {
 /// the cap.
 #[test]
 fn more_rounds_run_until_a_look_decides_or_the_cap() {
+    use crate::harness::until_decided;
     struct Idle;
     impl crate::workloads::Subject for Idle {
         fn run_thread(&self, _thread: usize, _iterations: u64) {}
@@ -236,7 +237,6 @@ fn more_rounds_run_until_a_look_decides_or_the_cap() {
         }
     };
     let wanted = |plan: Plan| move |s: &Result<Scaling, String>| s.as_ref().ok()?.more_rounds_wanted(plan);
-    use crate::harness::until_decided;
     let judged = until_decided(&cells, first_runs(), |_, _| {}, decided_at(75), wanted(plan)).unwrap();
     assert_eq!((judged.rounds(), judged.judgement), (75, Some(Judgement::Met)));
     assert_eq!(*looks.borrow(), [Look::First, Look::More, Look::More]);
