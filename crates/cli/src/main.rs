@@ -429,6 +429,11 @@ fn reproduce_command(args: ReproduceArgs) -> Result<(), String> {
     check_plan(&args.threads, 1)?;
     let mut options = reproduce::Options { quick: args.quick, threads: args.threads.clone(), max_runs: None };
     options.max_runs = Some(max_runs(args.max_runs, options.runs(), "the runs per cell")?);
+    if options.max_runs() > options.runs() && !(args.threads.contains(&1) && args.threads.iter().any(|&t| t > 1)) {
+        return Err("--max-runs goes on while an efficiency is undecided, which needs 1 thread and a count above 1 \
+                    among --threads"
+            .into());
+    }
     let machine = machine::Machine::this();
     println!(
         "vfscale {} reproduce on {}, {} CPUs ({}): {} runs per cell after a warm-up{}, threads {}",

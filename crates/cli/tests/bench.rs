@@ -32,6 +32,8 @@ fn a_cap_below_the_runs_or_on_a_host_driver_is_one_line_error() {
     one_line_error(&no_private, "--max-runs goes on while an efficiency is undecided, which needs `private`");
     let no_two = ["bench", "prim-lockref", "--variant", "lockref,private", "--threads", "1", "--max-runs", "10"];
     one_line_error(&no_two, "needs `private`, a design, 1 thread and a count above 1");
+    let no_one = ["reproduce", "locks", "--threads", "2,16", "--max-runs", "10"];
+    one_line_error(&no_one, "needs 1 thread and a count above 1 among --threads");
 }
 
 /// Two planned rounds, up to four: cells that ran two were all decided by

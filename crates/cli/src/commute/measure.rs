@@ -24,10 +24,10 @@
 //! rounds a shared machine shows, which a ratio of two medians does not.
 //! A pair left inconclusive runs more rounds, `runs` at a time, up to
 //! `max_runs` in all, until a look decides it; each later look judges the
-//! median of all its rounds on the 99% interval ([`Look::More`]),
-//! so that looking again buys no verdict: at the nominal levels, the
-//! default four looks call a pair at the bar met at most 2.5% + 3 x 0.5%
-//! of the time (each look past four adds 0.5%).
+//! median of all its rounds on the 99% interval ([`Look::More`]): at
+//! the nominal levels, the default four looks call a pair at the bar met
+//! at most 2.5% + 3 x 0.5% of the time (each look past four adds 0.5%),
+//! where four looks at 95% could call it met up to 10% of the time.
 //! The host's rounds are its own, so its S2 (round by round, with its
 //! interval) is judged against 0.9 times private's S2, `not met` below
 //! 0.85 times it.
