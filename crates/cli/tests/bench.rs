@@ -2,20 +2,10 @@
 //! only while a design's efficiency is inconclusive, and refuses a cap
 //! below the planned runs or a host driver, which has no `private`.
 
+mod command;
+
+use command::{one_line_error, vfscale};
 use serde_json::Value;
-use std::process::Command;
-
-fn vfscale(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_vfscale")).args(args).output().unwrap()
-}
-
-fn one_line_error(args: &[&str], expected: &str) {
-    let output = vfscale(args);
-    assert!(!output.status.success(), "{args:?} succeeded");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains(expected), "{stderr}");
-}
 
 #[test]
 fn a_cap_below_the_runs_or_on_a_host_driver_is_one_line_error() {

@@ -1,20 +1,15 @@
 //! End to end: `vfscale commute` runs more rounds only for a pair its
 //! first rounds leave undecided, and refuses a cap below the first rounds.
 
-use serde_json::Value;
-use std::process::Command;
+mod command;
 
-fn vfscale(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_vfscale")).args(args).output().unwrap()
-}
+use command::{one_line_error, vfscale};
+use serde_json::Value;
 
 #[test]
 fn a_cap_below_the_first_rounds_is_one_line_error() {
-    let output = vfscale(&["commute", "stat-same-file", "--runs", "5", "--max-runs", "4"]);
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("--max-runs (4) must be at least --runs (5)"), "{stderr}");
+    let args = ["commute", "stat-same-file", "--runs", "5", "--max-runs", "4"];
+    one_line_error(&args, "--max-runs (4) must be at least --runs (5)");
 }
 
 /// Two first rounds, up to four: a side judged on two rounds was decided

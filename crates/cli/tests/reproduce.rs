@@ -2,6 +2,9 @@
 //! `--quick`, and its JSON has the documented schema, machine facts and
 //! verdict fields, and its report renders.
 
+mod command;
+
+use command::{one_line_error, vfscale};
 use serde_json::Value;
 use std::process::Command;
 
@@ -115,19 +118,13 @@ fn reproduce_quick_writes_json_with_verdicts_and_a_report() {
 
 #[test]
 fn unknown_experiment_is_one_line_error() {
-    let output = Command::new(env!("CARGO_BIN_EXE_vfscale")).args(["reproduce", "nope"]).output().unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("kernfs, inode-list, rwsem, proc, locks"), "{stderr}");
+    one_line_error(&["reproduce", "nope"], "kernfs, inode-list, rwsem, proc, locks");
 }
 
 #[test]
 fn host_driver_runs_like_bench_or_says_why_not() {
-    let output = Command::new(env!("CARGO_BIN_EXE_vfscale"))
-        .args(["host", "kernfs-missing", "--threads", "1,2", "--runs", "2", "--iterations", "200", "--json"])
-        .output()
-        .unwrap();
+    let output =
+        vfscale(&["host", "kernfs-missing", "--threads", "1,2", "--runs", "2", "--iterations", "200", "--json"]);
     assert!(output.status.success());
     let stdout = String::from_utf8_lossy(&output.stdout);
     if stdout.trim().is_empty() {
